@@ -1,0 +1,29 @@
+// RMSNorm of each row: y = x * w / sqrt(mean(x^2) + eps).
+// Bindings: 0 x[rows][n] (read), 1 w[n] (read), 2 y[rows][n] (write).
+// Params: 0 n (columns), 1 eps (float bits).
+// Work groups: one per row, WG_SIZE invocations striding the columns.
+#ifdef USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(local_size_x = WG_SIZE) in;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+
+void main()
+{
+    uint n = PARAM_U(0);
+    float eps = PARAM_F(1);
+    uint base = gl_WorkGroupID.x * n;
+    float ss = 0.0;
+    for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
+        ss += x[base + i] * x[base + i];
+    float scale = inversesqrt(wg_reduce_sum(ss) / float(n) + eps);
+    for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
+        y[base + i] = x[base + i] * scale * w[i];
+}

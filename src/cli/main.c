@@ -1,0 +1,53 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: glesllm [--help] [--version] COMMAND [options]\n"
+            "\n"
+            "LLM inference through OpenGL ES 3.1 compute shaders on a headless EGL context.\n"
+            "\n"
+            "commands:\n"
+            "  info --gpu          show the EGL platform, GPU, limits and extensions the engine uses\n"
+            "\n"
+            "environment:\n"
+            "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
+            "  GLESLLM_DEVICE=/dev/dri/renderD128        use this DRM render node\n"
+            "  GLESLLM_LIMITS=min                        clamp GPU limits to the OpenGL ES 3.1 minimums\n"
+            "  GLESLLM_NO_CACHE=1                        do not read or write the program cache\n"
+            "  XDG_CACHE_HOME                            program cache under $XDG_CACHE_HOME/glesllm\n"
+            "                                            (default ~/.cache/glesllm)\n"
+            "\n"
+            "'glesllm COMMAND --help' describes a command.\n");
+}
+
+int cli_fail(const char *what, glesllm_status st)
+{
+    const char *msg = glesllm_last_error();
+    fprintf(stderr, "glesllm: %s: %s\n", what, msg[0] ? msg : glesllm_strerror(st));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("glesllm %s\n", glesllm_version());
+        return 0;
+    }
+    if (strcmp(cmd, "info") == 0)
+        return cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
+    return 2;
+}

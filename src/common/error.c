@@ -1,0 +1,61 @@
+#include "common/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ERR_MSG_MAX 4096
+
+static _Thread_local char err_msg[ERR_MSG_MAX];
+
+const char *glesllm_strerror(glesllm_status status)
+{
+    switch (status) {
+    case GLESLLM_OK: return "success";
+    case GLESLLM_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case GLESLLM_ERR_NO_MEMORY: return "out of host memory";
+    case GLESLLM_ERR_IO: return "input/output error";
+    case GLESLLM_ERR_EGL: return "EGL error";
+    case GLESLLM_ERR_GL: return "OpenGL ES error";
+    case GLESLLM_ERR_UNSUPPORTED: return "not supported by this GPU driver";
+    case GLESLLM_ERR_SHADER: return "shader compile or link error";
+    case GLESLLM_ERR_GPU_OUT_OF_MEMORY: return "GPU out of memory";
+    case GLESLLM_ERR_FORMAT: return "malformed file";
+    case GLESLLM_ERR_TIMEOUT: return "GPU timeout";
+    }
+    return "unknown error";
+}
+
+const char *glesllm_last_error(void) { return err_msg; }
+
+const char *glesllm_version(void)
+{
+#define GLESLLM_STR2(x) #x
+#define GLESLLM_STR(x) GLESLLM_STR2(x)
+    return GLESLLM_STR(GLESLLM_VERSION_MAJOR) "." GLESLLM_STR(GLESLLM_VERSION_MINOR) "." GLESLLM_STR(
+        GLESLLM_VERSION_PATCH);
+}
+
+glesllm_status err_set(glesllm_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+glesllm_status err_prefix(glesllm_status status, const char *fmt, ...)
+{
+    char prefix[512];
+    char old[ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err_msg, sizeof old);
+    snprintf(err_msg, sizeof err_msg, "%s%s", prefix, old);
+    return status;
+}
+
+void err_clear(void) { err_msg[0] = '\0'; }

@@ -1,0 +1,191 @@
+/* gpu/: the headless EGL + OpenGL ES 3.1 compute runtime. Knows no model.
+ *
+ *   gpu_context   display selection (GBM, EGL device, surfaceless), context,
+ *                 limits and optional extensions          (gpu_context.c, egl_display.c)
+ *   gpu_buffer    immutable and persistently mapped storage buffers (gpu_buffer.c)
+ *   gpu_program   embedded kernels + #define variants, compile, link, disk cache
+ *                                                        (gpu_program.c, program_cache.c)
+ *   gpu_queue     dispatches, the memory barriers between them, one fence a step
+ *                                                        (gpu_queue.c)
+ *
+ * A context is current on the thread that created it; every call taking it
+ * must come from that thread.
+ */
+#ifndef GLESLLM_GPU_H
+#define GLESLLM_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glesllm.h"
+
+/* ---- context ---------------------------------------------------------- */
+
+typedef enum gpu_platform {
+    GPU_PLATFORM_AUTO = 0,
+    GPU_PLATFORM_GBM,
+    GPU_PLATFORM_DEVICE,
+    GPU_PLATFORM_SURFACELESS
+} gpu_platform;
+
+const char *gpu_platform_name(gpu_platform p);
+
+/* The limits kernels are sized by. With GLESLLM_LIMITS=min each is clamped to
+ * the OpenGL ES 3.1 minimum, so the portable path runs on any machine. */
+typedef struct gpu_limits {
+    uint32_t max_invocations;      /* GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, >= 128 */
+    uint32_t max_group_size[3];    /* GL_MAX_COMPUTE_WORK_GROUP_SIZE, >= 128,128,64 */
+    uint32_t max_group_count[3];   /* GL_MAX_COMPUTE_WORK_GROUP_COUNT, >= 65535 */
+    uint32_t max_shared_bytes;     /* GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, >= 16384 */
+    uint32_t max_storage_blocks;   /* GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, >= 4 */
+    uint32_t max_storage_bindings; /* GL_MAX_SHADER_STORAGE_BUFFER_BINDINGS, >= 4 */
+    uint64_t max_storage_block_bytes; /* GL_MAX_SHADER_STORAGE_BLOCK_SIZE, >= 2^27 */
+    uint32_t storage_offset_alignment;/* GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, <= 256 */
+} gpu_limits;
+
+typedef struct gpu_caps {
+    bool buffer_storage;    /* GL_EXT_buffer_storage: immutable + persistent mapping */
+    bool subgroup;          /* GL_KHR_shader_subgroup with basic+arithmetic in compute */
+    uint32_t subgroup_size; /* 0 when !subgroup */
+    bool fp16_arith;        /* GL_EXT_shader_explicit_arithmetic_types_float16 */
+    bool mediump_is_fp16;   /* mediump float has < 23 mantissa bits (fragment stage query) */
+    bool program_binary;    /* at least one program binary format */
+} gpu_caps;
+
+typedef struct gpu_options {
+    gpu_platform platform;   /* AUTO: GBM, then EGL device, then surfaceless */
+    const char *device_path; /* a DRM render node, or NULL for the first */
+    bool limits_min;         /* clamp limits to the GLES 3.1 minimums, drop optional paths */
+    bool no_cache;           /* never read or write the program cache */
+    const char *cache_dir;   /* NULL: $XDG_CACHE_HOME/glesllm, else ~/.cache/glesllm */
+} gpu_options;
+
+typedef struct gpu_context gpu_context;
+
+/* Options from the environment: GLESLLM_PLATFORM, GLESLLM_DEVICE,
+ * GLESLLM_LIMITS=min, GLESLLM_NO_CACHE=1. Fails on a value it does not know. */
+glesllm_status gpu_options_from_env(gpu_options *opt);
+
+glesllm_status gpu_context_create(const gpu_options *opt, gpu_context **out);
+void gpu_context_destroy(gpu_context *ctx);
+
+gpu_platform gpu_context_platform(const gpu_context *ctx);
+const char *gpu_context_display_desc(const gpu_context *ctx); /* e.g. the render node */
+const gpu_limits *gpu_context_limits(const gpu_context *ctx);
+const gpu_caps *gpu_context_caps(const gpu_context *ctx);
+const char *gpu_context_string(const gpu_context *ctx, unsigned gl_name); /* GL_VENDOR... */
+bool gpu_context_limits_min(const gpu_context *ctx);
+/* The program cache folder, or NULL when the cache is off. */
+const char *gpu_context_cache_dir(const gpu_context *ctx);
+/* Why the cache is off (NULL when it is on). */
+const char *gpu_context_cache_off_reason(const gpu_context *ctx);
+
+/* ---- buffers ------------------------------------------------------------ */
+
+typedef enum gpu_buffer_flags {
+    GPU_BUFFER_DEVICE = 0,       /* immutable device storage, written once at creation */
+    GPU_BUFFER_DYNAMIC = 1 << 0, /* may be updated later with gpu_buffer_write */
+    GPU_BUFFER_MAPPED = 1 << 1   /* persistently mapped, coherent, readable and writable */
+} gpu_buffer_flags;
+
+typedef struct gpu_buffer {
+    unsigned id;     /* GL buffer name */
+    size_t size;     /* bytes */
+    unsigned flags;  /* gpu_buffer_flags */
+    void *mapped;    /* GPU_BUFFER_MAPPED: the persistent pointer */
+} gpu_buffer;
+
+/* data may be NULL (contents undefined). `what` names the buffer in errors. */
+glesllm_status gpu_buffer_create(gpu_context *ctx, size_t size, const void *data, unsigned flags,
+                                 const char *what, gpu_buffer *out);
+void gpu_buffer_destroy(gpu_buffer *buf);
+glesllm_status gpu_buffer_write(gpu_buffer *buf, size_t offset, const void *data, size_t size);
+/* Slow path for tests and tools: waits for the GPU and copies through a
+ * staging buffer. Never inside a decode step. */
+glesllm_status gpu_buffer_read(gpu_context *ctx, const gpu_buffer *buf, size_t offset, void *out,
+                               size_t size);
+/* Bytes of GPU memory allocated through this context. */
+uint64_t gpu_context_allocated(const gpu_context *ctx);
+
+/* ---- programs ----------------------------------------------------------- */
+
+#define GPU_MAX_PARAMS 16
+
+typedef struct gpu_program {
+    unsigned id;
+    int params_location; /* `uniform uint u_params[GPU_MAX_PARAMS]`, -1 if unused */
+    uint32_t local_size[3];
+    bool from_cache;     /* linked from the on-disk program cache */
+    char name[64];
+} gpu_program;
+
+/* The embedded source of a glsl/ file, or NULL. */
+const char *gpu_kernel_source(const char *name);
+
+/* Build `name` (a .comp file of glsl/) with `defines` ("NAME VALUE" lines joined
+ * by '\n', may be NULL) placed after the #version line. `#include "x.glsl"`
+ * lines pull in embedded snippets. Compile errors name the kernel and show
+ * the info log and the numbered lines around the error. */
+glesllm_status gpu_program_build(gpu_context *ctx, const char *name, const char *defines,
+                                 gpu_program *out);
+/* The same from a source given by the caller (tests, tools). */
+glesllm_status gpu_program_build_source(gpu_context *ctx, const char *name, const char *source,
+                                        const char *defines, gpu_program *out);
+void gpu_program_destroy(gpu_program *prog);
+
+/* The exact text handed to the GL compiler for (name, defines): for errors
+ * and tests. Caller frees. */
+glesllm_status gpu_program_assemble(const char *name, const char *source, const char *defines,
+                                    char **out);
+
+/* ---- dispatch queue ----------------------------------------------------- */
+
+typedef enum gpu_access { GPU_READ = 1, GPU_WRITE = 2, GPU_READ_WRITE = 3 } gpu_access;
+
+typedef struct gpu_binding {
+    uint32_t slot;          /* layout(binding = slot) */
+    const gpu_buffer *buf;
+    size_t offset;          /* bytes; a multiple of storage_offset_alignment */
+    size_t size;            /* bytes; 0 = to the end of the buffer */
+    gpu_access access;
+} gpu_binding;
+
+#define GPU_MAX_BINDINGS 8
+
+typedef struct gpu_dispatch {
+    const gpu_program *prog;
+    gpu_binding bindings[GPU_MAX_BINDINGS];
+    uint32_t n_bindings;
+    uint32_t params[GPU_MAX_PARAMS]; /* u_params; floats through gpu_f2u */
+    uint32_t n_params;
+    uint32_t groups[3];
+} gpu_dispatch;
+
+static inline uint32_t gpu_f2u(float f)
+{
+    union { float f; uint32_t u; } v = { f };
+    return v.u;
+}
+
+typedef struct gpu_queue gpu_queue;
+
+glesllm_status gpu_queue_create(gpu_context *ctx, gpu_queue **out);
+void gpu_queue_destroy(gpu_queue *q);
+/* Records one dispatch; inserts a storage barrier first when it touches a
+ * buffer range written since the last barrier. */
+glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d);
+/* Ends the step: makes GPU writes visible to mapped pointers, places one
+ * fence and flushes. */
+glesllm_status gpu_queue_submit(gpu_queue *q);
+/* Waits for the last submitted fence (timeout_ms 0 = a generous default). */
+glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms);
+/* Counters for tests and benchmarks. */
+typedef struct gpu_queue_stats {
+    uint64_t dispatches;
+    uint64_t barriers;
+    uint64_t submits;
+} gpu_queue_stats;
+gpu_queue_stats gpu_queue_get_stats(const gpu_queue *q);
+
+#endif

@@ -1,0 +1,4 @@
+#include "unity.h"
+void setUp(void){}
+void tearDown(void){}
+int main(void){UNITY_BEGIN();return UNITY_END();}

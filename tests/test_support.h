@@ -1,0 +1,61 @@
+/* Helpers shared by the test programs: a seeded RNG (tests never use zeros),
+ * the GPU context every GPU test opens the way the CLI does, and the exit code
+ * that lets ctest show a binary whose tests were all ignored as skipped. */
+#ifndef GLESLLM_TEST_SUPPORT_H
+#define GLESLLM_TEST_SUPPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "unity.h"
+
+/* ctest's SKIP_RETURN_CODE for every test (tests/CMakeLists.txt). */
+#define TEST_SKIP_EXIT_CODE 77
+
+static inline int test_exit_code(int failures)
+{
+    if (failures == 0 && Unity.NumberOfTests > 0 && Unity.TestIgnores == Unity.NumberOfTests)
+        return TEST_SKIP_EXIT_CODE;
+    return failures ? 1 : 0;
+}
+
+/* splitmix64: small, seedable, and the same on every platform. */
+typedef struct test_rng {
+    uint64_t s;
+} test_rng;
+
+static inline uint64_t rng_next(test_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static inline float rng_float(test_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static inline void rng_fill(test_rng *r, float *v, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = rng_float(r, lo, hi);
+}
+
+/* Largest |a-b| / max(|b|, floor) over n values. */
+static inline double max_rel_error(const float *a, const float *b, size_t n, double floor_)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = a[i] - b[i], m = b[i] < 0 ? -b[i] : b[i];
+        double r = (d < 0 ? -d : d) / (m > floor_ ? m : floor_);
+        if (r > worst || r != r)
+            worst = (r != r) ? 1e30 : r;
+    }
+    return worst;
+}
+
+#endif
