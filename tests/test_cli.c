@@ -1,4 +1,131 @@
-#include "unity.h"
-void setUp(void){}
-void tearDown(void){}
-int main(void){UNITY_BEGIN();return UNITY_END();}
+/* The glesllm command as a user runs it: exit codes, what goes to stdout and
+ * what to stderr, and the messages for a platform that cannot work. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+void setUp(void) {}
+void tearDown(void) {}
+
+static char out_path[256], err_path[256];
+static char out[16384], err[16384];
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+/* Runs `env glesllm args` and returns its exit code; stdout and stderr land in out/err. */
+static int run(const char *env, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s '%s' %s >'%s' 2>'%s' </dev/null", env ? env : "", GLESLLM_CLI_PATH,
+             args, out_path, err_path);
+    int rc = system(cmd);
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, err, sizeof err);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+static void test_version_and_help(void)
+{
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "--version"));
+    TEST_ASSERT_EQUAL_STRING("glesllm 0.1.0\n", out);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "--help"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "info --gpu"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "GLESLLM_PLATFORM"));
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "info --help"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, ""));
+    TEST_ASSERT_NOT_NULL(strstr(err, "usage"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "frobnicate"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "unknown command 'frobnicate'"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "info --bogus"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "--bogus"));
+}
+
+static void test_info_gpu_reports_the_gpu(void)
+{
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "info --gpu"), err);
+    const char *fields[] = { "platform:", "GL_VENDOR:", "GL_RENDERER:", "GL_VERSION:",
+                             "work group invocations", "storage block size",
+                             "GL_KHR_shader_subgroup", "GL_EXT_buffer_storage", "fp16 arithmetic",
+                             "program cache:" };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, fields[i]), fields[i]);
+    TEST_ASSERT_EQUAL_STRING("", err);
+}
+
+static void test_info_gpu_with_each_platform(void)
+{
+    /* device and surfaceless: at least one works wherever the tests run */
+    int ok = 0;
+    if (run("GLESLLM_PLATFORM=device", "info --gpu") == 0) {
+        TEST_ASSERT_NOT_NULL(strstr(out, "platform:            device"));
+        ok++;
+    } else {
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_PLATFORM=device cannot work"), err);
+    }
+    if (run("GLESLLM_PLATFORM=surfaceless", "info --gpu") == 0) {
+        TEST_ASSERT_NOT_NULL(strstr(out, "platform:            surfaceless"));
+        ok++;
+    } else {
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_PLATFORM=surfaceless cannot work"), err);
+    }
+    TEST_ASSERT_GREATER_THAN_INT(0, ok);
+    int rc = run("GLESLLM_PLATFORM=gbm", "info --gpu");
+    if (!has_render_node()) {
+        TEST_ASSERT_EQUAL_INT(1, rc);
+        TEST_ASSERT_EQUAL_STRING("", out);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "no DRM render node"), err);
+    }
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_PLATFORM=x11", "info --gpu"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_PLATFORM=x11 is not known"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_DEVICE=/dev/dri/renderD250", "info --gpu"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/dev/dri/renderD250"), err);
+}
+
+static void test_limits_min_and_no_cache_are_reported(void)
+{
+    TEST_ASSERT_EQUAL_INT(0, run("GLESLLM_LIMITS=min GLESLLM_NO_CACHE=1", "info --gpu"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "GLESLLM_LIMITS=min"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "work group invocations     128\n"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "storage block size         128 MiB\n"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "program cache:       off (GLESLLM_NO_CACHE=1)"));
+}
+
+/* In a child process: Mesa reads its version override once per driver load. */
+static void test_driver_below_gles31_is_rejected(void)
+{
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "info --gpu"));
+    if (!strstr(out, "GL_VERSION:          OpenGL ES 3.2 Mesa") &&
+        !strstr(out, "GL_VERSION:          OpenGL ES 3.1 Mesa"))
+        TEST_IGNORE_MESSAGE("not a Mesa driver: MESA_GLES_VERSION_OVERRIDE cannot fake an old one");
+    TEST_ASSERT_EQUAL_INT(1, run("MESA_GLES_VERSION_OVERRIDE=3.0", "info --gpu"));
+    TEST_ASSERT_EQUAL_STRING("", out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "compute shaders need OpenGL ES 3.1"), err);
+}
+
+int main(void)
+{
+    snprintf(out_path, sizeof out_path, "/tmp/glesllm-test-cli-%ld.out", (long)getpid());
+    snprintf(err_path, sizeof err_path, "/tmp/glesllm-test-cli-%ld.err", (long)getpid());
+    UNITY_BEGIN();
+    RUN_TEST(test_version_and_help);
+    RUN_TEST(test_info_gpu_reports_the_gpu);
+    RUN_TEST(test_info_gpu_with_each_platform);
+    RUN_TEST(test_limits_min_and_no_cache_are_reported);
+    RUN_TEST(test_driver_below_gles31_is_rejected);
+    int r = test_exit_code(UNITY_END());
+    unlink(out_path);
+    unlink(err_path);
+    return r;
+}

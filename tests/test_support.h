@@ -4,9 +4,12 @@
 #ifndef GLESLLM_TEST_SUPPORT_H
 #define GLESLLM_TEST_SUPPORT_H
 
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "unity.h"
 
@@ -18,6 +21,20 @@ static inline int test_exit_code(int failures)
     if (failures == 0 && Unity.NumberOfTests > 0 && Unity.TestIgnores == Unity.NumberOfTests)
         return TEST_SKIP_EXIT_CODE;
     return failures ? 1 : 0;
+}
+
+/* Whether this machine has a DRM render node (the GBM platform's need). */
+static inline bool has_render_node(void)
+{
+    DIR *d = opendir("/dev/dri");
+    bool found = false;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "renderD", 7) == 0)
+            found = true;
+    if (d)
+        closedir(d);
+    return found;
 }
 
 /* splitmix64: small, seedable, and the same on every platform. */
