@@ -28,7 +28,9 @@ static void slurp(const char *path, char *buf, size_t n)
 static int run(const char *env, const char *args)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s '%s' %s >'%s' 2>'%s' </dev/null", env ? env : "", GLESLLM_CLI_PATH,
+    const char *cli = getenv("GLESLLM_CLI"); /* a copied build runs elsewhere */
+    snprintf(cmd, sizeof cmd, "%s '%s' %s >'%s' 2>'%s' </dev/null", env ? env : "",
+             cli ? cli : GLESLLM_CLI_PATH,
              args, out_path, err_path);
     int rc = system(cmd);
     slurp(out_path, out, sizeof out);

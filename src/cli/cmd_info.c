@@ -56,6 +56,12 @@ static int info_gpu(void)
     printf("  fp16 arithmetic            %s%s\n", yes_no(C->fp16_arith),
            C->mediump_is_fp16 ? " (mediump float is fp16)" : "");
     printf("  program binaries           %s\n", yes_no(C->program_binary));
+    if (C->memory_source)
+        printf("GPU memory:          %llu MiB, %llu MiB free (%s)\n",
+               (unsigned long long)(C->memory_total >> 20),
+               (unsigned long long)(gpu_context_memory_available(ctx) >> 20), C->memory_source);
+    else
+        printf("GPU memory:          not reported by the driver\n");
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)
         printf("program cache:       on (%s)\n", dir);

@@ -140,11 +140,6 @@ static bool first_render_node(char *out, size_t out_len)
 
 static bool open_gbm(const gpu_options *opt, gpu_context *ctx, char *why, size_t why_len)
 {
-    const char *client = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
-    if (!has_word(client, "EGL_KHR_platform_gbm") && !has_word(client, "EGL_MESA_platform_gbm")) {
-        snprintf(why, why_len, "gbm: the EGL library lacks EGL_KHR_platform_gbm / EGL_MESA_platform_gbm");
-        return false;
-    }
     char node[256];
     if (opt->device_path) {
         snprintf(node, sizeof node, "%s", opt->device_path);
@@ -152,6 +147,13 @@ static bool open_gbm(const gpu_options *opt, gpu_context *ctx, char *why, size_t
         snprintf(why, why_len,
                  "gbm: no DRM render node (/dev/dri/renderD*) on this machine; is a GPU driver "
                  "loaded, and is /dev/dri visible (containers need --device /dev/dri)?");
+        return false;
+    }
+    /* the render node first: its absence is the more basic thing to fix */
+    const char *client = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
+    if (!has_word(client, "EGL_KHR_platform_gbm") && !has_word(client, "EGL_MESA_platform_gbm")) {
+        snprintf(why, why_len, "gbm: render node %s exists, but the EGL library lacks "
+                               "EGL_KHR_platform_gbm / EGL_MESA_platform_gbm", node);
         return false;
     }
     int fd = open(node, O_RDWR | O_CLOEXEC);
@@ -268,7 +270,7 @@ static bool open_surfaceless(gpu_context *ctx, char *why, size_t why_len)
     if (d == EGL_NO_DISPLAY)
         return false;
     ctx->display = d;
-    snprintf(ctx->display_desc, sizeof ctx->display_desc, "Mesa surfaceless");
+    snprintf(ctx->display_desc, sizeof ctx->display_desc, "EGL_MESA_platform_surfaceless");
     return true;
 }
 

@@ -51,6 +51,8 @@ typedef struct gpu_caps {
     bool fp16_arith;        /* GL_EXT_shader_explicit_arithmetic_types_float16 */
     bool mediump_is_fp16;   /* mediump float has < 23 mantissa bits (fragment stage query) */
     bool program_binary;    /* at least one program binary format */
+    uint64_t memory_total;  /* bytes of dedicated GPU memory, 0 when the driver does not say */
+    const char *memory_source; /* the extension that said it, or NULL */
 } gpu_caps;
 
 typedef struct gpu_options {
@@ -105,6 +107,10 @@ glesllm_status gpu_buffer_write(gpu_buffer *buf, size_t offset, const void *data
  * staging buffer. Never inside a decode step. */
 glesllm_status gpu_buffer_read(gpu_context *ctx, const gpu_buffer *buf, size_t offset, void *out,
                                size_t size);
+/* Bytes of GPU memory the driver says are free now, or 0 when it does not say
+ * (GL_NVX_gpu_memory_info). Drivers that allocate lazily accept any size, so
+ * buffers are checked against this before they are created. */
+uint64_t gpu_context_memory_available(gpu_context *ctx);
 /* Bytes of GPU memory allocated through this context. */
 uint64_t gpu_context_allocated(const gpu_context *ctx);
 

@@ -31,6 +31,13 @@ glesllm_status gpu_buffer_create(gpu_context *ctx, size_t size, const void *data
                        "buffer %s needs a persistently mapped buffer, but the driver lacks "
                        "GL_EXT_buffer_storage",
                        what);
+    uint64_t avail = gpu_context_memory_available(ctx);
+    if (avail && size > avail)
+        return err_set(GLESLLM_ERR_GPU_OUT_OF_MEMORY,
+                       "GPU out of memory: %s needs %.1f MiB but the driver reports %.1f MiB free "
+                       "(%.1f MiB already allocated here); use a smaller model or context size",
+                       what, (double)size / (1 << 20), (double)avail / (1 << 20),
+                       (double)ctx->allocated / (1 << 20));
     gpu_gl_clear_errors();
     GLuint id = 0;
     glGenBuffers(1, &id);

@@ -262,6 +262,7 @@ glesllm_status gpu_context_create(const gpu_options *opt, gpu_context **out)
         return st;
     }
     query_caps(ctx);
+    gpu_memory_init(ctx);
     gpu_cache_init(ctx, opt);
     *out = ctx;
     return GLESLLM_OK;
@@ -278,6 +279,7 @@ void gpu_context_destroy(gpu_context *ctx)
         eglDestroyContext(ctx->display, ctx->context);
     }
     gpu_display_close(ctx);
+    gpu_memory_close(ctx);
     eglReleaseThread();
     free(ctx);
 }
@@ -288,6 +290,7 @@ const gpu_limits *gpu_context_limits(const gpu_context *ctx) { return &ctx->limi
 const gpu_caps *gpu_context_caps(const gpu_context *ctx) { return &ctx->caps; }
 bool gpu_context_limits_min(const gpu_context *ctx) { return ctx->limits_min; }
 uint64_t gpu_context_allocated(const gpu_context *ctx) { return ctx->allocated; }
+
 
 const char *gpu_context_string(const gpu_context *ctx, unsigned gl_name)
 {

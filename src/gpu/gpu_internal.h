@@ -21,6 +21,7 @@ struct gpu_context {
     void *gbm_lib;     /* dlopen'd libgbm, GBM platform only */
     void *gbm_device;  /* struct gbm_device * */
     int drm_fd;
+    void *nvml_lib;    /* dlopen'd NVML, NVIDIA only (gpu_memory.c) */
 
     gpu_limits limits;
     gpu_caps caps;
@@ -42,6 +43,10 @@ struct gpu_context {
 glesllm_status gpu_display_open(const gpu_options *opt, gpu_context *ctx);
 void gpu_display_close(gpu_context *ctx);
 const char *gpu_egl_error_name(EGLint err);
+
+/* Free-memory reporting (gpu_memory.c). */
+void gpu_memory_init(gpu_context *ctx);
+void gpu_memory_close(gpu_context *ctx);
 
 /* Program cache (program_cache.c). */
 void gpu_cache_init(gpu_context *ctx, const gpu_options *opt);
