@@ -1,17 +1,29 @@
-/* glesllm info --gpu: what the engine would run on. */
+/* glesllm info --gpu: what the engine would run on.
+ * glesllm info MODEL.gguf: what a model is, from its header alone (no GL
+ * context is created and no tensor data is read). */
 #include <GLES3/gl31.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "gguf/gguf.h"
 #include "gpu/gpu.h"
+#include "model/model_info.h"
 
 static void info_usage(FILE *f)
 {
     fprintf(f, "usage: glesllm info --gpu\n"
-               "  --gpu    open the GPU as the engine would and print the EGL platform,\n"
-               "           GL_VENDOR/RENDERER/VERSION, the limits used, optional extensions\n"
-               "           and whether the program cache is on\n");
+               "       glesllm info MODEL.gguf [-c N] [--json] [--tensors]\n"
+               "  --gpu          open the GPU as the engine would and print the EGL platform,\n"
+               "                 GL_VENDOR/RENDERER/VERSION, the limits used, optional extensions\n"
+               "                 and whether the program cache is on\n"
+               "  MODEL.gguf     architecture, size and shape of a model, read from its header only\n"
+               "  -c, --ctx-size N  context size for the GPU memory estimate (default: the\n"
+               "                 model's, at most 4096; 0 = the model's training context)\n"
+               "  --json         the same as one JSON object\n"
+               "  --tensors      also list every tensor (name, type, shape, offset)\n");
 }
 
 static const char *yes_no(bool b) { return b ? "yes" : "no"; }
@@ -71,24 +83,193 @@ static int info_gpu(void)
     return 0;
 }
 
+/* ---- info MODEL -------------------------------------------------------------- */
+
+static void json_str(const char *s, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_cstr(const char *s) { json_str(s, strlen(s)); }
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void print_shape(const gguf_tensor *t, bool json)
+{
+    printf(json ? "[" : "");
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        printf(json ? "%s%llu" : "%s%llu", d ? (json ? ", " : " x ") : "", (unsigned long long)t->ne[d]);
+    printf(json ? "]" : "");
+}
+
+static void print_text(const char *path, const gguf_file *f, const model_info *mi, uint32_t n_ctx,
+                       bool tensors)
+{
+    model_memory m = model_info_memory(mi, n_ctx);
+    printf("file:               %s (%llu bytes, GGUF v%u)\n", path,
+           (unsigned long long)mi->file_size, mi->gguf_version);
+    printf("architecture:       %s\n", mi->arch[0] ? mi->arch : "(none)");
+    printf("name:               %s\n", mi->name[0] ? mi->name : "(none)");
+    printf("parameters:         %llu (%.2f M)\n", (unsigned long long)mi->n_params, mi->n_params / 1e6);
+    printf("layers:             %u\n", mi->n_layers);
+    printf("hidden size:        %u\n", mi->n_embd);
+    printf("feed-forward size:  %u\n", mi->n_ff);
+    printf("heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
+    printf("head dimension:     %u\n", mi->head_dim);
+    printf("context length:     %u\n", mi->n_ctx_train);
+    printf("RoPE:               %s, base %g, scaling %s (factor %g)\n", mi->rope_type, mi->rope_base,
+           mi->rope_scaling, mi->rope_factor);
+    printf("vocab size:         %llu\n", (unsigned long long)mi->n_vocab);
+    printf("tokenizer:          %s%s%s\n", mi->tokenizer_model[0] ? mi->tokenizer_model : "(none)",
+           mi->tokenizer_pre[0] ? ", pre-tokenizer " : "", mi->tokenizer_pre);
+    printf("tensors:            %llu, %.2f MiB\n", (unsigned long long)gguf_tensor_count(f),
+           mib(mi->tensor_bytes));
+    for (int t = 0; t < GGML_TYPE_MAX_ID; t++)
+        if (mi->types[t].tensors)
+            printf("  %-8s %5llu tensors %12.2f MiB\n", ggml_type_name((uint32_t)t),
+                   (unsigned long long)mi->types[t].tensors, mib(mi->types[t].bytes));
+    if (gguf_tensor_count(f) == 0)
+        printf("  (no tensors: a vocabulary-only file)\n");
+    printf("GPU memory at context %u: %.2f MiB (weights %.2f + KV cache F16 %.2f + activations %.2f)\n",
+           n_ctx, mib(m.total), mib(m.weights), mib(m.kv_cache), mib(m.activations));
+    if (tensors) {
+        printf("%-40s %-8s %-28s %s\n", "tensor", "type", "shape", "offset");
+        for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+            const gguf_tensor *t = gguf_tensor_at(f, i);
+            char shape[96] = "";
+            size_t o = 0;
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? " x " : "",
+                                      (unsigned long long)t->ne[d]);
+            printf("%-40s %-8s %-28s %llu\n", t->name, ggml_type_name(t->type), shape,
+                   (unsigned long long)(gguf_data_offset(f) + t->offset));
+        }
+    }
+}
+
+static void print_json(const char *path, const gguf_file *f, const model_info *mi, uint32_t n_ctx,
+                       bool tensors)
+{
+    model_memory m = model_info_memory(mi, n_ctx);
+    printf("{\"file\": ");
+    json_cstr(path);
+    printf(", \"file_size\": %llu, \"gguf_version\": %u, \"architecture\": ",
+           (unsigned long long)mi->file_size, mi->gguf_version);
+    json_cstr(mi->arch);
+    printf(", \"name\": ");
+    json_cstr(mi->name);
+    printf(", \"parameters\": %llu, \"layers\": %u, \"hidden_size\": %u, \"feed_forward_size\": %u, "
+           "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"context_length\": %u",
+           (unsigned long long)mi->n_params, mi->n_layers, mi->n_embd, mi->n_ff, mi->n_head,
+           mi->n_head_kv, mi->head_dim, mi->n_ctx_train);
+    printf(", \"rope\": {\"type\": \"%s\", \"base\": %.9g, \"scaling\": ", mi->rope_type, mi->rope_base);
+    json_cstr(mi->rope_scaling);
+    printf(", \"factor\": %.9g}, \"vocab_size\": %llu, \"tokenizer_model\": ", mi->rope_factor,
+           (unsigned long long)mi->n_vocab);
+    json_cstr(mi->tokenizer_model);
+    printf(", \"tokenizer_pre\": ");
+    json_cstr(mi->tokenizer_pre);
+    printf(", \"n_tensors\": %llu, \"tensor_bytes\": %llu, \"tensor_types\": {",
+           (unsigned long long)gguf_tensor_count(f), (unsigned long long)mi->tensor_bytes);
+    bool first = true;
+    for (int t = 0; t < GGML_TYPE_MAX_ID; t++)
+        if (mi->types[t].tensors) {
+            printf("%s\"%s\": {\"tensors\": %llu, \"bytes\": %llu}", first ? "" : ", ",
+                   ggml_type_name((uint32_t)t), (unsigned long long)mi->types[t].tensors,
+                   (unsigned long long)mi->types[t].bytes);
+            first = false;
+        }
+    printf("}, \"gpu_memory\": {\"context\": %u, \"weights\": %llu, \"kv_cache\": %llu, "
+           "\"activations\": %llu, \"total\": %llu}",
+           n_ctx, (unsigned long long)m.weights, (unsigned long long)m.kv_cache,
+           (unsigned long long)m.activations, (unsigned long long)m.total);
+    if (tensors) {
+        printf(", \"tensors\": [");
+        for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+            const gguf_tensor *t = gguf_tensor_at(f, i);
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_cstr(t->name);
+            printf(", \"type\": \"%s\", \"shape\": ", ggml_type_name(t->type));
+            print_shape(t, true);
+            printf(", \"offset\": %llu, \"bytes\": %llu}",
+                   (unsigned long long)(gguf_data_offset(f) + t->offset), (unsigned long long)t->size);
+        }
+        printf("]");
+    }
+    printf("}\n");
+}
+
+static int info_model(const char *path, long ctx_arg, bool json, bool tensors)
+{
+    gguf_file *f = NULL;
+    glesllm_status st = gguf_open(path, &f);
+    if (st != GLESLLM_OK)
+        return cli_fail("cannot read the model", st);
+    model_info mi;
+    st = model_info_read(f, &mi);
+    if (st != GLESLLM_OK) {
+        gguf_close(f);
+        return cli_fail("cannot read the model", st);
+    }
+    uint32_t n_ctx = ctx_arg == 0 ? mi.n_ctx_train
+                     : ctx_arg > 0 ? (uint32_t)ctx_arg
+                                   : (mi.n_ctx_train && mi.n_ctx_train < 4096 ? mi.n_ctx_train : 4096);
+    if (json)
+        print_json(path, f, &mi, n_ctx, tensors);
+    else
+        print_text(path, f, &mi, n_ctx, tensors);
+    gguf_close(f);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
-    bool gpu = false;
+    bool gpu = false, json = false, tensors = false;
+    const char *model = NULL;
+    long ctx = -1;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--gpu") == 0)
+        const char *a = argv[i];
+        if (strcmp(a, "--gpu") == 0)
             gpu = true;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        else if (strcmp(a, "--json") == 0)
+            json = true;
+        else if (strcmp(a, "--tensors") == 0)
+            tensors = true;
+        else if (strcmp(a, "-c") == 0 || strcmp(a, "--ctx-size") == 0) {
+            char *end = NULL;
+            errno = 0;
+            ctx = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || errno || !end || *end || ctx < 0 || ctx > 16777216) {
+                fprintf(stderr, "glesllm info: %s needs a context size from 0 to 16777216\n", a);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             info_usage(stdout);
             return 0;
+        } else if (a[0] != '-' && !model) {
+            model = a;
         } else {
-            fprintf(stderr, "glesllm info: unknown argument '%s'\n", argv[i]);
+            fprintf(stderr, "glesllm info: unknown argument '%s'\n", a);
             info_usage(stderr);
             return 2;
         }
     }
-    if (!gpu) {
+    if (gpu == (model != NULL)) {
         info_usage(stderr);
         return 2;
     }
-    return info_gpu();
+    if (gpu)
+        return info_gpu();
+    return info_model(model, ctx, json, tensors);
 }

@@ -12,6 +12,7 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  info --gpu          show the EGL platform, GPU, limits and extensions the engine uses\n"
+            "  info MODEL.gguf     show a model's architecture, shape, tensor types and GPU memory\n"
             "\n"
             "environment:\n"
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"

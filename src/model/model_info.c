@@ -1,0 +1,121 @@
+#include "model/model_info.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
+                                         "granite", "granitemoe", "command-r", "olmo", "deepseek",
+                                         "deepseek2", "xverse", "refact", "mistral", "llama4", NULL };
+static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe",
+                                         "phi2", "phi3", "gemma", "gemma2", "gemma3", "stablelm",
+                                         "gptneox", "falcon", "starcoder2", "olmo2", "nemotron",
+                                         "exaone", "openelm", "plamo", "codeshell", "orion", NULL };
+static const char *const rope_none[] = { "gpt2", "starcoder", "mpt", "bloom", "bert", "jais",
+                                         "nomic-bert", "jina-bert-v2", "t5", NULL };
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0)
+            return true;
+    return false;
+}
+
+static uint32_t arch_u32(const gguf_file *f, const char *arch, const char *suffix)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v = 0;
+    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) != GLESLLM_OK)
+        v = 0;
+    return v;
+}
+
+static float arch_f32(const gguf_file *f, const char *arch, const char *suffix, float dflt)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    float v = dflt;
+    if (gguf_find(f, key) && gguf_get_f32(f, key, &v) != GLESLLM_OK)
+        v = dflt;
+    return v;
+}
+
+static void copy_str(const gguf_file *f, const char *key, char *buf, size_t n)
+{
+    gguf_str s;
+    buf[0] = '\0';
+    if (gguf_find(f, key) && gguf_get_str(f, key, &s) == GLESLLM_OK)
+        gguf_str_copy(s, buf, n);
+}
+
+glesllm_status model_info_read(const gguf_file *f, model_info *mi)
+{
+    memset(mi, 0, sizeof *mi);
+    mi->file_size = gguf_file_size(f);
+    mi->gguf_version = gguf_version(f);
+    copy_str(f, "general.architecture", mi->arch, sizeof mi->arch);
+    copy_str(f, "general.name", mi->name, sizeof mi->name);
+    copy_str(f, "tokenizer.ggml.model", mi->tokenizer_model, sizeof mi->tokenizer_model);
+    copy_str(f, "tokenizer.ggml.pre", mi->tokenizer_pre, sizeof mi->tokenizer_pre);
+    for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        mi->n_params += t->n_elements;
+        mi->tensor_bytes += t->size;
+        mi->types[t->type].tensors++;
+        mi->types[t->type].bytes += t->size;
+        mi->types[t->type].elements += t->n_elements;
+    }
+    const char *a = mi->arch;
+    mi->n_layers = arch_u32(f, a, "block_count");
+    mi->n_embd = arch_u32(f, a, "embedding_length");
+    mi->n_ff = arch_u32(f, a, "feed_forward_length");
+    mi->n_head = arch_u32(f, a, "attention.head_count");
+    mi->n_head_kv = arch_u32(f, a, "attention.head_count_kv");
+    if (!mi->n_head_kv)
+        mi->n_head_kv = mi->n_head;
+    mi->head_dim = arch_u32(f, a, "attention.key_length");
+    if (!mi->head_dim && mi->n_head)
+        mi->head_dim = mi->n_embd / mi->n_head;
+    mi->n_ctx_train = arch_u32(f, a, "context_length");
+    mi->rope_base = arch_f32(f, a, "rope.freq_base", 10000.0f);
+    mi->rope_factor = 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    copy_str(f, key, mi->rope_scaling, sizeof mi->rope_scaling);
+    if (mi->rope_scaling[0]) {
+        mi->rope_factor = arch_f32(f, a, "rope.scaling.factor", 1.0f);
+    } else {
+        float lin = arch_f32(f, a, "rope.scale_linear", 0.0f);
+        snprintf(mi->rope_scaling, sizeof mi->rope_scaling, "%s", lin > 0.0f ? "linear" : "none");
+        if (lin > 0.0f)
+            mi->rope_factor = lin;
+    }
+    mi->rope_type = !a[0] ? "unknown"
+                    : in_list(rope_norm, a) ? "norm"
+                    : in_list(rope_neox, a) ? "neox"
+                    : in_list(rope_none, a) ? "none"
+                                            : "unknown";
+    const gguf_value *tokens;
+    if (gguf_find(f, "tokenizer.ggml.tokens") &&
+        gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens) == GLESLLM_OK)
+        mi->n_vocab = tokens->v.arr.count;
+    else
+        mi->n_vocab = arch_u32(f, a, "vocab_size");
+    return GLESLLM_OK;
+}
+
+model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
+{
+    model_memory m;
+    m.weights = mi->tensor_bytes;
+    uint64_t kv_dim = (uint64_t)mi->n_head_kv * mi->head_dim;
+    m.kv_cache = 2ull * mi->n_layers * n_ctx * kv_dim * 2u;
+    uint64_t q_dim = (uint64_t)mi->n_head * mi->head_dim;
+    m.activations = 4ull * (2ull * mi->n_embd + q_dim + 2 * kv_dim + 2ull * mi->n_ff + mi->n_vocab +
+                            (uint64_t)mi->n_head * n_ctx);
+    m.total = m.weights + m.kv_cache + m.activations;
+    return m;
+}

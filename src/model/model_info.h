@@ -1,0 +1,38 @@
+/* What a GGUF model is, from its metadata and tensor infos alone (no tensor
+ * data, no GPU): the figures `glesllm info MODEL` prints. */
+#ifndef GLESLLM_MODEL_INFO_H
+#define GLESLLM_MODEL_INFO_H
+
+#include "gguf/gguf.h"
+
+typedef struct model_type_use {
+    uint64_t tensors, bytes, elements;
+} model_type_use;
+
+typedef struct model_info {
+    char arch[64];          /* general.architecture ("" if absent) */
+    char name[256];         /* general.name */
+    uint64_t n_params;      /* elements of all tensors */
+    uint32_t n_layers, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
+    const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
+    float rope_base;        /* {arch}.rope.freq_base, default 10000 */
+    char rope_scaling[32];  /* "none", "linear", "yarn", ... */
+    float rope_factor;
+    uint64_t n_vocab;
+    char tokenizer_model[64], tokenizer_pre[64];
+    model_type_use types[GGML_TYPE_MAX_ID];
+    uint64_t tensor_bytes, file_size;
+    uint32_t gguf_version;
+} model_info;
+
+glesllm_status model_info_read(const gguf_file *f, model_info *out);
+
+/* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
+ * the F16 KV cache (2 x layers x n_ctx x kv_heads x head_dim x 2 bytes), and
+ * activations (residual, Q/K/V, FFN, logits, attention scores per head). */
+typedef struct model_memory {
+    uint64_t weights, kv_cache, activations, total;
+} model_memory;
+model_memory model_info_memory(const model_info *mi, uint32_t n_ctx);
+
+#endif
