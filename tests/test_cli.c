@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gguf_samples.h"
 #include "test_support.h"
 
 void setUp(void) {}
@@ -116,6 +117,98 @@ static void test_driver_below_gles31_is_rejected(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "compute shaders need OpenGL ES 3.1"), err);
 }
 
+/* ---- info MODEL ----------------------------------------------------------------- */
+
+static void json_has(const char *field_and_value)
+{
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, field_and_value), field_and_value);
+}
+
+static void test_info_model_json(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char args[1200];
+    snprintf(args, sizeof args, "info '%s/models/tiny-spm-q4_k_m.gguf' --json -c 512", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("", err);
+    TEST_ASSERT_EQUAL_INT('{', out[0]);
+    TEST_ASSERT_EQUAL_INT('\n', out[strlen(out) - 1]);
+    json_has("\"architecture\": \"llama\"");
+    json_has("\"parameters\": 11340032");
+    json_has("\"layers\": 4, \"hidden_size\": 256, \"feed_forward_size\": 768, \"heads\": 8, "
+             "\"kv_heads\": 4, \"head_dim\": 32, \"context_length\": 2048");
+    json_has("\"rope\": {\"type\": \"norm\", \"base\": 10000");
+    json_has("\"vocab_size\": 32000, \"tokenizer_model\": \"llama\"");
+    json_has("\"Q4_K\": {\"tensors\": 24");
+    json_has("\"Q6_K\": {\"tensors\": 5");
+    /* KV cache at 512: 2 x 4 layers x 512 x (4 x 32) x 2 bytes */
+    json_has("\"kv_cache\": 1048576");
+    snprintf(args, sizeof args, "info '%s/tokenizer/ggml-vocab-gpt-2.gguf' --json", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    json_has("\"n_tensors\": 0");
+    json_has("\"vocab_size\": 50257, \"tokenizer_model\": \"gpt2\", \"tokenizer_pre\": \"gpt-2\"");
+}
+
+static void test_info_model_text_and_tensors(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char args[1200];
+    snprintf(args, sizeof args, "info '%s/models/aidreams260K-f32.gguf' --tensors", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL(strstr(out, "parameters:         263744"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "token_embd.weight"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "64 x 512"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "GPU memory at context 128"));
+}
+
+static void test_info_model_bad_input(void)
+{
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "info /nonexistent/model.gguf"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/model.gguf: cannot open"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "info " GLESLLM_CLI_PATH));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "not a GGUF file"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "info x.gguf -c lots"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "-c needs a context size"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "info a.gguf b.gguf"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "info --gpu a.gguf"));
+}
+
+/* Mutated and truncated copies through the real command: every one exits 0
+ * or 1 with a message, none by a signal. */
+static void test_info_survives_mutated_files(void)
+{
+    for (int k = 0; k < 4; k++) {
+        uint8_t *data;
+        size_t n;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_sample(k, &data, &n));
+        test_rng rng = { 500 + (uint64_t)k };
+        for (int it = 0; it < 50; it++) {
+            char path[256], args[300];
+            snprintf(path, sizeof path, "/tmp/glesllm-test-cli-%ld-mut.gguf", (long)getpid());
+            uint8_t *copy = malloc(n);
+            memcpy(copy, data, n);
+            size_t len = (it % 3 == 0) ? (size_t)(rng_next(&rng) % n) : n;
+            for (int j = 0; j < 1 + it % 6; j++)
+                copy[rng_next(&rng) % (n < 2048 ? n : 2048)] = (uint8_t)rng_next(&rng);
+            FILE *fp = fopen(path, "wb");
+            TEST_ASSERT_NOT_NULL(fp);
+            fwrite(copy, 1, len, fp);
+            fclose(fp);
+            free(copy);
+            snprintf(args, sizeof args, "info '%s' --json --tensors", path);
+            int rc = run(NULL, args);
+            char msg[700];
+            snprintf(msg, sizeof msg, "sample %d mutation %d: exit %d, stderr: %.500s", k, it, rc, err);
+            TEST_ASSERT_TRUE_MESSAGE(rc == 0 || rc == 1, msg);
+            if (rc == 1)
+                TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "glesllm: cannot read the model:"), msg);
+            unlink(path);
+        }
+        free(data);
+    }
+}
+
 int main(void)
 {
     snprintf(out_path, sizeof out_path, "/tmp/glesllm-test-cli-%ld.out", (long)getpid());
@@ -126,6 +219,10 @@ int main(void)
     RUN_TEST(test_info_gpu_with_each_platform);
     RUN_TEST(test_limits_min_and_no_cache_are_reported);
     RUN_TEST(test_driver_below_gles31_is_rejected);
+    RUN_TEST(test_info_model_json);
+    RUN_TEST(test_info_model_text_and_tensors);
+    RUN_TEST(test_info_model_bad_input);
+    RUN_TEST(test_info_survives_mutated_files);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);

@@ -37,6 +37,28 @@ static inline bool has_render_node(void)
     return found;
 }
 
+/* The shared test models and references (../shared in the project's
+ * checkout), from GLESLLM_SHARED_DIR; NULL when absent, and tests that need
+ * them ignore themselves with a message saying so. */
+static inline const char *test_shared_dir(void)
+{
+    const char *d = getenv("GLESLLM_SHARED_DIR");
+    if (!d || !*d)
+        return NULL;
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s/models", d);
+    DIR *dir = opendir(probe);
+    if (!dir)
+        return NULL;
+    closedir(dir);
+    return d;
+}
+
+#define TEST_NEEDS_SHARED(dir)                                                                     \
+    const char *dir = test_shared_dir();                                                           \
+    if (!dir)                                                                                      \
+    TEST_IGNORE_MESSAGE("GLESLLM_SHARED_DIR is not set to the shared test models: skipped")
+
 /* splitmix64: small, seedable, and the same on every platform. */
 typedef struct test_rng {
     uint64_t s;
