@@ -9,6 +9,15 @@
 
 #include "gguf/gguf.h"
 
+/* the bits of a double: mutated files hold NaNs and huge values, which must
+ * not be converted to integers */
+static inline uint64_t sample_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
 static void sample_fill(void *ctx, void *buf, uint64_t offset, size_t n)
 {
     uint32_t seed = (uint32_t)(uintptr_t)ctx;
@@ -88,9 +97,9 @@ static inline uint64_t gguf_walk(const gguf_file *f)
                 gguf_value sub = gguf_array_array(a, j);
                 for (uint64_t m = 0; m < sub.v.arr.count && m < 1000; m++)
                     sum += sub.v.arr.type == GGUF_TYPE_STRING ? gguf_array_string(&sub, m).len
-                                                              : (uint64_t)gguf_array_number(&sub, m);
+                                                              : sample_bits(gguf_array_number(&sub, m));
             } else {
-                sum += (uint64_t)(int64_t)gguf_array_number(a, j);
+                sum += sample_bits(gguf_array_number(a, j));
             }
         }
     }

@@ -28,7 +28,7 @@ static gguf_writer *full_writer(uint32_t alignment)
     uint16_t u16 = 60000;
     int16_t i16 = -30000;
     double f64 = -1.25e300;
-    int64_t i64 = -5000000000ll;
+    int64_t i64 = -9007199254740993ll; /* -(2^53 + 1): not a double */
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_set_raw(w, "t.u8", GGUF_TYPE_UINT8, &u8, 1));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_set_raw(w, "t.i8", GGUF_TYPE_INT8, &i8, 1));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_set_raw(w, "t.u16", GGUF_TYPE_UINT16, &u16, 2));
@@ -121,7 +121,7 @@ static void test_every_value_and_tensor_type_round_trips(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_u64(f, "t.u64", &u));
     TEST_ASSERT_EQUAL_UINT64(0xfedcba9876543210ull, u);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_i64(f, "t.i64", &i));
-    TEST_ASSERT_EQUAL_INT64(-5000000000ll, i);
+    TEST_ASSERT_EQUAL_INT64(-9007199254740993ll, i);
     TEST_ASSERT_TRUE(gguf_find(f, "t.f64")->value.v.f64 == -1.25e300);
     const gguf_value *a;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_array(f, "t.arr.f32", GGUF_TYPE_FLOAT32, &a));
@@ -193,7 +193,8 @@ static void test_typed_accessors_check_types(void)
                              glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_u32(f, "t.u16", &u32)); /* widening is fine */
     TEST_ASSERT_EQUAL_UINT32(60000, u32);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_f32(f, "t.f64", &fl));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, gguf_get_f32(f, "t.f64", &fl)); /* -1.25e300 */
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "does not fit a 32-bit float"));
     /* out-of-range element access returns empties, never reads outside */
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_get_array(f, "t.arr.str", GGUF_TYPE_STRING, &a));
     TEST_ASSERT_EQUAL_UINT64(0, gguf_array_string(a, 4).len);

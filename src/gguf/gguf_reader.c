@@ -1,6 +1,8 @@
 /* The GGUF reader. See gguf.h for the layout and the rules it enforces. */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -94,6 +96,17 @@ static bool is_signed(uint32_t t)
     return t == GGUF_TYPE_INT8 || t == GGUF_TYPE_INT16 || t == GGUF_TYPE_INT32 || t == GGUF_TYPE_INT64;
 }
 
+/* A little-endian two's-complement integer of n bytes, exactly (no double:
+ * int64 values above 2^53 must survive). */
+static int64_t sign_extend(uint64_t u, int n)
+{
+    if (n < 8 && (u >> (8 * n - 1)) & 1)
+        u |= ~0ull << (8 * n);
+    int64_t v;
+    memcpy(&v, &u, 8);
+    return v;
+}
+
 static double decode_number(uint32_t type, const uint8_t *p)
 {
     int n = fixed_size(type);
@@ -109,10 +122,8 @@ static double decode_number(uint32_t type, const uint8_t *p)
         memcpy(&d, &u, 8);
         return d;
     }
-    if (is_signed(type)) {
-        int shift = 64 - 8 * n;
-        return (double)((int64_t)(u << shift) >> shift);
-    }
+    if (is_signed(type))
+        return (double)sign_extend(u, n);
     return (double)u;
 }
 
@@ -188,7 +199,7 @@ static glesllm_status parse_value(gguf_file *f, cursor *c, uint32_t type, gguf_v
         else if (type == GGUF_TYPE_BOOL)
             out->v.b = p[0] != 0;
         else if (is_signed(type))
-            out->v.i64 = (int64_t)decode_number(type, p);
+            out->v.i64 = sign_extend(le(p, fixed_size(type)), fixed_size(type));
         else
             out->v.u64 = le(p, fixed_size(type));
         return GLESLLM_OK;
@@ -624,7 +635,10 @@ glesllm_status gguf_get_f32(const gguf_file *f, const char *key, float *out)
         return st;
     if (kv->value.type != GGUF_TYPE_FLOAT32 && kv->value.type != GGUF_TYPE_FLOAT64)
         return wrong_type(key, "a float", kv->value.type);
-    *out = (float)kv->value.v.f64;
+    double d = kv->value.v.f64;
+    if (isfinite(d) && fabs(d) > FLT_MAX)
+        return err_set(GLESLLM_ERR_FORMAT, "metadata key '%s' = %g does not fit a 32-bit float", key, d);
+    *out = (float)d;
     return GLESLLM_OK;
 }
 
