@@ -92,6 +92,8 @@ uint32_t ggml_type_size(uint32_t type);
 /* The id of a name ("q4_k" or "Q4_K"), or -1. */
 int ggml_type_from_name(const char *name);
 const char *gguf_type_name(uint32_t type);
+/* Bytes of a fixed-size value type; 0 for string, array and unknown ids. */
+int gguf_value_size(uint32_t type);
 
 typedef struct gguf_str {
     const char *data; /* not NUL-terminated: inside the file */

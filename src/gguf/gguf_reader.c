@@ -80,16 +80,7 @@ static glesllm_status rd_str(cursor *c, gguf_str *s, const char *what)
     return GLESLLM_OK;
 }
 
-static int fixed_size(uint32_t type)
-{
-    switch (type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
-    }
-    return 0;
-}
+#define fixed_size gguf_value_size
 
 static bool is_signed(uint32_t t)
 {
@@ -582,35 +573,43 @@ static glesllm_status wrong_type(const char *key, const char *want, uint32_t got
                    gguf_type_name(got), want);
 }
 
+/* Any integer value as (negative?, magnitude-preserving 64 bits). */
+static glesllm_status get_integer(const gguf_file *f, const char *key, const gguf_kv **kv)
+{
+    glesllm_status st = find_typed(f, key, kv);
+    if (st != GLESLLM_OK)
+        return st;
+    uint32_t t = (*kv)->value.type;
+    if (!fixed_size(t) || t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64 || t == GGUF_TYPE_BOOL)
+        return wrong_type(key, "an integer", t);
+    return GLESLLM_OK;
+}
+
 glesllm_status gguf_get_i64(const gguf_file *f, const char *key, int64_t *out)
 {
     const gguf_kv *kv;
-    glesllm_status st = find_typed(f, key, &kv);
+    glesllm_status st = get_integer(f, key, &kv);
     if (st != GLESLLM_OK)
         return st;
-    uint32_t t = kv->value.type;
-    if (!fixed_size(t) || t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64 || t == GGUF_TYPE_BOOL)
-        return wrong_type(key, "an integer", t);
-    if (!is_signed(t) && kv->value.v.u64 > (uint64_t)INT64_MAX)
+    bool s = is_signed(kv->value.type);
+    if (!s && kv->value.v.u64 > (uint64_t)INT64_MAX)
         return err_set(GLESLLM_ERR_FORMAT, "metadata key '%s' = %llu does not fit an int64", key,
                        (unsigned long long)kv->value.v.u64);
-    *out = is_signed(t) ? kv->value.v.i64 : (int64_t)kv->value.v.u64;
+    *out = s ? kv->value.v.i64 : (int64_t)kv->value.v.u64;
     return GLESLLM_OK;
 }
 
 glesllm_status gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out)
 {
     const gguf_kv *kv;
-    glesllm_status st = find_typed(f, key, &kv);
+    glesllm_status st = get_integer(f, key, &kv);
     if (st != GLESLLM_OK)
         return st;
-    uint32_t t = kv->value.type;
-    if (!fixed_size(t) || t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64 || t == GGUF_TYPE_BOOL)
-        return wrong_type(key, "an integer", t);
-    if (is_signed(t) && kv->value.v.i64 < 0)
+    bool s = is_signed(kv->value.type);
+    if (s && kv->value.v.i64 < 0)
         return err_set(GLESLLM_ERR_FORMAT, "metadata key '%s' = %lld is negative", key,
                        (long long)kv->value.v.i64);
-    *out = is_signed(t) ? (uint64_t)kv->value.v.i64 : kv->value.v.u64;
+    *out = s ? (uint64_t)kv->value.v.i64 : kv->value.v.u64;
     return GLESLLM_OK;
 }
 
@@ -642,39 +641,41 @@ glesllm_status gguf_get_f32(const gguf_file *f, const char *key, float *out)
     return GLESLLM_OK;
 }
 
+/* The entry for key when it holds exactly `type`. */
+static glesllm_status find_of_type(const gguf_file *f, const char *key, gguf_type type,
+                                   const char *want, const gguf_kv **kv)
+{
+    glesllm_status st = find_typed(f, key, kv);
+    if (st == GLESLLM_OK && (*kv)->value.type != type)
+        return wrong_type(key, want, (*kv)->value.type);
+    return st;
+}
+
 glesllm_status gguf_get_bool(const gguf_file *f, const char *key, bool *out)
 {
     const gguf_kv *kv;
-    glesllm_status st = find_typed(f, key, &kv);
-    if (st != GLESLLM_OK)
-        return st;
-    if (kv->value.type != GGUF_TYPE_BOOL)
-        return wrong_type(key, "a bool", kv->value.type);
-    *out = kv->value.v.b;
-    return GLESLLM_OK;
+    glesllm_status st = find_of_type(f, key, GGUF_TYPE_BOOL, "a bool", &kv);
+    if (st == GLESLLM_OK)
+        *out = kv->value.v.b;
+    return st;
 }
 
 glesllm_status gguf_get_str(const gguf_file *f, const char *key, gguf_str *out)
 {
     const gguf_kv *kv;
-    glesllm_status st = find_typed(f, key, &kv);
-    if (st != GLESLLM_OK)
-        return st;
-    if (kv->value.type != GGUF_TYPE_STRING)
-        return wrong_type(key, "a string", kv->value.type);
-    *out = kv->value.v.str;
-    return GLESLLM_OK;
+    glesllm_status st = find_of_type(f, key, GGUF_TYPE_STRING, "a string", &kv);
+    if (st == GLESLLM_OK)
+        *out = kv->value.v.str;
+    return st;
 }
 
 glesllm_status gguf_get_array(const gguf_file *f, const char *key, gguf_type elem,
                               const gguf_value **out)
 {
     const gguf_kv *kv;
-    glesllm_status st = find_typed(f, key, &kv);
+    glesllm_status st = find_of_type(f, key, GGUF_TYPE_ARRAY, "an array", &kv);
     if (st != GLESLLM_OK)
         return st;
-    if (kv->value.type != GGUF_TYPE_ARRAY)
-        return wrong_type(key, "an array", kv->value.type);
     if (elem != GGUF_TYPE_COUNT && kv->value.v.arr.type != elem)
         return err_set(GLESLLM_ERR_FORMAT, "metadata key '%s' is an array of %s, not of %s", key,
                        gguf_type_name(kv->value.v.arr.type), gguf_type_name(elem));

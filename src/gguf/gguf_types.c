@@ -75,3 +75,14 @@ glesllm_status ggml_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t 
     *bytes = row_bytes * rows;
     return GLESLLM_OK;
 }
+
+int gguf_value_size(uint32_t type)
+{
+    switch (type) {
+    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
+    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
+    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
+    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
+    }
+    return 0;
+}

@@ -134,21 +134,10 @@ glesllm_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *
     return st;
 }
 
-static int elem_size(gguf_type t)
-{
-    switch (t) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 glesllm_status gguf_writer_set_array(gguf_writer *w, const char *key, gguf_type elem,
                                      const void *data, uint64_t count)
 {
-    int es = elem_size(elem);
+    int es = gguf_value_size(elem);
     if (!es)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GGUF writer: set_array takes fixed-size elements, not %s", gguf_type_name(elem));

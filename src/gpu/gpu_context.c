@@ -88,7 +88,7 @@ glesllm_status gpu_gl_error_report(GLenum err, const char *call, const char *fil
                    line);
 }
 
-static bool has_gl_extension(const char *name)
+bool gpu_has_gl_extension(const char *name)
 {
     GLint n = 0;
     glGetIntegerv(GL_NUM_EXTENSIONS, &n);
@@ -145,13 +145,13 @@ static glesllm_status query_limits(gpu_context *ctx)
 static void query_caps(gpu_context *ctx)
 {
     gpu_caps *C = &ctx->caps;
-    C->buffer_storage = has_gl_extension("GL_EXT_buffer_storage");
+    C->buffer_storage = gpu_has_gl_extension("GL_EXT_buffer_storage");
     if (C->buffer_storage)
         ctx->buffer_storage = (gpu_pfn_buffer_storage)eglGetProcAddress("glBufferStorageEXT");
     if (!ctx->buffer_storage)
         C->buffer_storage = false;
 
-    if (has_gl_extension("GL_KHR_shader_subgroup")) {
+    if (gpu_has_gl_extension("GL_KHR_shader_subgroup")) {
         GLint stages = 0, features = 0, size = 0;
         glGetIntegerv(GL_SUBGROUP_SUPPORTED_STAGES_KHR, &stages);
         glGetIntegerv(GL_SUBGROUP_SUPPORTED_FEATURES_KHR, &features);
@@ -160,7 +160,7 @@ static void query_caps(gpu_context *ctx)
         C->subgroup = (stages & GL_COMPUTE_SHADER_BIT) && (features & need) == need && size > 0;
         C->subgroup_size = C->subgroup ? (uint32_t)size : 0;
     }
-    C->fp16_arith = has_gl_extension("GL_EXT_shader_explicit_arithmetic_types_float16");
+    C->fp16_arith = gpu_has_gl_extension("GL_EXT_shader_explicit_arithmetic_types_float16");
     GLint range[2] = { 0, 0 }, precision = 0;
     glGetShaderPrecisionFormat(GL_FRAGMENT_SHADER, GL_MEDIUM_FLOAT, range, &precision);
     C->mediump_is_fp16 = precision > 0 && precision < 23;

@@ -44,6 +44,9 @@ glesllm_status gpu_display_open(const gpu_options *opt, gpu_context *ctx);
 void gpu_display_close(gpu_context *ctx);
 const char *gpu_egl_error_name(EGLint err);
 
+/* Whether the current context lists a GL extension (gpu_context.c). */
+bool gpu_has_gl_extension(const char *name);
+
 /* Free-memory reporting (gpu_memory.c). */
 void gpu_memory_init(gpu_context *ctx);
 void gpu_memory_close(gpu_context *ctx);

@@ -28,18 +28,6 @@ typedef int (*pfn_nvml_handle)(unsigned, void **);
 typedef int (*pfn_nvml_name)(void *, char *, unsigned);
 typedef int (*pfn_nvml_mem)(void *, nvml_memory *);
 
-static bool has_extension(const char *name)
-{
-    GLint n = 0;
-    glGetIntegerv(GL_NUM_EXTENSIONS, &n);
-    for (GLint i = 0; i < n; i++) {
-        const char *e = (const char *)glGetStringi(GL_EXTENSIONS, (GLuint)i);
-        if (e && strcmp(e, name) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* total and free bytes over the NVML devices matching the renderer */
 static bool nvml_query(gpu_context *ctx, uint64_t *total, uint64_t *free_bytes)
 {
@@ -72,7 +60,7 @@ static bool nvml_query(gpu_context *ctx, uint64_t *total, uint64_t *free_bytes)
 void gpu_memory_init(gpu_context *ctx)
 {
     gpu_caps *C = &ctx->caps;
-    if (has_extension("GL_NVX_gpu_memory_info")) {
+    if (gpu_has_gl_extension("GL_NVX_gpu_memory_info")) {
         GLint kib = 0;
         glGetIntegerv(GL_GPU_MEMORY_INFO_DEDICATED_VIDMEM_NVX, &kib);
         if (glGetError() == GL_NO_ERROR && kib > 0) {
