@@ -104,12 +104,14 @@ static void json_cstr(const char *s) { json_str(s, strlen(s)); }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-static void print_shape(const gguf_tensor *t, bool json)
+/* A tensor's dimensions joined by sep ("4096 x 32000", or "4096, 32000"). */
+static const char *format_shape(const gguf_tensor *t, const char *sep, char *buf, size_t n)
 {
-    printf(json ? "[" : "");
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        printf(json ? "%s%llu" : "%s%llu", d ? (json ? ", " : " x ") : "", (unsigned long long)t->ne[d]);
-    printf(json ? "]" : "");
+    size_t o = 0;
+    buf[0] = '\0';
+    for (uint32_t d = 0; d < t->n_dims && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%llu", d ? sep : "", (unsigned long long)t->ne[d]);
+    return buf;
 }
 
 static void print_text(const char *path, const gguf_file *f, const model_info *mi, uint32_t n_ctx,
@@ -146,12 +148,9 @@ static void print_text(const char *path, const gguf_file *f, const model_info *m
         printf("%-40s %-8s %-28s %s\n", "tensor", "type", "shape", "offset");
         for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
             const gguf_tensor *t = gguf_tensor_at(f, i);
-            char shape[96] = "";
-            size_t o = 0;
-            for (uint32_t d = 0; d < t->n_dims; d++)
-                o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%llu", d ? " x " : "",
-                                      (unsigned long long)t->ne[d]);
-            printf("%-40s %-8s %-28s %llu\n", t->name, ggml_type_name(t->type), shape,
+            char shape[96];
+            printf("%-40s %-8s %-28s %llu\n", t->name, ggml_type_name(t->type),
+                   format_shape(t, " x ", shape, sizeof shape),
                    (unsigned long long)(gguf_data_offset(f) + t->offset));
         }
     }
@@ -199,8 +198,9 @@ static void print_json(const char *path, const gguf_file *f, const model_info *m
             const gguf_tensor *t = gguf_tensor_at(f, i);
             printf("%s{\"name\": ", i ? ", " : "");
             json_cstr(t->name);
-            printf(", \"type\": \"%s\", \"shape\": ", ggml_type_name(t->type));
-            print_shape(t, true);
+            char shape[96];
+            printf(", \"type\": \"%s\", \"shape\": [%s]", ggml_type_name(t->type),
+                   format_shape(t, ", ", shape, sizeof shape));
             printf(", \"offset\": %llu, \"bytes\": %llu}",
                    (unsigned long long)(gguf_data_offset(f) + t->offset), (unsigned long long)t->size);
         }
