@@ -67,4 +67,10 @@ int quant_supported(uint32_t type);
  * as GGUF stores them, into y. */
 glesllm_status quant_dequantize(uint32_t type, const void *src, float *y, size_t n);
 
+/* Whether quant_quantize can produce this type (quant_cpu.c). */
+int quant_can_quantize(uint32_t type);
+
+/* Quantizes n values (a multiple of the type's block) into GGUF blocks. */
+glesllm_status quant_quantize(uint32_t type, const float *x, void *dst, size_t n);
+
 #endif

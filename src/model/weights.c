@@ -1,0 +1,269 @@
+/* Weight tensors on the GPU (repacked, split by rows) and the matvec and
+ * get_rows kernels over them. See weights.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "model/weights.h"
+
+/* byte offsets in the kernels are 32-bit */
+#define MAX_PART_BYTES ((uint64_t)1 << 31)
+
+void gpu_weight_destroy(gpu_weight *w)
+{
+    if (!w)
+        return;
+    for (uint32_t i = 0; i < w->n_parts; i++)
+        gpu_buffer_destroy(&w->parts[i].buf);
+    free(w->parts);
+    memset(w, 0, sizeof *w);
+}
+
+glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t type, uint64_t rows,
+                                 uint64_t cols, const void *data, uint64_t max_part_bytes,
+                                 gpu_weight *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->type = type;
+    out->rows = rows;
+    out->cols = cols;
+    uint64_t limit = gpu_context_limits(ctx)->max_storage_block_bytes;
+    if (max_part_bytes && max_part_bytes < limit)
+        limit = max_part_bytes;
+    if (limit > MAX_PART_BYTES)
+        limit = MAX_PART_BYTES;
+    quant_gpu_plan whole;
+    glesllm_status st = quant_gpu_plan_make(type, rows, cols, &whole);
+    if (st != GLESLLM_OK)
+        return err_prefix(st, "tensor %s", name);
+    uint64_t per_part = whole.bytes <= limit ? rows : quant_gpu_rows_within(type, cols, limit);
+    if (!per_part)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "tensor %s: one row of %llu %s values exceeds the GPU's storage-block "
+                       "limit of %llu bytes",
+                       name, (unsigned long long)cols, ggml_type_name(type),
+                       (unsigned long long)limit);
+    uint64_t n_parts = (rows + per_part - 1) / per_part;
+    out->parts = calloc((size_t)n_parts, sizeof *out->parts);
+    if (!out->parts)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "tensor %s: out of memory", name);
+    uint64_t row_bytes;
+    uint64_t one_row[1] = { cols };
+    if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16)
+        row_bytes = cols * ggml_type_size(type);
+    else if ((st = ggml_tensor_bytes(type, 1, one_row, &row_bytes)) != GLESLLM_OK)
+        return err_prefix(st, "tensor %s", name);
+    for (uint64_t p = 0; p < n_parts; p++) {
+        gpu_weight_part *part = &out->parts[p];
+        part->row0 = p * per_part;
+        part->rows = rows - part->row0 < per_part ? rows - part->row0 : per_part;
+        if ((st = quant_gpu_plan_make(type, part->rows, cols, &part->plan)) != GLESLLM_OK)
+            break;
+        void *host = malloc((size_t)part->plan.bytes);
+        if (!host) {
+            st = err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory repacking %.1f MiB",
+                         (double)part->plan.bytes / (1 << 20));
+            break;
+        }
+        st = quant_gpu_repack(&part->plan, (const uint8_t *)data + part->row0 * row_bytes, host);
+        if (st == GLESLLM_OK)
+            st = gpu_buffer_create(ctx, (size_t)part->plan.bytes, host, GPU_BUFFER_DEVICE,
+                                   out->name, &part->buf);
+        free(host);
+        if (st != GLESLLM_OK)
+            break;
+        out->n_parts++;
+        out->bytes += part->plan.bytes;
+    }
+    if (st != GLESLLM_OK) {
+        gpu_weight_destroy(out);
+        return err_prefix(st, "uploading tensor %s", name);
+    }
+    return GLESLLM_OK;
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+static uint32_t units_per_row(uint32_t type, uint64_t cols)
+{
+    const quant_gpu_layout *L = quant_gpu_layout_of(type);
+    uint32_t block = L ? L->block : 32;
+    return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
+}
+
+matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t cols)
+{
+    const gpu_limits *L = gpu_context_limits(ctx);
+    const gpu_caps *C = gpu_context_caps(ctx);
+    matvec_config c;
+    c.wg = L->max_invocations >= 256 ? 256 : 128;
+    uint32_t units = units_per_row(type, cols), tpr = 8;
+    while (tpr < units && tpr < c.wg)
+        tpr *= 2;
+    c.tpr = tpr;
+    c.nr = 2;
+    c.subgroup = C->subgroup && C->subgroup_size && tpr >= C->subgroup_size &&
+                 tpr % C->subgroup_size == 0;
+    return c;
+}
+
+static void type_define(uint32_t type, char *buf, size_t n)
+{
+    snprintf(buf, n, "WTYPE_%s 1", ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN");
+}
+
+glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg, bool add,
+                            matvec_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!quant_gpu_layout_of(type))
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matvec for tensor type %s",
+                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
+    const gpu_limits *L = gpu_context_limits(ctx);
+    if (!cfg->wg || cfg->wg > L->max_invocations || !cfg->tpr || cfg->wg % cfg->tpr ||
+        (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: invalid work split (wg %u, tpr %u, nr %u; limit %u invocations)",
+                       cfg->wg, cfg->tpr, cfg->nr, L->max_invocations);
+    if (cfg->subgroup) {
+        const gpu_caps *C = gpu_context_caps(ctx);
+        if (!C->subgroup || !C->subgroup_size || cfg->tpr % C->subgroup_size)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
+                           "a multiple of the subgroup size");
+    }
+    char tdef[32], defines[256];
+    type_define(type, tdef, sizeof tdef);
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u%s%s", tdef, cfg->wg, cfg->tpr,
+             cfg->nr, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", add ? "\nADD_Y 1" : "");
+    glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
+    if (st != GLESLLM_OK)
+        return st;
+    out->type = type;
+    out->cfg = *cfg;
+    out->add = add;
+    return GLESLLM_OK;
+}
+
+void matvec_destroy(matvec_kernel *k)
+{
+    gpu_program_destroy(&k->prog);
+    memset(k, 0, sizeof *k);
+}
+
+/* weight params 8..13 of one part (weights.glsl) */
+static void weight_params(const gpu_weight *w, const gpu_weight_part *p, gpu_dispatch *d)
+{
+    for (int i = 0; i < QGPU_MAX_PLANES; i++)
+        d->params[8 + i] = (uint32_t)p->plan.plane_offset[i];
+    d->params[12] = (uint32_t)p->plan.blocks_per_row;
+    d->params[13] = (uint32_t)w->cols;
+    d->n_params = 14;
+}
+
+/* n work groups as a 2D grid within 65535 per dimension (the GLES minimum) */
+static void grid(gpu_dispatch *d, uint64_t n)
+{
+    uint32_t x = n < 65535 ? (uint32_t)n : 65535;
+    d->groups[0] = x ? x : 1;
+    d->groups[1] = (uint32_t)((n + d->groups[0] - 1) / d->groups[0]);
+    d->groups[2] = 1;
+}
+
+glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
+                             const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
+                             uint64_t y_off)
+{
+    if (k->type != w->type)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matvec kernel for %s given tensor %s (%s)",
+                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    if (x_off % 4 || (x_off + act_stride(w->cols)) * 4 > x->size || (y_off + w->rows) * 4 > y->size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec %s: x (offset %llu, %zu bytes) or y (offset %llu, %zu bytes) too "
+                       "small for %llu x %llu",
+                       w->name, (unsigned long long)x_off, x->size, (unsigned long long)y_off,
+                       y->size, (unsigned long long)w->rows, (unsigned long long)w->cols);
+    uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr;
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        gpu_dispatch d;
+        memset(&d, 0, sizeof d);
+        d.prog = &k->prog;
+        d.bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
+        d.bindings[1] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
+        d.bindings[2] = (gpu_binding){ 2, y, 0, 0, k->add ? GPU_READ_WRITE : GPU_WRITE };
+        d.n_bindings = 3;
+        weight_params(w, p, &d);
+        d.params[0] = (uint32_t)p->rows;
+        d.params[1] = (uint32_t)(y_off + p->row0);
+        d.params[2] = (uint32_t)(x_off / 4);
+        grid(&d, (p->rows + rows_wg - 1) / rows_wg);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
+glesllm_status get_rows_build(gpu_context *ctx, uint32_t type, get_rows_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!quant_gpu_layout_of(type))
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU row lookup for tensor type %s",
+                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
+    char tdef[32], defines[96];
+    type_define(type, tdef, sizeof tdef);
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u", tdef,
+             gpu_context_limits(ctx)->max_invocations >= 256 ? 256u : 128u);
+    glesllm_status st = gpu_program_build(ctx, "get_rows.comp", defines, &out->prog);
+    if (st == GLESLLM_OK)
+        out->type = type;
+    return st;
+}
+
+void get_rows_destroy(get_rows_kernel *k)
+{
+    gpu_program_destroy(&k->prog);
+    memset(k, 0, sizeof *k);
+}
+
+glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu_weight *w,
+                               const gpu_buffer *ids, uint32_t id_off, uint32_t n_ids,
+                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride)
+{
+    if (k->type != w->type)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "row lookup kernel for %s given tensor %s (%s)",
+                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    if (!n_ids)
+        return GLESLLM_OK;
+    if ((uint64_t)(id_off + n_ids) * 4 > ids->size ||
+        (y_off + (uint64_t)(n_ids - 1) * y_stride + w->cols) * 4 > y->size || y_stride < w->cols)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "row lookup %s: ids or output too small",
+                       w->name);
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        gpu_dispatch d;
+        memset(&d, 0, sizeof d);
+        d.prog = &k->prog;
+        d.bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
+        d.bindings[1] = (gpu_binding){ 1, ids, 0, 0, GPU_READ };
+        d.bindings[2] = (gpu_binding){ 2, y, 0, 0, GPU_WRITE };
+        d.n_bindings = 3;
+        weight_params(w, p, &d);
+        d.params[0] = n_ids;
+        d.params[1] = id_off;
+        d.params[2] = (uint32_t)y_off;
+        d.params[3] = (uint32_t)y_stride;
+        d.params[4] = (uint32_t)p->row0;
+        d.params[5] = (uint32_t)p->rows;
+        d.params[6] = i + 1 == w->n_parts;
+        grid(&d, n_ids);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}

@@ -1,0 +1,90 @@
+/* model/: weight tensors on the GPU and the kernels that read them.
+ *
+ *   gpu_weight       a tensor repacked into its GPU layout (quant/quant_gpu.h)
+ *                    and uploaded; split by whole rows into several buffers
+ *                    when it is larger than the storage-block limit
+ *   matvec kernel    y[y_off + r] (+)= sum_c W[r][c] x[x_off + c]  (glsl/matvec.comp)
+ *   get_rows kernel  y[i] = W[ids[i]] dequantized: embeddings (glsl/get_rows.comp)
+ *
+ * Activations given to these kernels are f32 buffers whose rows are padded
+ * to a multiple of 32 values (the padding is never used, its content does
+ * not matter). */
+#ifndef GLESLLM_MODEL_WEIGHTS_H
+#define GLESLLM_MODEL_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+#include "quant/quant_gpu.h"
+
+typedef struct gpu_weight_part {
+    gpu_buffer buf;
+    uint64_t row0, rows;
+    quant_gpu_plan plan;
+} gpu_weight_part;
+
+typedef struct gpu_weight {
+    char name[64];
+    uint32_t type;
+    uint64_t rows, cols;
+    uint32_t n_parts;
+    gpu_weight_part *parts;
+    uint64_t bytes; /* GPU bytes over all parts */
+} gpu_weight;
+
+/* Padded length of an activation row of n values. */
+static inline uint64_t act_stride(uint64_t n) { return (n + 31) / 32 * 32; }
+
+/* Repacks rows x cols values of `type` (GGUF layout, row after row) and
+ * uploads them. Parts hold at most max_part_bytes each (0: the context's
+ * storage-block limit). */
+glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t type, uint64_t rows,
+                                 uint64_t cols, const void *data, uint64_t max_part_bytes,
+                                 gpu_weight *out);
+void gpu_weight_destroy(gpu_weight *w);
+
+/* How a matvec program divides its work (glsl/matvec.comp). */
+typedef struct matvec_config {
+    uint32_t wg;      /* invocations per work group */
+    uint32_t tpr;     /* threads per row: a power of two dividing wg */
+    uint32_t nr;      /* rows per thread */
+    bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
+} matvec_config;
+
+/* The configuration used for a tensor of `cols` columns under the context's
+ * limits. */
+matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t cols);
+
+typedef struct matvec_kernel {
+    gpu_program prog;
+    uint32_t type;
+    matvec_config cfg;
+    bool add;
+} matvec_kernel;
+
+/* add: y += W x (the residual add) instead of y = W x. */
+glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg, bool add,
+                            matvec_kernel *out);
+void matvec_destroy(matvec_kernel *k);
+
+/* Records y[y_off + r] (+)= W[r] . x[x_off ..] for every row r (one dispatch
+ * per part). x_off must be a multiple of 4. */
+glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
+                             const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
+                             uint64_t y_off);
+
+typedef struct get_rows_kernel {
+    gpu_program prog;
+    uint32_t type;
+} get_rows_kernel;
+
+glesllm_status get_rows_build(gpu_context *ctx, uint32_t type, get_rows_kernel *out);
+void get_rows_destroy(get_rows_kernel *k);
+
+/* Records y[y_off + i * y_stride ..] = W[ids[id_off + i]] for i < n_ids. */
+glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu_weight *w,
+                               const gpu_buffer *ids, uint32_t id_off, uint32_t n_ids,
+                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride);
+
+#endif

@@ -1,0 +1,389 @@
+/* Weight kernels against the CPU reference on random data, for every GPU
+ * format: matvec (plain, residual add, offsets into larger buffers; every
+ * work split, shared-memory and subgroup reductions) and get_rows, over
+ * shapes whose rows are not a multiple of a work group's rows and whose
+ * columns are the smallest legal multiple of the block; tensors split over
+ * several buffers, forced small and, under GLESLLM_LIMITS=min, by the
+ * 128 MiB storage-block limit itself. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "model/weights.h"
+#include "quant/quant.h"
+#include "test_gpu.h"
+
+static gpu_context *ctx;
+static gpu_queue *queue;
+
+void setUp(void) {}
+void tearDown(void) {}
+
+/* f32 accumulation in a different order than the double reference: the
+ * error of a row is bounded by n * 2^-24 * sum |w x| and is near
+ * sqrt(n) * 2^-24 * sum |w x| in practice (n <= 4096 here: ~4e-6). The
+ * tolerance is relative to sum |w x| of the row. */
+#define MATVEC_REL_TOL 1e-5
+/* get_rows dequantizes each value once: a few ulp of the value */
+#define ROWS_REL_TOL 1e-6
+
+static const uint32_t formats[] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0,
+                                    GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                    GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                    GGML_TYPE_Q6_K };
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+static int is_float(uint32_t t)
+{
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+/* byte offsets of the f16 scale fields of each block (then -1) */
+static const int *half_fields(uint32_t t)
+{
+    static const int d0[] = { 0, -1 }, dm[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 },
+                     q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
+    switch (t) {
+    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return dm;
+    case GGML_TYPE_Q2_K: return q2k;
+    case GGML_TYPE_Q3_K: return q3k;
+    case GGML_TYPE_Q6_K: return q6k;
+    default: return d0;
+    }
+}
+
+/* A random tensor in GGUF layout: random floats for float types; random
+ * bytes for quantized ones (every level and scale bit pattern), with the f16
+ * scales set to finite values of either sign. */
+static void *random_tensor(test_rng *rng, uint32_t type, uint64_t rows, uint64_t cols, size_t *bytes)
+{
+    uint64_t ne[2] = { cols, rows };
+    uint64_t n;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ggml_tensor_bytes(type, 2, ne, &n));
+    uint8_t *p = malloc((size_t)n);
+    TEST_ASSERT_NOT_NULL(p);
+    *bytes = (size_t)n;
+    if (is_float(type)) {
+        float *f = malloc((size_t)(rows * cols) * 4);
+        TEST_ASSERT_NOT_NULL(f);
+        rng_fill(rng, f, (size_t)(rows * cols), -1.0f, 1.0f);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_quantize(type, f, p, (size_t)(rows * cols)));
+        free(f);
+        return p;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)rng_next(rng);
+    uint32_t ts = ggml_type_size(type);
+    for (size_t b = 0; b < n / ts; b++)
+        for (const int *h = half_fields(type); *h >= 0; h++) {
+            ggml_half v = quant_float_to_half(rng_float(rng, -0.05f, 0.05f));
+            memcpy(p + b * ts + *h, &v, 2);
+        }
+    return p;
+}
+
+static float *dequantized(uint32_t type, const void *data, uint64_t rows, uint64_t cols)
+{
+    float *w = malloc((size_t)(rows * cols) * 4);
+    TEST_ASSERT_NOT_NULL(w);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_dequantize(type, data, w, (size_t)(rows * cols)),
+                                  glesllm_last_error());
+    return w;
+}
+
+typedef struct mv_case {
+    uint32_t type;
+    uint64_t rows, cols;
+    uint64_t max_part_bytes;
+} mv_case;
+
+/* Runs y = W x (and y += W x at an offset) with kernel config cfg. */
+static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed)
+{
+    test_rng rng = { seed };
+    size_t wbytes;
+    void *wdata = random_tensor(&rng, c->type, c->rows, c->cols, &wbytes);
+    float *w = dequantized(c->type, wdata, c->rows, c->cols);
+    uint64_t stride = act_stride(c->cols), x_off = 8, y_off = 5;
+    size_t xn = (size_t)(x_off + stride);
+    float *x = malloc(xn * 4), *y0 = malloc((size_t)(c->rows + 2 * y_off) * 4),
+          *ref = malloc((size_t)c->rows * 8), *mag = malloc((size_t)c->rows * 8),
+          *got = malloc((size_t)(c->rows + 2 * y_off) * 4);
+    TEST_ASSERT_TRUE(x && y0 && ref && mag && got);
+    rng_fill(&rng, x, xn, -1.0f, 1.0f);
+    for (size_t i = x_off + c->cols; i < xn; i++) /* the padding may hold anything */
+        x[i] = NAN;
+    rng_fill(&rng, y0, (size_t)(c->rows + 2 * y_off), -1.0f, 1.0f);
+    double *dref = (double *)ref, *dmag = (double *)mag;
+    for (uint64_t r = 0; r < c->rows; r++) {
+        double s = 0, m = 0;
+        for (uint64_t k = 0; k < c->cols; k++) {
+            double p = (double)w[r * c->cols + k] * x[x_off + k];
+            s += p;
+            m += fabs(p);
+        }
+        dref[r] = s;
+        dmag[r] = m > 1e-30 ? m : 1e-30;
+    }
+
+    gpu_weight gw;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
+    gpu_buffer bx, by;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
+    size_t yn = (size_t)(c->rows + 2 * y_off);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                          gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
+    char msg[200];
+    for (int add = 0; add < 2; add++) {
+        matvec_kernel k;
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, c->type, cfg, add, &k),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_record(queue, &k, &gw, &bx, x_off, &by, y_off),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
+        double worst = 0;
+        for (uint64_t r = 0; r < c->rows; r++) {
+            double want = dref[r] + (add ? y0[y_off + r] : 0.0);
+            double e = fabs(got[y_off + r] - want) / (dmag[r] + (add ? fabs(y0[y_off + r]) : 0));
+            if (!(e <= worst))
+                worst = e;
+        }
+        /* the values around the written range are untouched */
+        for (uint64_t i = 0; i < y_off; i++) {
+            TEST_ASSERT_FLOAT_WITHIN(0.0, y0[i], got[i]);
+            TEST_ASSERT_FLOAT_WITHIN(0.0, y0[y_off + c->rows + i], got[y_off + c->rows + i]);
+        }
+        snprintf(msg, sizeof msg,
+                 "%s %llux%llu parts %u wg %u tpr %u nr %u subgroup %d add %d: error %.3g of sum|wx|",
+                 ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
+                 gw.n_parts, cfg->wg, cfg->tpr, cfg->nr, cfg->subgroup, add, worst);
+        TEST_ASSERT_TRUE_MESSAGE(worst < MATVEC_REL_TOL, msg);
+        matvec_destroy(&k);
+    }
+    gpu_buffer_destroy(&bx);
+    gpu_buffer_destroy(&by);
+    gpu_weight_destroy(&gw);
+    free(wdata);
+    free(w);
+    free(x);
+    free(y0);
+    free(ref);
+    free(mag);
+    free(got);
+}
+
+static void check_get_rows(const mv_case *c, uint64_t seed)
+{
+    test_rng rng = { seed };
+    size_t wbytes;
+    void *wdata = random_tensor(&rng, c->type, c->rows, c->cols, &wbytes);
+    float *w = dequantized(c->type, wdata, c->rows, c->cols);
+    enum { N_IDS = 6 };
+    uint32_t ids[N_IDS + 1] = { 999 }; /* ids[0] is not looked up (id offset 1) */
+    for (int i = 1; i <= N_IDS; i++)
+        ids[i] = (uint32_t)(rng_next(&rng) % c->rows);
+    ids[N_IDS] = (uint32_t)c->rows - 1;
+    uint64_t stride = c->cols + 3, y_off = 2;
+    size_t yn = (size_t)(y_off + N_IDS * stride);
+    float *got = malloc(yn * 4);
+    TEST_ASSERT_NOT_NULL(got);
+    gpu_weight gw;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload(ctx, "emb", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
+    get_rows_kernel k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, get_rows_build(ctx, c->type, &k), glesllm_last_error());
+    gpu_buffer bids, by;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof ids, ids, 0, "ids", &bids));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, NULL, 0, "y", &by));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  get_rows_record(queue, &k, &gw, &bids, 1, N_IDS, &by, y_off, stride),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
+    double worst = 0;
+    for (int i = 0; i < N_IDS; i++) {
+        const float *want = w + (uint64_t)ids[1 + i] * c->cols;
+        double scale = 1e-30;
+        for (uint64_t k2 = 0; k2 < c->cols; k2++)
+            scale = fmax(scale, fabs(want[k2]));
+        for (uint64_t k2 = 0; k2 < c->cols; k2++) {
+            double e = fabs(got[y_off + i * stride + k2] - want[k2]) / scale;
+            if (!(e <= worst))
+                worst = e;
+        }
+    }
+    char msg[160];
+    snprintf(msg, sizeof msg, "get_rows %s %llux%llu parts %u: error %.3g of the row's max",
+             ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
+             gw.n_parts, worst);
+    TEST_ASSERT_TRUE_MESSAGE(worst < ROWS_REL_TOL, msg);
+    gpu_buffer_destroy(&bids);
+    gpu_buffer_destroy(&by);
+    get_rows_destroy(&k);
+    gpu_weight_destroy(&gw);
+    free(wdata);
+    free(w);
+    free(got);
+}
+
+static uint64_t min_cols(uint32_t t) { return is_float(t) ? 1 : ggml_block_size(t); }
+
+static void shapes_for(uint32_t t, mv_case *out, int *n)
+{
+    uint64_t b = min_cols(t);
+    int i = 0;
+    out[i++] = (mv_case){ t, 1, b, 0 };
+    out[i++] = (mv_case){ t, 7, b, 0 };
+    if (is_float(t)) {
+        out[i++] = (mv_case){ t, 37, 33, 0 };
+        out[i++] = (mv_case){ t, 5, 100, 0 };
+    }
+    out[i++] = (mv_case){ t, 37, 3 * (b < 32 ? 32 : b), 0 };
+    out[i++] = (mv_case){ t, 130, 4096, 0 };
+    *n = i;
+}
+
+static void test_matvec_every_format_default_split(void)
+{
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        mv_case cs[8];
+        int n;
+        shapes_for(formats[f], cs, &n);
+        for (int i = 0; i < n; i++) {
+            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].cols);
+            cfg.subgroup = false;
+            check_matvec(&cs[i], &cfg, 100 * f + i);
+        }
+    }
+}
+
+/* other work splits: one lane per row, many rows per thread, the widest */
+static void test_matvec_work_splits(void)
+{
+    const gpu_limits *L = gpu_context_limits(ctx);
+    const matvec_config cfgs[] = { { 128, 8, 1, false }, { 128, 32, 3, false }, { 64, 64, 4, false },
+                                   { L->max_invocations >= 256 ? 256 : 128,
+                                     L->max_invocations >= 256 ? 256 : 128, 1, false } };
+    const uint32_t some[] = { GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+                              GGML_TYPE_Q6_K };
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
+            mv_case mc = { some[f], 45, 2 * ggml_block_size(some[f]) * 8, 0 };
+            check_matvec(&mc, &cfgs[c], 7000 + 10 * c + f);
+        }
+}
+
+static void test_matvec_subgroup_path(void)
+{
+    const gpu_caps *C = gpu_context_caps(ctx);
+    if (!C->subgroup)
+        TEST_IGNORE_MESSAGE("no GL_KHR_shader_subgroup here (or GLESLLM_LIMITS=min)");
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        mv_case cs[8];
+        int n;
+        shapes_for(formats[f], cs, &n);
+        for (int i = 0; i < n; i++) {
+            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].cols);
+            if (cfg.tpr < C->subgroup_size)
+                cfg.tpr = C->subgroup_size;
+            cfg.subgroup = true;
+            check_matvec(&cs[i], &cfg, 300 * f + i);
+            /* two subgroups per row */
+            cfg.tpr = 2 * C->subgroup_size <= cfg.wg ? 2 * C->subgroup_size : cfg.tpr;
+            check_matvec(&cs[i], &cfg, 500 * f + i);
+        }
+    }
+}
+
+static void test_get_rows_every_format(void)
+{
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        mv_case cs[8];
+        int n;
+        shapes_for(formats[f], cs, &n);
+        for (int i = 0; i < n; i++)
+            check_get_rows(&cs[i], 900 * f + i);
+    }
+}
+
+/* parts of a few rows each: every row lands in some part, ids cross parts */
+static void test_split_tensors(void)
+{
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        uint64_t cols = 2 * (is_float(formats[f]) ? 64 : ggml_block_size(formats[f]));
+        quant_gpu_plan five;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(formats[f], 5, cols, &five));
+        uint64_t part = five.bytes + 15;
+        TEST_ASSERT_EQUAL_UINT64(5, quant_gpu_rows_within(formats[f], cols, part));
+        mv_case mc = { formats[f], 23, cols, part };
+        matvec_config cfg = matvec_default_config(ctx, mc.type, mc.cols);
+        cfg.subgroup = false;
+        check_matvec(&mc, &cfg, 4000 + f);
+        check_get_rows(&mc, 4100 + f);
+    }
+}
+
+/* Over 128 MiB: split by the storage-block limit itself under
+ * GLESLLM_LIMITS=min (and on drivers with that limit, like llvmpipe). */
+static void test_split_by_storage_block_limit(void)
+{
+    const gpu_limits *L = gpu_context_limits(ctx);
+    mv_case mc = { GGML_TYPE_F32, 9000, 4096, 0 }; /* 147 MB */
+    matvec_config cfg = matvec_default_config(ctx, mc.type, mc.cols);
+    cfg.subgroup = false;
+    check_matvec(&mc, &cfg, 77);
+    if (L->max_storage_block_bytes <= ((uint64_t)128 << 20)) {
+        gpu_weight gw;
+        float *dummy = calloc(9000 * 4096, 4);
+        TEST_ASSERT_NOT_NULL(dummy);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                              gpu_weight_upload(ctx, "big", mc.type, mc.rows, mc.cols, dummy, 0, &gw));
+        TEST_ASSERT_TRUE(gw.n_parts >= 2);
+        for (uint32_t i = 0; i < gw.n_parts; i++)
+            TEST_ASSERT_TRUE(gw.parts[i].plan.bytes <= L->max_storage_block_bytes);
+        gpu_weight_destroy(&gw);
+        free(dummy);
+    }
+}
+
+static void test_bad_shapes_are_errors(void)
+{
+    gpu_weight gw;
+    uint8_t blk[144] = { 0 };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT,
+                          gpu_weight_upload(ctx, "odd", GGML_TYPE_Q4_K, 1, 128, blk, 0, &gw));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "odd"));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED,
+                          gpu_weight_upload(ctx, "iq", GGML_TYPE_IQ2_XXS, 1, 256, blk, 0, &gw));
+    matvec_kernel k;
+    matvec_config bad = { 128, 48, 1, false };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, false, &k));
+}
+
+int main(void)
+{
+    UNITY_BEGIN();
+    ctx = test_open_gpu();
+    if (!ctx || gpu_queue_create(ctx, &queue) != GLESLLM_OK)
+        return 1;
+    RUN_TEST(test_matvec_every_format_default_split);
+    RUN_TEST(test_matvec_work_splits);
+    RUN_TEST(test_matvec_subgroup_path);
+    RUN_TEST(test_get_rows_every_format);
+    RUN_TEST(test_split_tensors);
+    RUN_TEST(test_split_by_storage_block_limit);
+    RUN_TEST(test_bad_shapes_are_errors);
+    gpu_queue_destroy(queue);
+    gpu_context_destroy(ctx);
+    return test_exit_code(UNITY_END());
+}
