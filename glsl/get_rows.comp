@@ -34,7 +34,7 @@ void main()
     uint cols = W_COLS;
     for (uint u = gl_LocalInvocationIndex; u < W_UNITS; u += uint(WG_SIZE)) {
         vec4 v[8];
-        w_unit(row, u, v);
+        w_unit_values(row, u, v);
         for (int k = 0; k < 8; k++) {
             uint c = u * 32u + uint((k & 3) * 4 + (k >> 2) * 16);
             for (int j = 0; j < 4; j++)

@@ -84,13 +84,15 @@ void main()
             }
         }
 #endif
+        // sums of the unit's two halves of x, for the affine maps' offsets
+        float sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
+        float sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
         for (int r = 0; r < NR; r++) {
-            vec4 v[8];
-            w_unit(min(first + uint(r), rows - 1u), u, v);
-            float s = 0.0;
-            for (int k = 0; k < 8; k++)
-                s += dot(v[k], x[k]);
-            acc[r] += s;
+            vec4 q[8], ab;
+            w_unit(min(first + uint(r), rows - 1u), u, q, ab);
+            float lo = dot(q[0], x[0]) + dot(q[1], x[1]) + dot(q[2], x[2]) + dot(q[3], x[3]);
+            float hi = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
+            acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
         }
     }
     for (int r = 0; r < NR; r++) {

@@ -4,14 +4,19 @@
 //
 // The including kernel defines exactly one WTYPE_<type> (WTYPE_Q4_0, ...)
 // and gets
-//   w_unit(row, u, v)  the 32 values of unit u (values 32u..32u+31) of a
-//                      row, dequantized to f32: v[k] = values 4k..4k+3 and
-//                      v[4+k] = values 16+4k..19+4k, k = 0..3
+//   w_unit(row, u, q, ab)    unit u (values 32u..32u+31) of a row as levels
+//                            and two affine maps (below)
+//   w_unit_values(row, u, v) the same dequantized to f32: v[k] = values
+//                            4k..4k+3 and v[4+k] = values 16+4k..19+4k
 //   W_UNITS            units per row (params 12 * W_UPB)
 // Binding 0 is the weight buffer. Params 8..11: byte offsets of planes 0..3
 // in it; param 12: blocks per row; param 13: columns.
 
-layout(std430, binding = 0) readonly restrict buffer Weights { uvec4 wq[]; };
+// The same buffer as 16-byte and as 4-byte words (two aliased blocks: a
+// dynamically indexed component of a loaded uvec4 can cost a trip through
+// local memory on some compilers).
+layout(std430, binding = 0) readonly buffer Weights { uvec4 wq[]; };
+layout(std430, binding = 0) readonly buffer WeightWords { uint wu[]; };
 
 #define W_PLANE(p) PARAM_U(8 + (p))
 #define W_NB PARAM_U(12)
@@ -28,7 +33,8 @@ layout(std430, binding = 0) readonly restrict buffer Weights { uvec4 wq[]; };
 #define W_IS_FLOAT 1
 #endif
 
-uint w_u32(uint byte_off) { return wq[byte_off >> 4u][(byte_off >> 2u) & 3u]; }
+uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
+
 
 uvec2 w_u64(uint byte_off)
 {
@@ -42,163 +48,168 @@ float w_half(uint byte_off)
     return unpackHalf2x16(w_u32(byte_off & ~3u) >> ((byte_off & 2u) * 8u)).x;
 }
 
-uint t_byte(uvec4 t, uint n) { return (t[n >> 2u] >> ((n & 3u) * 8u)) & 255u; }
+
+// Levels become floats without integer-to-float conversions (a quarter- or
+// eighth-rate instruction on many GPUs): a level q < 2^23 in the mantissa of
+// 2^23 reads as 2^23 + q, exactly.
+vec4 lvl(uvec4 bits) { return uintBitsToFloat(bits | 0x4B000000u) - 8388608.0; }
 
 // NIB word k: the low nibbles are values 4k.., the high ones 16+4k..
-vec4 nib_lo(uint w) { return vec4((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 15u); }
-vec4 nib_hi(uint w) { return vec4((uvec4(w) >> uvec4(4u, 12u, 20u, 28u)) & 15u); }
+uvec4 nib_lo(uint w) { return (uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 15u; }
+uvec4 nib_hi(uint w) { return (uvec4(w) >> uvec4(4u, 12u, 20u, 28u)) & 15u; }
 // TWO: h = word (k >> 1) shifted right by 16 * (k & 1)
-vec4 two_lo(uint h) { return vec4((uvec4(h) >> uvec4(0u, 2u, 4u, 6u)) & 3u); }
-vec4 two_hi(uint h) { return vec4((uvec4(h) >> uvec4(8u, 10u, 12u, 14u)) & 3u); }
+uvec4 two_lo(uint h) { return (uvec4(h) >> uvec4(0u, 2u, 4u, 6u)) & 3u; }
+uvec4 two_hi(uint h) { return (uvec4(h) >> uvec4(8u, 10u, 12u, 14u)) & 3u; }
 // BIT: bits 4k.. and 16+4k..
-vec4 bit_lo(uint b, uint k) { return vec4((uvec4(b) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k)) & 1u); }
-vec4 bit_hi(uint b, uint k) { return vec4((uvec4(b) >> (uvec4(16u, 17u, 18u, 19u) + 4u * k)) & 1u); }
-// BYTE word as four signed bytes
-vec4 i8x4(uint w) { return vec4(ivec4(uvec4(w) << uvec4(24u, 16u, 8u, 0u)) >> 24); }
+uvec4 bit_lo(uint b, uint k) { return (uvec4(b) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k)) & 1u; }
+uvec4 bit_hi(uint b, uint k) { return (uvec4(b) >> (uvec4(16u, 17u, 18u, 19u) + 4u * k)) & 1u; }
+// BYTE word: the four bytes, offset by 128 (two's complement -128..127 -> 0..255)
+uvec4 u8x4(uint w) { return (uvec4(w ^ 0x80808080u) >> uvec4(0u, 8u, 16u, 24u)) & 255u; }
 
-// levels (0..15) of a NIB unit into v, to be scaled by the caller
-void nib_unit(uint byte_off, out vec4 v[8])
-{
-    uvec4 q = wq[byte_off >> 4u];
-    for (int k = 0; k < 4; k++) {
-        v[k] = nib_lo(q[k]);
-        v[4 + k] = nib_hi(q[k]);
-    }
-}
-
-// lo (values 0..15) = v * a_lo + b_lo, hi = v * a_hi + b_hi
-void scale_unit(inout vec4 v[8], float a_lo, float b_lo, float a_hi, float b_hi)
-{
-    for (int k = 0; k < 4; k++) {
-        v[k] = v[k] * a_lo + b_lo;
-        v[4 + k] = v[4 + k] * a_hi + b_hi;
-    }
-}
-
-// 6-bit scale and min j (0..7) of Q4_K/Q5_K; t = the plane's 16 bytes
-// (d, dmin, then the 12 GGUF scale bytes at bytes 4..15)
+// Scale and min of unit j (0..7) of Q4_K/Q5_K from the K4 scale words
+// (quant_gpu.h): t.y low nibbles of the scales, t.z of the mins, t.w the
+// high two bits of both.
 vec2 k4_scale_min(uvec4 t, uint j)
 {
-    uint s, m;
-    if (j < 4u) {
-        s = t_byte(t, 4u + j) & 63u;
-        m = t_byte(t, 8u + j) & 63u;
-    } else {
-        s = (t_byte(t, 8u + j) & 15u) | ((t_byte(t, j) >> 6u) << 4u);
-        m = (t_byte(t, 8u + j) >> 4u) | ((t_byte(t, 4u + j) >> 6u) << 4u);
-    }
+    uint s = ((t.y >> (4u * j)) & 15u) | (((t.w >> (2u * j)) & 3u) << 4u);
+    uint m = ((t.z >> (4u * j)) & 15u) | (((t.w >> (16u + 2u * j)) & 3u) << 4u);
     return vec2(float(s), float(m));
 }
 
-void w_unit(uint row, uint u, out vec4 v[8])
+// Unit u (values 32u..32u+31) of a row as levels q and affine maps: value =
+// q * ab.x + ab.y for q[0..3] (values 0..15 of the unit), q * ab.z + ab.w for
+// q[4..7] (values 16..31); q[k] = values 4k..4k+3, q[4+k] = 16+4k..19+4k.
+// Kernels take dot products with the levels and apply the map once per 16.
+void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 {
     uint bi = row * W_NB + u / W_UPB;  // block index
     uint ub = u % W_UPB;               // unit within the block
 #if defined(WTYPE_F32)
     uint o = (W_PLANE(0) >> 4u) + bi * 8u;
     for (int k = 0; k < 8; k++)
-        v[k] = uintBitsToFloat(wq[o + uint(k)]);
+        q[k] = uintBitsToFloat(wq[o + uint(k)]);
+    ab = vec4(1.0, 0.0, 1.0, 0.0);
 #elif defined(WTYPE_F16) || defined(WTYPE_BF16)
     uint o = (W_PLANE(0) >> 4u) + bi * 4u;
     for (int k = 0; k < 4; k++) {
         uvec4 a = wq[o + uint(k >> 1)], b = wq[o + 2u + uint(k >> 1)];
         uvec2 pa = (k & 1) != 0 ? a.zw : a.xy, pb = (k & 1) != 0 ? b.zw : b.xy;
 #if defined(WTYPE_F16)
-        v[k] = vec4(unpackHalf2x16(pa.x), unpackHalf2x16(pa.y));
-        v[4 + k] = vec4(unpackHalf2x16(pb.x), unpackHalf2x16(pb.y));
+        q[k] = vec4(unpackHalf2x16(pa.x), unpackHalf2x16(pa.y));
+        q[4 + k] = vec4(unpackHalf2x16(pb.x), unpackHalf2x16(pb.y));
 #else
-        v[k] = uintBitsToFloat(uvec4(pa.x << 16u, pa.x & 0xffff0000u, pa.y << 16u, pa.y & 0xffff0000u));
-        v[4 + k] = uintBitsToFloat(uvec4(pb.x << 16u, pb.x & 0xffff0000u, pb.y << 16u, pb.y & 0xffff0000u));
+        q[k] = uintBitsToFloat(uvec4(pa.x << 16u, pa.x & 0xffff0000u, pa.y << 16u, pa.y & 0xffff0000u));
+        q[4 + k] = uintBitsToFloat(uvec4(pb.x << 16u, pb.x & 0xffff0000u, pb.y << 16u, pb.y & 0xffff0000u));
 #endif
     }
-#elif defined(WTYPE_Q4_0)
-    nib_unit(W_PLANE(0) + bi * 16u, v);
-    float d = w_half(W_PLANE(1) + bi * 2u);
-    scale_unit(v, d, -8.0 * d, d, -8.0 * d);
-#elif defined(WTYPE_Q4_1)
-    nib_unit(W_PLANE(0) + bi * 16u, v);
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
-    scale_unit(v, dm.x, dm.y, dm.x, dm.y);
-#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
-    nib_unit(W_PLANE(0) + bi * 16u, v);
-    uint h = w_u32(W_PLANE(1) + bi * 4u);
+    ab = vec4(1.0, 0.0, 1.0, 0.0);
+#elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
+#if defined(WTYPE_Q4_K)
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+#else
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
+#endif
     for (int k = 0; k < 4; k++) {
-        v[k] += 16.0 * bit_lo(h, uint(k));
-        v[4 + k] += 16.0 * bit_hi(h, uint(k));
+        q[k] = lvl(nib_lo(w[k]));
+        q[4 + k] = lvl(nib_hi(w[k]));
+    }
+#if defined(WTYPE_Q4_0)
+    float d = w_half(W_PLANE(1) + bi * 2u);
+    ab = vec4(d, -8.0 * d, d, -8.0 * d);
+#elif defined(WTYPE_Q4_1)
+    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
+    ab = dm.xyxy;
+#else
+    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
+    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
+#endif
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
+#if defined(WTYPE_Q5_K)
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+    uint h = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+#else
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
+    uint h = w_u32(W_PLANE(1) + bi * 4u);
+#endif
+    for (int k = 0; k < 4; k++) {
+        q[k] = lvl(nib_lo(w[k]) | (bit_lo(h, uint(k)) << 4u));
+        q[4 + k] = lvl(nib_hi(w[k]) | (bit_hi(h, uint(k)) << 4u));
     }
 #if defined(WTYPE_Q5_0)
     float d = w_half(W_PLANE(2) + bi * 2u);
-    scale_unit(v, d, -16.0 * d, d, -16.0 * d);
+    ab = vec4(d, -16.0 * d, d, -16.0 * d);
+#elif defined(WTYPE_Q5_1)
+    ab = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u)).xyxy;
 #else
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u));
-    scale_unit(v, dm.x, dm.y, dm.x, dm.y);
+    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
+    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
 #endif
 #elif defined(WTYPE_Q8_0)
     uint o = (W_PLANE(0) >> 4u) + bi * 2u;
     uvec4 a = wq[o], b = wq[o + 1u];
-    float d = w_half(W_PLANE(1) + bi * 2u);
     for (int k = 0; k < 4; k++) {
-        v[k] = i8x4(a[k]) * d;
-        v[4 + k] = i8x4(b[k]) * d;
+        q[k] = lvl(u8x4(a[k]));
+        q[4 + k] = lvl(u8x4(b[k]));
     }
+    float d = w_half(W_PLANE(1) + bi * 2u);
+    ab = vec4(d, -128.0 * d, d, -128.0 * d);
 #elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
-    uvec2 q = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
+    uvec2 w = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
+#if defined(WTYPE_Q3_K)
+    uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+#endif
     for (int k = 0; k < 4; k++) {
-        uint h = q[k >> 1] >> (16u * uint(k & 1));
-        v[k] = two_lo(h);
-        v[4 + k] = two_hi(h);
+        uint h = w[k >> 1] >> (16u * uint(k & 1));
+#if defined(WTYPE_Q3_K)
+        q[k] = lvl(two_lo(h) | (bit_lo(hb, uint(k)) << 2u));
+        q[4 + k] = lvl(two_hi(h) | (bit_hi(hb, uint(k)) << 2u));
+#else
+        q[k] = lvl(two_lo(h));
+        q[4 + k] = lvl(two_hi(h));
+#endif
     }
 #if defined(WTYPE_Q2_K)
     uint sc = w_u32(W_PLANE(1) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
     vec2 dm = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u));
-    scale_unit(v, dm.x * float(sc & 15u), -dm.y * float((sc >> 4u) & 15u),
-               dm.x * float((sc >> 8u) & 15u), -dm.y * float((sc >> 12u) & 15u));
+    ab = vec4(dm.x * float(sc & 15u), -dm.y * float((sc >> 4u) & 15u),
+              dm.x * float((sc >> 8u) & 15u), -dm.y * float((sc >> 12u) & 15u));
 #else
-    uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-    for (int k = 0; k < 4; k++) {
-        v[k] += 4.0 * bit_lo(hb, uint(k));
-        v[4 + k] += 4.0 * bit_hi(hb, uint(k));
-    }
+    // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
     uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
     float d = unpackHalf2x16(t.w).x;
+    uint lo = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
+    uint hi = (t.z >> (4u * ub)) & 15u;
     float s[2];
-    for (uint i = 0u; i < 2u; i++) {
-        uint j = 2u * ub + i;  // sub-block of 16
-        uint lo = j < 8u ? (t_byte(t, j) & 15u) : (t_byte(t, j - 8u) >> 4u);
-        uint hi = (t_byte(t, 8u + (j & 3u)) >> (2u * (j >> 2u))) & 3u;
-        s[i] = d * float(int(lo | (hi << 4u)) - 32);
-    }
-    scale_unit(v, s[0], -4.0 * s[0], s[1], -4.0 * s[1]);
+    s[0] = d * float(int((lo & 15u) | ((hi & 3u) << 4u)) - 32);
+    s[1] = d * float(int((lo >> 4u) | ((hi >> 2u) << 4u)) - 32);
+    ab = vec4(s[0], -4.0 * s[0], s[1], -4.0 * s[1]);
 #endif
-#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-    nib_unit(W_PLANE(0) + bi * 128u + ub * 16u, v);
-#if defined(WTYPE_Q5_K)
-    uint h = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-    for (int k = 0; k < 4; k++) {
-        v[k] += 16.0 * bit_lo(h, uint(k));
-        v[4 + k] += 16.0 * bit_hi(h, uint(k));
-    }
-    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
-#else
-    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
-#endif
-    vec2 dm = unpackHalf2x16(t.x);
-    vec2 sm = k4_scale_min(t, ub);
-    float a = dm.x * sm.x, b = -dm.y * sm.y;
-    scale_unit(v, a, b, a, b);
 #elif defined(WTYPE_Q6_K)
-    nib_unit(W_PLANE(0) + bi * 128u + ub * 16u, v);
-    uvec2 q = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+    uvec2 w2 = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
     for (int k = 0; k < 4; k++) {
-        uint h = q[k >> 1] >> (16u * uint(k & 1));
-        v[k] += 16.0 * two_lo(h);
-        v[4 + k] += 16.0 * two_hi(h);
+        uint h = w2[k >> 1] >> (16u * uint(k & 1));
+        q[k] = lvl(nib_lo(w[k]) | (two_lo(h) << 4u));
+        q[4 + k] = lvl(nib_hi(w[k]) | (two_hi(h) << 4u));
     }
     uint sc = w_u32(W_PLANE(2) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
     float d = w_half(W_PLANE(3) + bi * 2u);
     float s0 = d * float(int(sc << 24u) >> 24), s1 = d * float(int(sc << 16u) >> 24);
-    scale_unit(v, s0, -32.0 * s0, s1, -32.0 * s1);
+    ab = vec4(s0, -32.0 * s0, s1, -32.0 * s1);
 #else
 #error "define one WTYPE_<type>"
 #endif
+}
+
+// The 32 values of unit u of a row, dequantized (v[k] as q[k] above).
+void w_unit_values(uint row, uint u, out vec4 v[8])
+{
+    vec4 ab;
+    w_unit(row, u, v, ab);
+    for (int k = 0; k < 4; k++) {
+        v[k] = v[k] * ab.x + ab.y;
+        v[4 + k] = v[4 + k] * ab.z + ab.w;
+    }
 }

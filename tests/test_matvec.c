@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "model/weights.h"
 #include "quant/quant.h"
+#include "random_weights.h"
 #include "test_gpu.h"
 
 static gpu_context *ctx;
@@ -39,47 +40,10 @@ static int is_float(uint32_t t)
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
 }
 
-/* byte offsets of the f16 scale fields of each block (then -1) */
-static const int *half_fields(uint32_t t)
-{
-    static const int d0[] = { 0, -1 }, dm[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 },
-                     q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
-    switch (t) {
-    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return dm;
-    case GGML_TYPE_Q2_K: return q2k;
-    case GGML_TYPE_Q3_K: return q3k;
-    case GGML_TYPE_Q6_K: return q6k;
-    default: return d0;
-    }
-}
-
-/* A random tensor in GGUF layout: random floats for float types; random
- * bytes for quantized ones (every level and scale bit pattern), with the f16
- * scales set to finite values of either sign. */
 static void *random_tensor(test_rng *rng, uint32_t type, uint64_t rows, uint64_t cols, size_t *bytes)
 {
-    uint64_t ne[2] = { cols, rows };
-    uint64_t n;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ggml_tensor_bytes(type, 2, ne, &n));
-    uint8_t *p = malloc((size_t)n);
+    void *p = random_weights(&rng->s, type, rows, cols, bytes);
     TEST_ASSERT_NOT_NULL(p);
-    *bytes = (size_t)n;
-    if (is_float(type)) {
-        float *f = malloc((size_t)(rows * cols) * 4);
-        TEST_ASSERT_NOT_NULL(f);
-        rng_fill(rng, f, (size_t)(rows * cols), -1.0f, 1.0f);
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_quantize(type, f, p, (size_t)(rows * cols)));
-        free(f);
-        return p;
-    }
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)rng_next(rng);
-    uint32_t ts = ggml_type_size(type);
-    for (size_t b = 0; b < n / ts; b++)
-        for (const int *h = half_fields(type); *h >= 0; h++) {
-            ggml_half v = quant_float_to_half(rng_float(rng, -0.05f, 0.05f));
-            memcpy(p + b * ts + *h, &v, 2);
-        }
     return p;
 }
 
@@ -260,7 +224,7 @@ static void test_matvec_every_format_default_split(void)
         int n;
         shapes_for(formats[f], cs, &n);
         for (int i = 0; i < n; i++) {
-            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].cols);
+            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
             cfg.subgroup = false;
             check_matvec(&cs[i], &cfg, 100 * f + i);
         }
@@ -293,7 +257,7 @@ static void test_matvec_subgroup_path(void)
         int n;
         shapes_for(formats[f], cs, &n);
         for (int i = 0; i < n; i++) {
-            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].cols);
+            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
             if (cfg.tpr < C->subgroup_size)
                 cfg.tpr = C->subgroup_size;
             cfg.subgroup = true;
@@ -326,7 +290,7 @@ static void test_split_tensors(void)
         uint64_t part = five.bytes + 15;
         TEST_ASSERT_EQUAL_UINT64(5, quant_gpu_rows_within(formats[f], cols, part));
         mv_case mc = { formats[f], 23, cols, part };
-        matvec_config cfg = matvec_default_config(ctx, mc.type, mc.cols);
+        matvec_config cfg = matvec_default_config(ctx, mc.type, mc.rows, mc.cols);
         cfg.subgroup = false;
         check_matvec(&mc, &cfg, 4000 + f);
         check_get_rows(&mc, 4100 + f);
@@ -339,7 +303,7 @@ static void test_split_by_storage_block_limit(void)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     mv_case mc = { GGML_TYPE_F32, 9000, 4096, 0 }; /* 147 MB */
-    matvec_config cfg = matvec_default_config(ctx, mc.type, mc.cols);
+    matvec_config cfg = matvec_default_config(ctx, mc.type, mc.rows, mc.cols);
     cfg.subgroup = false;
     check_matvec(&mc, &cfg, 77);
     if (L->max_storage_block_bytes <= ((uint64_t)128 << 20)) {

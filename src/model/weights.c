@@ -94,17 +94,21 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
 }
 
-matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t cols)
+matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
-    const gpu_limits *L = gpu_context_limits(ctx);
     const gpu_caps *C = gpu_context_caps(ctx);
     matvec_config c;
-    c.wg = L->max_invocations >= 256 ? 256 : 128;
+    /* Measured on an H200 (bench/RESULTS.md): 128 invocations (the GLES
+     * minimum), up to a warp per row, each thread on up to eight rows while
+     * that still leaves a few hundred work groups to spread over the GPU. */
+    c.wg = 128;
     uint32_t units = units_per_row(type, cols), tpr = 8;
-    while (tpr < units && tpr < c.wg)
+    while (tpr < units && tpr < 32)
         tpr *= 2;
     c.tpr = tpr;
-    c.nr = 2;
+    c.nr = 8;
+    while (c.nr > 1 && rows < (uint64_t)c.nr * (c.wg / c.tpr) * 256)
+        c.nr /= 2;
     c.subgroup = C->subgroup && C->subgroup_size && tpr >= C->subgroup_size &&
                  tpr % C->subgroup_size == 0;
     return c;

@@ -52,9 +52,8 @@ typedef struct matvec_config {
     bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
 } matvec_config;
 
-/* The configuration used for a tensor of `cols` columns under the context's
- * limits. */
-matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t cols);
+/* The configuration used for a rows x cols tensor under the context's limits. */
+matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
 
 typedef struct matvec_kernel {
     gpu_program prog;

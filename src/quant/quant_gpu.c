@@ -157,6 +157,56 @@ static void levels_k4(const uint8_t *qs, uint8_t *q)
         }
 }
 
+static void put_u32(uint8_t *dst, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        dst[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Q4_K/Q5_K: d, dmin, then the eight 6-bit scales and mins regrouped so a
+ * kernel reads unit j's with shifts only: low nibbles of the scales (nibble
+ * j), low nibbles of the mins, and the high two bits of both (bits 2j and
+ * 16 + 2j). GGUF packs them in 12 bytes too (quant_ref.c reads that). */
+static void k4_scales(const uint8_t *src16, uint8_t *dst16)
+{
+    const uint8_t *q = src16 + 4;
+    uint32_t ls = 0, lm = 0, hi = 0;
+    for (int j = 0; j < 8; j++) {
+        uint32_t d, m;
+        if (j < 4) {
+            d = q[j] & 63;
+            m = q[j + 4] & 63;
+        } else {
+            d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+            m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+        ls |= (d & 15) << (4 * j);
+        lm |= (m & 15) << (4 * j);
+        hi |= (d >> 4) << (2 * j) | (m >> 4) << (16 + 2 * j);
+    }
+    memcpy(dst16, src16, 4);
+    put_u32(dst16 + 4, ls);
+    put_u32(dst16 + 8, lm);
+    put_u32(dst16 + 12, hi);
+}
+
+/* Q3_K: the sixteen 6-bit scales (biased by 32, as stored) regrouped: low
+ * nibbles of scales 0..7, of 8..15, the high two bits (bits 2i), then d. */
+static void k3_scales(const uint8_t *s, ggml_half d, uint8_t *dst16)
+{
+    uint32_t lo[2] = { 0, 0 }, hi = 0;
+    for (int i = 0; i < 16; i++) {
+        uint32_t low = i < 8 ? (s[i] & 0xf) : (s[i - 8] >> 4);
+        uint32_t high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        lo[i / 8] |= low << (4 * (i % 8));
+        hi |= high << (2 * i);
+    }
+    put_u32(dst16, lo[0]);
+    put_u32(dst16 + 4, lo[1]);
+    put_u32(dst16 + 8, hi);
+    put_u32(dst16 + 12, d);
+}
+
 static void repack_block(uint32_t type, const uint8_t *src, uint8_t *const dst[QGPU_MAX_PLANES])
 {
     uint8_t q[256];
@@ -207,9 +257,7 @@ static void repack_block(uint32_t type, const uint8_t *src, uint8_t *const dst[Q
             put_two(dst[0] + 8 * u, q + 32 * u, 0);
             put_bit(dst[1] + 4 * u, q + 32 * u, 2);
         }
-        memcpy(dst[2], b->scales, 12);
-        memcpy(dst[2] + 12, &b->d, 2);
-        dst[2][14] = dst[2][15] = 0;
+        k3_scales(b->scales, b->d, dst[2]);
         break;
     }
     case GGML_TYPE_Q4_K: {
@@ -217,7 +265,7 @@ static void repack_block(uint32_t type, const uint8_t *src, uint8_t *const dst[Q
         levels_k4(b->qs, q);
         for (int u = 0; u < 8; u++)
             put_nib(dst[0] + 16 * u, q + 32 * u);
-        memcpy(dst[1], src, 16); /* d, dmin, scales */
+        k4_scales(src, dst[1]);
         break;
     }
     case GGML_TYPE_Q5_K: {
@@ -229,7 +277,7 @@ static void repack_block(uint32_t type, const uint8_t *src, uint8_t *const dst[Q
             put_nib(dst[0] + 16 * u, q + 32 * u);
             put_bit(dst[1] + 4 * u, q + 32 * u, 4);
         }
-        memcpy(dst[2], src, 16);
+        k4_scales(src, dst[2]);
         break;
     }
     case GGML_TYPE_Q6_K: {

@@ -32,12 +32,17 @@
  *   Q5_1   32   NIB q (16) | BIT q>>4 (4) | d, m (4)                 24
  *   Q8_0   32   BYTE q (32) | d (2)                                  34
  *   Q2_K  256   TWO q x8 (64) | 16 scale bytes as GGUF (16) | d, dmin (4)   84
- *   Q3_K  256   TWO q x8 (64) | BIT hmask x8 (32) | 12 scale bytes as GGUF,
- *               d, 2 zero bytes (16)                                 110 (112 here)
- *   Q4_K  256   NIB q x8 (128) | d, dmin, 12 scale bytes as GGUF (16)    144
- *   Q5_K  256   NIB q x8 (128) | BIT q>>4 x8 (32) | d, dmin, scales (16) 176
+ *   Q3_K  256   TWO q x8 (64) | BIT hmask x8 (32) | K3 scales (16)   110 (112 here)
+ *   Q4_K  256   NIB q x8 (128) | K4 scales (16)                      144
+ *   Q5_K  256   NIB q x8 (128) | BIT q>>4 x8 (32) | K4 scales (16)   176
  *   Q6_K  256   NIB q&15 x8 (128) | TWO q>>4 x8 (64) | 16 int8 scales (16) | d (2)  210
- * ("x8": the block's eight units one after another.) Levels q are GGUF's
+ * ("x8": the block's eight units one after another.)
+ * K4 scales: u32 words: d | dmin << 16 (halves); low nibbles of the eight
+ *   6-bit scales (nibble j = unit j); low nibbles of the eight mins; the high
+ *   two bits of scale j at bit 2j and of min j at bit 16 + 2j.
+ * K3 scales: u32 words: low nibbles of the 6-bit scales 0..7 (of 16-value
+ *   sub-blocks), of scales 8..15, their high two bits at bit 2i, then d (low
+ *   half). Scales are stored biased by 32, as in GGUF. Levels q are GGUF's
  * (unsigned, before the format's offset); K formats keep their values in
  * natural order, unlike GGUF's interleaved chunks. */
 #ifndef GLESLLM_QUANT_GPU_H

@@ -1,0 +1,401 @@
+/* bench_matvec: GB/s of the matvec kernel (glsl/matvec.comp) for every GPU
+ * weight format on the Mistral-7B shapes, next to a plain copy kernel
+ * measured in the same run.
+ *
+ * Each measurement cycles through enough copies of the tensor (and separate
+ * output buffers, so no barriers) that the working set is well beyond the
+ * GPU's last-level cache, records them in one submission, waits for its
+ * fence, and divides wall time by the count. GB/s = bytes of the tensor in
+ * its GPU layout / time per matvec. The copy kernel's GB/s counts the bytes
+ * it reads plus the bytes it writes (as STREAM does).
+ *
+ * usage: bench_matvec [-f Q4_0,Q8_0,...] [-s 14336x4096,...] [--ms N]
+ *                     [--wg N --tpr N --nr N --subgroup 0|1] [--sweep]
+ * --sweep: for each format, the 14336x4096 shape under every work split. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "model/weights.h"
+#include "random_weights.h"
+
+static const uint32_t all_formats[] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
+                                        GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+                                        GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K,
+                                        GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                        GGML_TYPE_Q6_K };
+static const uint64_t all_shapes[][2] = { { 4096, 4096 }, { 1024, 4096 }, { 14336, 4096 },
+                                          { 4096, 14336 }, { 32000, 4096 } };
+
+#define WORKING_SET ((uint64_t)512 << 20)
+#define MAX_COPIES 64
+
+static gpu_context *ctx;
+static gpu_queue *queue;
+static double target_ms = 200;
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_matvec: %s: %s\n", what, glesllm_last_error());
+    exit(1);
+}
+
+/* Runs `record` rounds until target_ms has passed; returns ms per round. */
+typedef int (*record_fn)(void *arg);
+static double time_rounds(record_fn record, void *arg)
+{
+    /* warm-up: compile, first touch */
+    if (record(arg) || gpu_queue_submit(queue) || gpu_queue_wait(queue, 0))
+        die("warm-up");
+    int rounds = 1;
+    for (;;) {
+        double t0 = now_ms();
+        for (int i = 0; i < rounds; i++)
+            if (record(arg))
+                die("record");
+        if (gpu_queue_submit(queue) || gpu_queue_wait(queue, 60000))
+            die("submit");
+        double dt = now_ms() - t0;
+        if (dt >= target_ms || rounds >= (1 << 20))
+            return dt / rounds;
+        rounds = dt > 1 ? (int)(rounds * (target_ms * 1.2 / dt)) + 1 : rounds * 8;
+    }
+}
+
+typedef struct copy_arg {
+    gpu_program *prog;
+    gpu_buffer *src, *dst;
+    uint32_t groups;
+} copy_arg;
+
+static int record_copy(void *p)
+{
+    copy_arg *a = p;
+    gpu_dispatch d;
+    memset(&d, 0, sizeof d);
+    d.prog = a->prog;
+    d.bindings[0] = (gpu_binding){ 0, a->src, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, a->dst, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    d.params[0] = (uint32_t)(a->src->size / 16);
+    d.n_params = 1;
+    d.groups[0] = a->groups;
+    d.groups[1] = d.groups[2] = 1;
+    return gpu_queue_dispatch(queue, &d) != GLESLLM_OK;
+}
+
+static double copy_gbs(void)
+{
+    gpu_program prog;
+    if (gpu_program_build(ctx, "copy.comp", "WG_SIZE 256", &prog))
+        die("copy kernel");
+    size_t size = (size_t)(WORKING_SET / 2);
+    const gpu_limits *L = gpu_context_limits(ctx);
+    if (size > L->max_storage_block_bytes)
+        size = (size_t)L->max_storage_block_bytes;
+    gpu_buffer a, b;
+    void *init = calloc(1, size);
+    if (!init || gpu_buffer_create(ctx, size, init, 0, "copy src", &a) ||
+        gpu_buffer_create(ctx, size, NULL, 0, "copy dst", &b))
+        die("copy buffers");
+    free(init);
+    copy_arg arg = { &prog, &a, &b, 4096 };
+    double ms = time_rounds(record_copy, &arg);
+    gpu_buffer_destroy(&a);
+    gpu_buffer_destroy(&b);
+    gpu_program_destroy(&prog);
+    return 2.0 * size / (ms * 1e6);
+}
+
+typedef struct mv_arg {
+    matvec_kernel *k;
+    gpu_weight *w;
+    int copies;
+    gpu_buffer *x, *y;
+} mv_arg;
+
+static int record_mv(void *p)
+{
+    mv_arg *a = p;
+    for (int i = 0; i < a->copies; i++)
+        if (matvec_record(queue, a->k, &a->w[i], a->x, 0, &a->y[i], 0))
+            return 1;
+    return 0;
+}
+
+typedef struct bench_tensor {
+    uint32_t type;
+    uint64_t rows, cols;
+    int copies;
+    gpu_weight w[MAX_COPIES];
+    gpu_buffer x, y[MAX_COPIES];
+} bench_tensor;
+
+/* one tensor uploaded `copies` times (repacked once) */
+static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t cols)
+{
+    memset(t, 0, sizeof *t);
+    t->type = type;
+    t->rows = rows;
+    t->cols = cols;
+    uint64_t seed = rows * 31 + cols + type;
+    size_t bytes;
+    void *data = random_weights(&seed, type, rows, cols, &bytes);
+    if (!data)
+        die("random weights");
+    if (gpu_weight_upload(ctx, "bench", type, rows, cols, data, 0, &t->w[0]))
+        die("upload");
+    t->copies = (int)((WORKING_SET + t->w[0].bytes - 1) / t->w[0].bytes);
+    if (t->copies > MAX_COPIES)
+        t->copies = MAX_COPIES;
+    if (t->copies < 2)
+        t->copies = 2;
+    /* further copies: the same repacked bytes in new buffers */
+    uint64_t row_bytes = bytes / rows;
+    for (int c = 1; c < t->copies; c++) {
+        t->w[c] = t->w[0];
+        if (!(t->w[c].parts = calloc(t->w[0].n_parts, sizeof *t->w[0].parts)))
+            die("copies");
+    }
+    for (uint32_t i = 0; i < t->w[0].n_parts; i++) {
+        const gpu_weight_part *src = &t->w[0].parts[i];
+        void *host = malloc((size_t)src->plan.bytes);
+        if (!host || quant_gpu_repack(&src->plan, (const uint8_t *)data + src->row0 * row_bytes, host))
+            die("repack");
+        for (int c = 1; c < t->copies; c++) {
+            t->w[c].parts[i] = *src;
+            if (gpu_buffer_create(ctx, (size_t)src->plan.bytes, host, 0, "bench copy",
+                                  &t->w[c].parts[i].buf))
+                die("copy upload");
+        }
+        free(host);
+    }
+    free(data);
+    size_t xn = (size_t)act_stride(cols);
+    float *x = malloc(xn * 4);
+    for (size_t i = 0; i < xn; i++)
+        x[i] = rw_float(&seed, -1, 1);
+    if (gpu_buffer_create(ctx, xn * 4, x, 0, "x", &t->x))
+        die("x");
+    free(x);
+    for (int c = 0; c < t->copies; c++)
+        if (gpu_buffer_create(ctx, (size_t)rows * 4, NULL, 0, "y", &t->y[c]))
+            die("y");
+}
+
+static void tensor_free(bench_tensor *t)
+{
+    for (int c = 0; c < t->copies; c++) {
+        gpu_weight_destroy(&t->w[c]);
+        gpu_buffer_destroy(&t->y[c]);
+    }
+    gpu_buffer_destroy(&t->x);
+}
+
+static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
+{
+    matvec_kernel k;
+    if (matvec_build(ctx, t->type, cfg, false, &k))
+        die("matvec kernel");
+    mv_arg a = { &k, t->w, t->copies, &t->x, t->y };
+    double ms = time_rounds(record_mv, &a) / t->copies;
+    matvec_destroy(&k);
+    *us = ms * 1e3;
+    return (double)t->w[0].bytes / (ms * 1e6);
+}
+
+static void open_gpu(double *copy, const char **renderer)
+{
+    gpu_options opt;
+    if (gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) || gpu_queue_create(ctx, &queue))
+        die("GPU");
+    *renderer = gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */);
+    *copy = copy_gbs();
+}
+
+static void close_gpu(void)
+{
+    gpu_queue_destroy(queue);
+    gpu_context_destroy(ctx);
+    queue = NULL;
+    ctx = NULL;
+}
+
+static int parse_list(const char *s, uint32_t *formats)
+{
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int t = ggml_type_from_name(tok);
+        if (t < 0 || !quant_gpu_layout_of((uint32_t)t)) {
+            fprintf(stderr, "bench_matvec: unknown or unsupported format '%s'\n", tok);
+            exit(2);
+        }
+        formats[n++] = (uint32_t)t;
+    }
+    return n;
+}
+
+static const char *card_limit(const char *renderer)
+{
+    static const struct { const char *name, *limit; } cards[] = {
+        { "H200", "4800 GB/s (HBM3e)" }, { "H100 PCIe", "2000 GB/s (HBM2e)" },
+        { "H100", "3350 GB/s (HBM3, SXM)" }, { "A100", "1555-2039 GB/s" },
+    };
+    for (size_t i = 0; i < sizeof cards / sizeof cards[0]; i++)
+        if (strstr(renderer, cards[i].name))
+            return cards[i].limit;
+    return "unknown";
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t formats[16];
+    int n_formats = 0;
+    uint64_t shapes[8][2];
+    int n_shapes = 0, sweep = 0;
+    matvec_config force = { 0, 0, 0, false };
+    int force_sub = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-f") && v) {
+            n_formats = parse_list(v, formats);
+            i++;
+        } else if (!strcmp(a, "-s") && v) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *tok = strtok(buf, ","); tok && n_shapes < 8; tok = strtok(NULL, ",")) {
+                unsigned long long r, c;
+                if (sscanf(tok, "%llux%llu", &r, &c) != 2 || !r || !c) {
+                    fprintf(stderr, "bench_matvec: shape '%s' is not ROWSxCOLS\n", tok);
+                    return 2;
+                }
+                shapes[n_shapes][0] = r;
+                shapes[n_shapes++][1] = c;
+            }
+            i++;
+        } else if (!strcmp(a, "--ms") && v) {
+            target_ms = atof(v);
+            i++;
+        } else if (!strcmp(a, "--wg") && v) {
+            force.wg = (uint32_t)atoi(v);
+            i++;
+        } else if (!strcmp(a, "--tpr") && v) {
+            force.tpr = (uint32_t)atoi(v);
+            i++;
+        } else if (!strcmp(a, "--nr") && v) {
+            force.nr = (uint32_t)atoi(v);
+            i++;
+        } else if (!strcmp(a, "--subgroup") && v) {
+            force_sub = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--sweep")) {
+            sweep = 1;
+        } else {
+            fprintf(stderr, "usage: bench_matvec [-f FORMATS] [-s RxC,...] [--ms N] [--wg N] "
+                            "[--tpr N] [--nr N] [--subgroup 0|1] [--sweep]\n");
+            return 2;
+        }
+    }
+    if (!n_formats) {
+        n_formats = (int)(sizeof all_formats / sizeof all_formats[0]);
+        memcpy(formats, all_formats, sizeof all_formats);
+    }
+    if (!n_shapes) {
+        n_shapes = (int)(sizeof all_shapes / sizeof all_shapes[0]);
+        memcpy(shapes, all_shapes, sizeof all_shapes);
+    }
+    /* One process per measurement: on NVIDIA's driver, matvecs over buffers
+     * created after several GB were allocated and freed in the same process
+     * ran up to 3x slower (bench/RESULTS.md); a fresh context each time keeps
+     * the figures independent of their order. */
+    double copy = 0;
+    const char *renderer = "";
+    open_gpu(&copy, &renderer);
+    printf("device: %s (%s)\n", renderer, gpu_context_string(ctx, 0x1F02 /* GL_VERSION */));
+    printf("card memory limit: %s\n", card_limit(renderer));
+    printf("copy kernel (read + write): %.0f GB/s (measured again beside each row)\n\n", copy);
+    fflush(stdout);
+    close_gpu();
+    if (sweep) {
+        open_gpu(&copy, &renderer);
+        printf("| format | wg | tpr | nr | subgroup | us | GB/s | %% of copy |\n|---|---|---|---|---|---|---|---|\n");
+        const gpu_caps *C = gpu_context_caps(ctx);
+        uint32_t maxwg = gpu_context_limits(ctx)->max_invocations;
+        for (int f = 0; f < n_formats; f++) {
+            bench_tensor *t = malloc(sizeof *t);
+            tensor_make(t, formats[f], shapes[0][0], shapes[0][1]);
+            for (uint32_t wg = 64; wg <= 256 && wg <= maxwg; wg *= 2)
+                for (uint32_t tpr = 8; tpr <= wg && tpr <= 64; tpr *= 2)
+                    for (uint32_t nr = 2; nr <= 8; nr *= 2)
+                        for (int sub = 0; sub <= (C->subgroup ? 1 : 0); sub++) {
+                            matvec_config cfg = { wg, tpr, nr, sub != 0 };
+                            if (sub && tpr % C->subgroup_size)
+                                continue;
+                            double us, gbs = measure(t, &cfg, &us);
+                            printf("| %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% |\n",
+                                   ggml_type_name(t->type), wg, tpr, nr, sub, us, gbs,
+                                   100 * gbs / copy);
+                            fflush(stdout);
+                        }
+            tensor_free(t);
+            free(t);
+        }
+        close_gpu();
+        return 0;
+    }
+    printf("| shape (rows x cols) | format | MiB | wg/tpr/nr/sg | us | GB/s | copy GB/s | %% of copy |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    for (int s = 0; s < n_shapes; s++)
+        for (int f = 0; f < n_formats; f++) {
+            pid_t pid = fork();
+            if (pid < 0) {
+                perror("fork");
+                return 1;
+            }
+            if (pid > 0) {
+                int status;
+                waitpid(pid, &status, 0);
+                if (!WIFEXITED(status) || WEXITSTATUS(status))
+                    return 1;
+                continue;
+            }
+            open_gpu(&copy, &renderer);
+            bench_tensor *t = malloc(sizeof *t);
+            tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
+            matvec_config cfg = matvec_default_config(ctx, t->type, t->rows, t->cols);
+            if (force.wg)
+                cfg.wg = force.wg;
+            if (force.tpr)
+                cfg.tpr = force.tpr;
+            if (force.nr)
+                cfg.nr = force.nr;
+            if (force_sub >= 0)
+                cfg.subgroup = force_sub != 0;
+            double us, gbs = measure(t, &cfg, &us);
+            printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d | %.2f | %.0f | %.0f | %.0f%% |\n",
+                   (unsigned long long)t->rows, (unsigned long long)t->cols,
+                   ggml_type_name(t->type), (double)t->w[0].bytes / (1 << 20), cfg.wg, cfg.tpr,
+                   cfg.nr, cfg.subgroup, us, gbs, copy, 100 * gbs / copy);
+            fflush(stdout);
+            tensor_free(t);
+            free(t);
+            close_gpu();
+            _exit(0);
+        }
+    return 0;
+}
