@@ -225,6 +225,15 @@ static void open_gpu(double *copy, const char **renderer)
     *copy = copy_gbs();
 }
 
+static const char *card_limit(const char *renderer);
+
+static void print_header(double copy, const char *renderer)
+{
+    printf("device: %s (%s)\n", renderer, gpu_context_string(ctx, 0x1F02 /* GL_VERSION */));
+    printf("card memory limit: %s\n", card_limit(renderer));
+    printf("copy kernel (read + write): %.0f GB/s\n\n", copy);
+}
+
 static void close_gpu(void)
 {
     gpu_queue_destroy(queue);
@@ -324,14 +333,9 @@ int main(int argc, char **argv)
      * the figures independent of their order. */
     double copy = 0;
     const char *renderer = "";
-    open_gpu(&copy, &renderer);
-    printf("device: %s (%s)\n", renderer, gpu_context_string(ctx, 0x1F02 /* GL_VERSION */));
-    printf("card memory limit: %s\n", card_limit(renderer));
-    printf("copy kernel (read + write): %.0f GB/s (measured again beside each row)\n\n", copy);
-    fflush(stdout);
-    close_gpu();
     if (sweep) {
         open_gpu(&copy, &renderer);
+        print_header(copy, renderer);
         printf("| format | wg | tpr | nr | subgroup | us | GB/s | %% of copy |\n|---|---|---|---|---|---|---|---|\n");
         const gpu_caps *C = gpu_context_caps(ctx);
         uint32_t maxwg = gpu_context_limits(ctx)->max_invocations;
@@ -357,9 +361,8 @@ int main(int argc, char **argv)
         close_gpu();
         return 0;
     }
-    printf("| shape (rows x cols) | format | MiB | wg/tpr/nr/sg | us | GB/s | copy GB/s | %% of copy |\n"
-           "|---|---|---|---|---|---|---|---|\n");
-    fflush(stdout);
+    /* the parent never opens the GPU: a driver that was used does not
+     * survive fork() */
     for (int s = 0; s < n_shapes; s++)
         for (int f = 0; f < n_formats; f++) {
             pid_t pid = fork();
@@ -375,6 +378,11 @@ int main(int argc, char **argv)
                 continue;
             }
             open_gpu(&copy, &renderer);
+            if (s == 0 && f == 0) {
+                print_header(copy, renderer);
+                printf("| shape (rows x cols) | format | MiB | wg/tpr/nr/sg | us | GB/s | copy GB/s | "
+                       "%% of copy |\n|---|---|---|---|---|---|---|---|\n");
+            }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
             matvec_config cfg = matvec_default_config(ctx, t->type, t->rows, t->cols);
