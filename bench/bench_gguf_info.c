@@ -32,7 +32,7 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static void fill(void *ctx, void *buf, uint64_t offset, size_t n)
+static glesllm_status fill(void *ctx, void *buf, uint64_t offset, size_t n)
 {
     uint64_t x = offset * 0x9e3779b97f4a7c15ull + (uintptr_t)ctx + 1;
     uint64_t *p = buf;
@@ -43,6 +43,7 @@ static void fill(void *ctx, void *buf, uint64_t offset, size_t n)
         p[i] = x;
     }
     memset((uint8_t *)buf + n / 8 * 8, 0x5a, n % 8);
+    return GLESLLM_OK;
 }
 
 static int cmp_double(const void *a, const void *b)

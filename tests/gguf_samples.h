@@ -18,11 +18,12 @@ static inline uint64_t sample_bits(double d)
     return u;
 }
 
-static void sample_fill(void *ctx, void *buf, uint64_t offset, size_t n)
+static glesllm_status sample_fill(void *ctx, void *buf, uint64_t offset, size_t n)
 {
     uint32_t seed = (uint32_t)(uintptr_t)ctx;
     for (size_t i = 0; i < n; i++)
         ((uint8_t *)buf)[i] = (uint8_t)((offset + i) * 2654435761u >> 24 ^ seed);
+    return GLESLLM_OK;
 }
 
 /* Variant k (0..3) of a small model-like file, in malloc'd memory. */

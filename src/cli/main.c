@@ -13,6 +13,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  info --gpu          show the EGL platform, GPU, limits and extensions the engine uses\n"
             "  info MODEL.gguf     show a model's architecture, shape, tensor types and GPU memory\n"
+            "  quantize IN OUT T   write IN's weights quantized to T (Q4_0 Q8_0 Q4_K Q6_K Q4_K_M)\n"
             "\n"
             "environment:\n"
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "info") == 0)
         return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "quantize") == 0)
+        return cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
     return 2;
 }

@@ -206,8 +206,10 @@ glesllm_status gguf_writer_set_array(gguf_writer *w, const char *key, gguf_type 
 glesllm_status gguf_writer_set_str_array(gguf_writer *w, const char *key,
                                          const char *const *strs, uint64_t count);
 /* A tensor; `data` (size bytes, as ggml_type lays them out) must stay alive
- * until the write. data == NULL writes `size` bytes from `fill(ctx, buf, off, n)`. */
-typedef void (*gguf_fill_fn)(void *ctx, void *buf, uint64_t offset, size_t n);
+ * until the write. data == NULL writes `size` bytes from `fill(ctx, buf, off, n)`,
+ * which returns GLESLLM_OK or fails the write (the temporary file is removed
+ * and the fill's error is kept). */
+typedef glesllm_status (*gguf_fill_fn)(void *ctx, void *buf, uint64_t offset, size_t n);
 glesllm_status gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
                                       uint32_t n_dims, const uint64_t *ne, const void *data);
 glesllm_status gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, uint32_t type,

@@ -267,8 +267,10 @@ static bool pad(FILE *f, uint64_t *pos, uint32_t align)
     return true;
 }
 
-static bool write_all(gguf_writer *w, FILE *f)
+/* *fill_st: GLESLLM_OK, or a tensor fill's failure (its error is set) */
+static bool write_all(gguf_writer *w, FILE *f, glesllm_status *fill_st)
 {
+    *fill_st = GLESLLM_OK;
     uint32_t align = writer_alignment(w);
     bool ok = put_u(f, GGUF_MAGIC, 4) && put_u(f, 3, 4) && put_u(f, w->n_t, 8) && put_u(f, w->n_kv, 8);
     uint64_t pos = 24;
@@ -302,7 +304,10 @@ static bool write_all(gguf_writer *w, FILE *f)
                 ok = false;
             for (uint64_t off = 0; ok && off < t->size; off += CHUNK) {
                 size_t n = t->size - off < CHUNK ? (size_t)(t->size - off) : CHUNK;
-                t->fill(t->fill_ctx, buf, off, n);
+                if ((*fill_st = t->fill(t->fill_ctx, buf, off, n)) != GLESLLM_OK) {
+                    ok = false;
+                    break;
+                }
                 ok = put(f, buf, n);
             }
         }
@@ -321,7 +326,8 @@ glesllm_status gguf_writer_write(gguf_writer *w, const char *path)
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return err_set(GLESLLM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    bool ok = write_all(w, f);
+    glesllm_status fill_st;
+    bool ok = write_all(w, f, &fill_st);
     int saved = errno;
     if (fclose(f) != 0 && ok) {
         ok = false;
@@ -329,6 +335,8 @@ glesllm_status gguf_writer_write(gguf_writer *w, const char *path)
     }
     if (!ok) {
         unlink(tmp);
+        if (fill_st != GLESLLM_OK)
+            return err_prefix(fill_st, "%s", path);
         return err_set(GLESLLM_ERR_IO, "%s: write failed: %s", path, strerror(saved));
     }
     if (rename(tmp, path) != 0) {
@@ -347,11 +355,14 @@ glesllm_status gguf_writer_write_memory(gguf_writer *w, uint8_t **data, size_t *
     FILE *f = open_memstream(&p, &n);
     if (!f)
         return err_set(GLESLLM_ERR_NO_MEMORY, "GGUF writer: out of memory");
-    bool ok = write_all(w, f);
+    glesllm_status fill_st;
+    bool ok = write_all(w, f, &fill_st);
     if (fclose(f) != 0)
         ok = false;
     if (!ok) {
         free(p);
+        if (fill_st != GLESLLM_OK)
+            return fill_st;
         return err_set(GLESLLM_ERR_NO_MEMORY, "GGUF writer: out of memory");
     }
     *data = (uint8_t *)p;

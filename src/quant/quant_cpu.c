@@ -133,7 +133,7 @@ static void fit_affine(const float *x, int n, int nmax, float *a_out, float *m_o
     }
     float best_a = (hi - lo) / (float)nmax, best_b = lo;
     double best_err = DBL_MAX;
-    for (int step = -10; step <= 20; step++) {
+    for (int step = -20; step <= 20; step++) {
         float iscale = ((float)nmax + 0.05f * (float)step) / (hi - lo);
         double sl = 0, sll = 0, sx = 0, slx = 0;
         int q[QK_K];
@@ -228,6 +228,30 @@ static void quant_q4_K(const float *x, block_q4_K *b)
     for (int s = 0; s < 8; s++) {
         ls[s] = (uint8_t)(dh > 0 ? clampi((int)lroundf(sc[s] / dh), 0, 63) : 0);
         lm[s] = (uint8_t)(mh > 0 ? clampi((int)lroundf(mn[s] / mh), 0, 63) : 0);
+        /* the 6-bit neighbours of the rounded pair may fit better */
+        double best = DBL_MAX;
+        int bs = ls[s], bm = lm[s];
+        for (int ds = -1; ds <= 1; ds++)
+            for (int dm = -1; dm <= 1; dm++) {
+                int cs = ls[s] + ds, cm = lm[s] + dm;
+                if (cs < 0 || cs > 63 || cm < 0 || cm > 63)
+                    continue;
+                float step = dh * cs, off = mh * cm;
+                double err = 0;
+                for (int i = 0; i < 32; i++) {
+                    float v = x[32 * s + i];
+                    int q = step > 0 ? clampi((int)lroundf((v + off) / step), 0, 15) : 0;
+                    double e = step * q - off - v;
+                    err += e * e;
+                }
+                if (err < best) {
+                    best = err;
+                    bs = cs;
+                    bm = cm;
+                }
+            }
+        ls[s] = (uint8_t)bs;
+        lm[s] = (uint8_t)bm;
     }
     k4_pack_scales(ls, lm, b->scales);
     uint8_t q[QK_K];
@@ -257,7 +281,25 @@ static void quant_q6_K(const float *x, block_q6_K *b)
     float dh = quant_half_to_float(b->d);
     int8_t q[QK_K];
     for (int s = 0; s < 16; s++) {
-        b->scales[s] = (int8_t)clampi((int)lroundf(iscale * sc[s]), -128, 127);
+        int r = clampi((int)lroundf(iscale * sc[s]), -128, 127), pick = r;
+        double best = DBL_MAX;
+        for (int c = r - 1; c <= r + 1; c++) { /* the rounded scale or a neighbour */
+            if (c < -128 || c > 127)
+                continue;
+            float step = dh * c;
+            double err = 0;
+            for (int i = 0; i < 16; i++) {
+                float v = x[16 * s + i];
+                int qv = step ? clampi((int)lroundf(v / step), -32, 31) : 0;
+                double e = step * qv - v;
+                err += e * e;
+            }
+            if (err < best) {
+                best = err;
+                pick = c;
+            }
+        }
+        b->scales[s] = (int8_t)pick;
         float step = dh * b->scales[s];
         for (int i = 0; i < 16; i++)
             q[16 * s + i] =

@@ -1,0 +1,142 @@
+/* glesllm quantize IN.gguf OUT.gguf TYPE: see quant/quantize_model.h. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "gguf/gguf.h"
+#include "quant/quantize_model.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: glesllm quantize [--threads N] IN.gguf OUT.gguf TYPE\n"
+            "\n"
+            "Writes IN's weights quantized to TYPE into OUT (through a temporary file renamed\n"
+            "at the end: an interrupted or failed run leaves nothing behind).\n"
+            "\n"
+            "TYPE:  Q4_0    4.5 bits per weight; the output matrix Q6_K\n"
+            "       Q8_0    8.5 bits per weight\n"
+            "       Q4_K    4.5 bits per weight (K quants); the output matrix Q6_K\n"
+            "       Q6_K    6.6 bits per weight\n"
+            "       Q4_K_M  llama.cpp's mix: Q4_K, with Q6_K for the output matrix and for\n"
+            "               attn_v/ffn_down of the first and last eighth of the layers and\n"
+            "               every third layer between\n"
+            "Norms and other 1-D tensors stay as they are. Rows whose length is not a whole\n"
+            "number of blocks fall back as llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0,\n"
+            "else F16), with a note.\n"
+            "\n"
+            "options:\n"
+            "  --threads N   CPU threads (default: all)\n");
+}
+
+static void on_tensor(void *ctx, uint64_t index, uint64_t count, const char *name, uint32_t from,
+                      uint32_t to, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    int pct = total ? (int)(100.0 * done / total) : 100;
+    if (isatty(2)) {
+        char bar[31];
+        int fill = pct * 30 / 100;
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r\033[K[%s] %3d%% [%llu/%llu] %s %s -> %s", bar, pct,
+                (unsigned long long)index + 1, (unsigned long long)count, name,
+                ggml_type_name(from), ggml_type_name(to));
+    } else {
+        fprintf(stderr, "[%3d%%] [%llu/%llu] %s %s -> %s\n", pct, (unsigned long long)index + 1,
+                (unsigned long long)count, name, ggml_type_name(from), ggml_type_name(to));
+    }
+}
+
+static void on_note(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "%sglesllm: quantize: note: %s\n", isatty(2) ? "\r\033[K" : "", msg);
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *pos[3];
+    int n_pos = 0;
+    unsigned threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "-t") == 0) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || v < 1 || v > 1024) {
+                fprintf(stderr, "glesllm: quantize: --threads needs a number from 1 to 1024\n");
+                return 2;
+            }
+            threads = (unsigned)v;
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "glesllm: quantize: unknown option '%s'; see 'glesllm quantize --help'\n",
+                    argv[i]);
+            return 2;
+        } else if (n_pos < 3) {
+            pos[n_pos++] = argv[i];
+        } else {
+            fprintf(stderr, "glesllm: quantize: too many arguments; see 'glesllm quantize --help'\n");
+            return 2;
+        }
+    }
+    if (n_pos != 3) {
+        usage(stderr);
+        return 2;
+    }
+    int ft = quant_ftype_from_name(pos[2]);
+    if (ft < 0) {
+        fprintf(stderr,
+                "glesllm: quantize: unknown type '%s'; choose Q4_0, Q8_0, Q4_K, Q6_K or Q4_K_M\n",
+                pos[2]);
+        return 2;
+    }
+    struct stat si, so;
+    if (stat(pos[0], &si) == 0 && stat(pos[1], &so) == 0 && si.st_dev == so.st_dev &&
+        si.st_ino == so.st_ino) {
+        fprintf(stderr, "glesllm: quantize: the output would replace the input; give another path\n");
+        return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    quant_model_callbacks cb = { on_tensor, on_note, NULL, &interrupted, threads };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    glesllm_status st = quant_model(pos[0], pos[1], (quant_ftype)ft, &cb);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (isatty(2))
+        fprintf(stderr, "\r\033[K");
+    if (interrupted) {
+        fprintf(stderr, "glesllm: quantize: interrupted; %s was not written\n", pos[1]);
+        return 130;
+    }
+    if (st != GLESLLM_OK)
+        return cli_fail("quantize", st);
+    struct stat out;
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (stat(pos[1], &out) == 0 && stat(pos[0], &si) == 0)
+        fprintf(stderr, "glesllm: quantize: %s (%.2f MiB) -> %s %s (%.2f MiB) in %.2f s\n", pos[0],
+                si.st_size / 1048576.0, quant_ftype_name((quant_ftype)ft), pos[1],
+                out.st_size / 1048576.0, secs);
+    return 0;
+}

@@ -1,0 +1,321 @@
+/* Quantizing a GGUF model: the type policy of quantize_model.h, metadata
+ * copied, each tensor converted (on all CPU cores) while the writer streams
+ * the output file. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "quant/quantize_model.h"
+
+static const struct {
+    const char *name;
+    uint32_t base;    /* ggml type of most weights */
+    uint32_t gguf_id; /* LLAMA_FTYPE_MOSTLY_* */
+} ftypes[] = {
+    [QUANT_FTYPE_Q4_0] = { "Q4_0", GGML_TYPE_Q4_0, 2 },
+    [QUANT_FTYPE_Q8_0] = { "Q8_0", GGML_TYPE_Q8_0, 7 },
+    [QUANT_FTYPE_Q4_K] = { "Q4_K", GGML_TYPE_Q4_K, 14 }, /* llama.cpp's Q4_K_S number */
+    [QUANT_FTYPE_Q6_K] = { "Q6_K", GGML_TYPE_Q6_K, 18 },
+    [QUANT_FTYPE_Q4_K_M] = { "Q4_K_M", GGML_TYPE_Q4_K, 15 },
+};
+
+int quant_ftype_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
+        if (strcasecmp(ftypes[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *quant_ftype_name(quant_ftype f) { return ftypes[f].name; }
+uint32_t quant_ftype_gguf_id(quant_ftype f) { return ftypes[f].gguf_id; }
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* llama.cpp's choice of which layers of a Q4_K_M get more bits */
+static int use_more_bits(uint64_t i, uint64_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i >= n / 8 && (i - n / 8) % 3 == 2);
+}
+
+typedef struct policy {
+    quant_ftype ftype;
+    int tied;               /* no output.weight: token_embd is the output */
+    uint64_t n_attn_v, i_attn_v, n_ffn_down, i_ffn_down;
+} policy;
+
+/* The type for tensor t, before the row-length fallback; t's own type when
+ * it stays as it is. */
+static uint32_t choose_type(policy *p, const gguf_tensor *t)
+{
+    if (t->n_dims != 2 || !ends_with(t->name, "weight"))
+        return t->type;
+    uint32_t base = ftypes[p->ftype].base;
+    int is_output = strcmp(t->name, "output.weight") == 0 ||
+                    (p->tied && strcmp(t->name, "token_embd.weight") == 0);
+    if (is_output)
+        return base == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K;
+    if (strstr(t->name, "attn_v.weight")) {
+        uint64_t i = p->i_attn_v++;
+        if (p->ftype == QUANT_FTYPE_Q4_K_M && use_more_bits(i, p->n_attn_v))
+            return GGML_TYPE_Q6_K;
+    } else if (strstr(t->name, "ffn_down")) {
+        uint64_t i = p->i_ffn_down++;
+        if (p->ftype == QUANT_FTYPE_Q4_K_M && use_more_bits(i, p->n_ffn_down))
+            return GGML_TYPE_Q6_K;
+    }
+    return base;
+}
+
+/* the row-length fallback */
+static uint32_t fit_type(uint32_t type, uint64_t cols)
+{
+    if (cols % ggml_block_size(type) == 0)
+        return type;
+    if (type == GGML_TYPE_Q4_K && cols % 32 == 0)
+        return GGML_TYPE_Q5_0;
+    if (type == GGML_TYPE_Q6_K && cols % 32 == 0)
+        return GGML_TYPE_Q8_0;
+    return GGML_TYPE_F16;
+}
+
+/* ---- converting one tensor, on several threads --------------------------- */
+
+typedef struct job {
+    const gguf_tensor *src;
+    uint32_t to;
+    uint64_t rows, cols, src_row_bytes, dst_row_bytes;
+    uint8_t *out;
+    volatile sig_atomic_t *cancel;
+} job;
+
+typedef struct worker {
+    const job *j;
+    uint64_t r0, r1;
+    glesllm_status st;
+    char err[256];
+} worker;
+
+static void *convert_rows(void *arg)
+{
+    worker *w = arg;
+    const job *j = w->j;
+    float *row = malloc((size_t)j->cols * sizeof *row);
+    w->st = row ? GLESLLM_OK : err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    for (uint64_t r = w->r0; r < w->r1 && w->st == GLESLLM_OK; r++) {
+        if (j->cancel && *j->cancel) {
+            w->st = err_set(GLESLLM_ERR_INVALID_ARGUMENT, "interrupted");
+            break;
+        }
+        w->st = quant_dequantize(j->src->type, j->src->data + r * j->src_row_bytes, row,
+                                 (size_t)j->cols);
+        if (w->st == GLESLLM_OK)
+            w->st = quant_quantize(j->to, row, j->out + r * j->dst_row_bytes, (size_t)j->cols);
+    }
+    if (w->st != GLESLLM_OK) /* errors are thread-local: carry the text back */
+        snprintf(w->err, sizeof w->err, "%s", glesllm_last_error());
+    free(row);
+    return NULL;
+}
+
+static glesllm_status convert(const job *j, unsigned threads)
+{
+    if (threads > 64)
+        threads = 64;
+    if (threads > j->rows)
+        threads = (unsigned)j->rows;
+    if (!threads)
+        threads = 1;
+    worker w[64];
+    pthread_t th[64];
+    int running[64] = { 0 };
+    for (unsigned i = 0; i < threads; i++) {
+        w[i] = (worker){ j, j->rows * i / threads, j->rows * (i + 1) / threads, GLESLLM_OK, "" };
+        if (i > 0)
+            running[i] = pthread_create(&th[i], NULL, convert_rows, &w[i]) == 0;
+    }
+    convert_rows(&w[0]);
+    for (unsigned i = 1; i < threads; i++) {
+        if (running[i])
+            pthread_join(th[i], NULL);
+        else
+            convert_rows(&w[i]); /* the thread could not start: do its rows here */
+    }
+    for (unsigned i = 0; i < threads; i++)
+        if (w[i].st != GLESLLM_OK)
+            return err_set(w[i].st, "%s", w[i].err);
+    return GLESLLM_OK;
+}
+
+typedef struct out_tensor {
+    const gguf_tensor *src;
+    uint32_t to;
+    uint64_t index, count;
+    uint64_t bytes;
+    uint8_t *buf; /* the converted tensor while it is being written */
+    struct model_ctx *m;
+} out_tensor;
+
+typedef struct model_ctx {
+    const quant_model_callbacks *cb;
+    uint64_t done, total;
+    unsigned threads;
+} model_ctx;
+
+static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t n)
+{
+    out_tensor *o = ctx;
+    model_ctx *m = o->m;
+    if (m->cb && m->cb->cancel && *m->cb->cancel)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "interrupted");
+    if (offset == 0) {
+        if (m->cb && m->cb->tensor)
+            m->cb->tensor(m->cb->ctx, o->index, o->count, o->src->name, o->src->type, o->to,
+                          m->done, m->total);
+        if (o->to == o->src->type) {
+            o->buf = NULL; /* copied straight from the input */
+        } else {
+            o->buf = malloc((size_t)o->bytes);
+            if (!o->buf)
+                return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory converting %s (%.1f MiB)",
+                               o->src->name, (double)o->bytes / (1 << 20));
+            job j = { o->src, o->to, o->src->ne[1], o->src->ne[0], 0, 0, o->buf,
+                      m->cb ? m->cb->cancel : NULL };
+            uint64_t one[1] = { o->src->ne[0] };
+            ggml_tensor_bytes(o->src->type, 1, one, &j.src_row_bytes);
+            ggml_tensor_bytes(o->to, 1, one, &j.dst_row_bytes);
+            glesllm_status st = convert(&j, m->threads);
+            if (st != GLESLLM_OK) {
+                free(o->buf);
+                o->buf = NULL;
+                return err_prefix(st, "converting %s", o->src->name);
+            }
+        }
+    }
+    memcpy(buf, (o->buf ? o->buf : o->src->data) + offset, n);
+    if (offset + n >= o->bytes) {
+        free(o->buf);
+        o->buf = NULL;
+        m->done += o->src->size;
+    }
+    return GLESLLM_OK;
+}
+
+static void note(const quant_model_callbacks *cb, const char *fmt, ...) GLESLLM_PRINTF(2, 3);
+static void note(const quant_model_callbacks *cb, const char *fmt, ...)
+{
+    if (!cb || !cb->note)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cb->note(cb->ctx, msg);
+}
+
+static glesllm_status copy_metadata(const gguf_file *in, gguf_writer *w, quant_ftype ftype)
+{
+    glesllm_status st = GLESLLM_OK;
+    int have_ft = 0, have_qv = 0;
+    for (uint64_t i = 0; st == GLESLLM_OK && i < gguf_kv_count(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        char *key = malloc((size_t)kv->key.len + 1);
+        if (!key)
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        memcpy(key, kv->key.data, (size_t)kv->key.len);
+        key[kv->key.len] = 0;
+        if (strcmp(key, "general.file_type") == 0) {
+            st = gguf_writer_set_u32(w, key, quant_ftype_gguf_id(ftype));
+            have_ft = 1;
+        } else if (strcmp(key, "general.quantization_version") == 0) {
+            st = gguf_writer_set_u32(w, key, 2);
+            have_qv = 1;
+        } else {
+            st = gguf_writer_set_raw(w, key, kv->value.type, kv->raw, kv->raw_len);
+        }
+        free(key);
+    }
+    if (st == GLESLLM_OK && !have_qv)
+        st = gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (st == GLESLLM_OK && !have_ft)
+        st = gguf_writer_set_u32(w, "general.file_type", quant_ftype_gguf_id(ftype));
+    return st;
+}
+
+glesllm_status quant_model(const char *in_path, const char *out_path, quant_ftype ftype,
+                           const quant_model_callbacks *cb)
+{
+    gguf_file *in = NULL;
+    gguf_writer *w = NULL;
+    out_tensor *outs = NULL;
+    glesllm_status st = gguf_open(in_path, &in);
+    if (st != GLESLLM_OK)
+        return st;
+    uint64_t n = gguf_tensor_count(in);
+    policy pol = { ftype, gguf_find_tensor(in, "output.weight") == NULL, 0, 0, 0, 0 };
+    model_ctx m = { cb, 0, 0, cb && cb->threads ? cb->threads : 0 };
+    if (!m.threads) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        m.threads = c > 0 ? (unsigned)c : 1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        pol.n_attn_v += strstr(t->name, "attn_v.weight") != NULL;
+        pol.n_ffn_down += strstr(t->name, "ffn_down") != NULL;
+        m.total += t->size;
+    }
+    if (!(outs = calloc(n ? n : 1, sizeof *outs)))
+        st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    if (st == GLESLLM_OK)
+        st = gguf_writer_create(&w);
+    if (st == GLESLLM_OK)
+        st = copy_metadata(in, w, ftype);
+    for (uint64_t i = 0; st == GLESLLM_OK && i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        out_tensor *o = &outs[i];
+        o->src = t;
+        o->index = i;
+        o->count = n;
+        o->m = &m;
+        uint32_t want = choose_type(&pol, t);
+        o->to = want == t->type ? want : fit_type(want, t->ne[0]);
+        if (o->to != want)
+            note(cb, "%s: rows of %llu values are not whole %s blocks; using %s (as llama.cpp does)",
+                 t->name, (unsigned long long)t->ne[0], ggml_type_name(want),
+                 ggml_type_name(o->to));
+        if (o->to != t->type && !quant_supported(t->type)) {
+            st = err_set(GLESLLM_ERR_UNSUPPORTED, "tensor %s is %s, which cannot be converted yet",
+                         t->name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "unknown");
+            break;
+        }
+        if (o->to != t->type && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 &&
+            t->type != GGML_TYPE_BF16)
+            note(cb, "%s: requantizing %s to %s loses more than quantizing from F32/F16",
+                 t->name, ggml_type_name(t->type), ggml_type_name(o->to));
+        uint64_t ne[4] = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
+        if ((st = ggml_tensor_bytes(o->to, t->n_dims, ne, &o->bytes)) != GLESLLM_OK)
+            break;
+        st = gguf_writer_add_tensor_fill(w, t->name, o->to, t->n_dims, ne, fill_tensor, o);
+    }
+    if (st == GLESLLM_OK)
+        st = gguf_writer_write(w, out_path);
+    if (outs)
+        for (uint64_t i = 0; i < n; i++)
+            free(outs[i].buf);
+    free(outs);
+    gguf_writer_destroy(w);
+    gguf_close(in);
+    return st;
+}
