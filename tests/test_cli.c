@@ -174,6 +174,42 @@ static void test_info_model_bad_input(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "info --gpu a.gguf"));
 }
 
+static void test_quantize_command(void)
+{
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "quantize"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "usage: glesllm quantize"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "quantize a.gguf b.gguf Q3_X"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "unknown type 'Q3_X'"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "quantize --threads 0 a.gguf b.gguf Q4_0"));
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "quantize /nonexistent/a.gguf /tmp/b.gguf Q4_0"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/a.gguf: cannot open"), err);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "quantize --help"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "Q4_K_M"));
+    TEST_NEEDS_SHARED(dir);
+    char args[1024], dst[256];
+    snprintf(dst, sizeof dst, "/tmp/glesllm-test-cli-%ld.gguf", (long)getpid());
+    snprintf(args, sizeof args, "quantize %s/models/tiny-spm-f32.gguf %s Q8_0", dir, dst);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("", out); /* nothing on stdout */
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "-> Q8_0"), err);
+    TEST_ASSERT_EQUAL_INT(0, access(dst, F_OK));
+    unlink(dst);
+    /* Ctrl-C in the middle: exit 130, no output and no temporary file */
+    snprintf(args, sizeof args,
+             "quantize --threads 1 %s/models/tiny-spm-f32.gguf %s Q4_K & pid=$!; sleep 0.2; "
+             "kill -INT $pid; wait $pid; rc=$?; ls %s* 2>/dev/null; exit $rc", dir, dst, dst);
+    char cmd[1400];
+    const char *cli = getenv("GLESLLM_CLI");
+    snprintf(cmd, sizeof cmd, "sh -c '\"%s\" %s' >'%s' 2>'%s'", cli ? cli : GLESLLM_CLI_PATH, args,
+             out_path, err_path);
+    int rc = system(cmd);
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, err, sizeof err);
+    TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "interrupted"), err);
+    TEST_ASSERT_EQUAL_STRING("", out); /* ls found neither the file nor a temporary */
+}
+
 /* Mutated and truncated copies through the real command: every one exits 0
  * or 1 with a message, none by a signal. */
 static void test_info_survives_mutated_files(void)
@@ -223,6 +259,7 @@ int main(void)
     RUN_TEST(test_info_model_text_and_tensors);
     RUN_TEST(test_info_model_bad_input);
     RUN_TEST(test_info_survives_mutated_files);
+    RUN_TEST(test_quantize_command);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);
