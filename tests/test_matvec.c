@@ -217,19 +217,26 @@ static void shapes_for(uint32_t t, mv_case *out, int *n)
     *n = i;
 }
 
-static void test_matvec_every_format_default_split(void)
+/* every format x every shape of shapes_for, with the default split and
+ * `subgroup` reduction (tpr widened to `subgroup` lanes, 1 or 2 subgroups) */
+static void default_split_all(int subgroup)
 {
+    uint32_t sg = gpu_context_caps(ctx)->subgroup_size;
     for (size_t f = 0; f < N_FORMATS; f++) {
         mv_case cs[8];
         int n;
         shapes_for(formats[f], cs, &n);
         for (int i = 0; i < n; i++) {
             matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
-            cfg.subgroup = false;
-            check_matvec(&cs[i], &cfg, 100 * f + i);
+            cfg.subgroup = subgroup > 0;
+            if (subgroup && cfg.tpr < subgroup * sg)
+                cfg.tpr = subgroup * sg <= cfg.wg ? subgroup * sg : cfg.tpr;
+            check_matvec(&cs[i], &cfg, 100 * f + i + 1000 * subgroup);
         }
     }
 }
+
+static void test_matvec_every_format_default_split(void) { default_split_all(0); }
 
 /* other work splits: one lane per row, many rows per thread, the widest */
 static void test_matvec_work_splits(void)
@@ -249,24 +256,10 @@ static void test_matvec_work_splits(void)
 
 static void test_matvec_subgroup_path(void)
 {
-    const gpu_caps *C = gpu_context_caps(ctx);
-    if (!C->subgroup)
+    if (!gpu_context_caps(ctx)->subgroup)
         TEST_IGNORE_MESSAGE("no GL_KHR_shader_subgroup here (or GLESLLM_LIMITS=min)");
-    for (size_t f = 0; f < N_FORMATS; f++) {
-        mv_case cs[8];
-        int n;
-        shapes_for(formats[f], cs, &n);
-        for (int i = 0; i < n; i++) {
-            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
-            if (cfg.tpr < C->subgroup_size)
-                cfg.tpr = C->subgroup_size;
-            cfg.subgroup = true;
-            check_matvec(&cs[i], &cfg, 300 * f + i);
-            /* two subgroups per row */
-            cfg.tpr = 2 * C->subgroup_size <= cfg.wg ? 2 * C->subgroup_size : cfg.tpr;
-            check_matvec(&cs[i], &cfg, 500 * f + i);
-        }
-    }
+    default_split_all(1);
+    default_split_all(2); /* two subgroups per row */
 }
 
 static void test_get_rows_every_format(void)

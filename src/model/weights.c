@@ -168,6 +168,20 @@ static void weight_params(const gpu_weight *w, const gpu_weight_part *p, gpu_dis
     d->n_params = 14;
 }
 
+/* A dispatch over one part: 0 its weights, 1 `in`, 2 `y`, and the weight params. */
+static void part_dispatch(gpu_dispatch *d, const gpu_program *prog, const gpu_weight *w,
+                          const gpu_weight_part *p, const gpu_buffer *in, const gpu_buffer *y,
+                          gpu_access y_access)
+{
+    memset(d, 0, sizeof *d);
+    d->prog = prog;
+    d->bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
+    d->bindings[1] = (gpu_binding){ 1, in, 0, 0, GPU_READ };
+    d->bindings[2] = (gpu_binding){ 2, y, 0, 0, y_access };
+    d->n_bindings = 3;
+    weight_params(w, p, d);
+}
+
 /* n work groups as a 2D grid within 65535 per dimension (the GLES minimum) */
 static void grid(gpu_dispatch *d, uint64_t n)
 {
@@ -194,13 +208,7 @@ glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_wei
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
-        memset(&d, 0, sizeof d);
-        d.prog = &k->prog;
-        d.bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
-        d.bindings[1] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
-        d.bindings[2] = (gpu_binding){ 2, y, 0, 0, k->add ? GPU_READ_WRITE : GPU_WRITE };
-        d.n_bindings = 3;
-        weight_params(w, p, &d);
+        part_dispatch(&d, &k->prog, w, p, x, y, k->add ? GPU_READ_WRITE : GPU_WRITE);
         d.params[0] = (uint32_t)p->rows;
         d.params[1] = (uint32_t)(y_off + p->row0);
         d.params[2] = (uint32_t)(x_off / 4);
@@ -250,13 +258,7 @@ glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
-        memset(&d, 0, sizeof d);
-        d.prog = &k->prog;
-        d.bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
-        d.bindings[1] = (gpu_binding){ 1, ids, 0, 0, GPU_READ };
-        d.bindings[2] = (gpu_binding){ 2, y, 0, 0, GPU_WRITE };
-        d.n_bindings = 3;
-        weight_params(w, p, &d);
+        part_dispatch(&d, &k->prog, w, p, ids, y, GPU_WRITE);
         d.params[0] = n_ids;
         d.params[1] = id_off;
         d.params[2] = (uint32_t)y_off;
