@@ -72,14 +72,13 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
     uint64_t stride = act_stride(c->cols), x_off = 8, y_off = 5;
     size_t xn = (size_t)(x_off + stride);
     float *x = malloc(xn * 4), *y0 = malloc((size_t)(c->rows + 2 * y_off) * 4),
-          *ref = malloc((size_t)c->rows * 8), *mag = malloc((size_t)c->rows * 8),
           *got = malloc((size_t)(c->rows + 2 * y_off) * 4);
+    double *ref = malloc((size_t)c->rows * sizeof *ref), *mag = malloc((size_t)c->rows * sizeof *mag);
     TEST_ASSERT_TRUE(x && y0 && ref && mag && got);
     rng_fill(&rng, x, xn, -1.0f, 1.0f);
     for (size_t i = x_off + c->cols; i < xn; i++) /* the padding may hold anything */
         x[i] = NAN;
     rng_fill(&rng, y0, (size_t)(c->rows + 2 * y_off), -1.0f, 1.0f);
-    double *dref = (double *)ref, *dmag = (double *)mag;
     for (uint64_t r = 0; r < c->rows; r++) {
         double s = 0, m = 0;
         for (uint64_t k = 0; k < c->cols; k++) {
@@ -87,8 +86,8 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
             s += p;
             m += fabs(p);
         }
-        dref[r] = s;
-        dmag[r] = m > 1e-30 ? m : 1e-30;
+        ref[r] = s;
+        mag[r] = m > 1e-30 ? m : 1e-30;
     }
 
     gpu_weight gw;
@@ -114,8 +113,8 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
         double worst = 0;
         for (uint64_t r = 0; r < c->rows; r++) {
-            double want = dref[r] + (add ? y0[y_off + r] : 0.0);
-            double e = fabs(got[y_off + r] - want) / (dmag[r] + (add ? fabs(y0[y_off + r]) : 0));
+            double want = ref[r] + (add ? y0[y_off + r] : 0.0);
+            double e = fabs(got[y_off + r] - want) / (mag[r] + (add ? fabs(y0[y_off + r]) : 0));
             if (!(e <= worst))
                 worst = e;
         }

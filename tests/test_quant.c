@@ -149,15 +149,9 @@ static void test_llama_cpp_quantized_models(void)
                 continue;
             float *y = malloc((size_t)t->n_elements * sizeof *y);
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_dequantize(t->type, t->data, y, (size_t)t->n_elements));
-            const float *x = r->data;
-            double e = 0.0, s = 0.0;
-            for (uint64_t j = 0; j < t->n_elements; j++) {
-                double d = (double)y[j] - x[j];
-                e += d * d;
-                s += (double)x[j] * x[j];
-            }
+            double rel = rel_rms_error(r->data, y, (size_t)t->n_elements);
+            double bound = max_error_for(t->type);
             free(y);
-            double rel = sqrt(e / s), bound = max_error_for(t->type);
             char msg[200];
             snprintf(msg, sizeof msg, "%s %s (%s): relative RMS error %.4f, bound %.3f", names[k],
                      t->name, ggml_type_name(t->type), rel, bound);

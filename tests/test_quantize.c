@@ -16,17 +16,6 @@
 void setUp(void) {}
 void tearDown(void) {}
 
-static double rel_rms(const float *x, const float *y, size_t n)
-{
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)y[i] - x[i];
-        e += d * d;
-        s += (double)x[i] * x[i];
-    }
-    return sqrt(e / s);
-}
-
 /* relative RMS error of quantize -> dequantize of x as `type` */
 static double our_error(uint32_t type, const float *x, size_t n)
 {
@@ -37,7 +26,7 @@ static double our_error(uint32_t type, const float *x, size_t n)
     TEST_ASSERT_TRUE(q && y);
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_quantize(type, x, q, n), glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_dequantize(type, q, y, n));
-    double e = rel_rms(x, y, n);
+    double e = rel_rms_error(x, y, n);
     free(q);
     free(y);
     return e;
@@ -67,7 +56,7 @@ static void test_error_no_worse_than_llama_cpp(void)
             float *y = malloc(n * sizeof *y);
             TEST_ASSERT_NOT_NULL(y);
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_dequantize(t->type, t->data, y, n));
-            double theirs = rel_rms(r->data, y, n), ours = our_error(t->type, r->data, n);
+            double theirs = rel_rms_error(r->data, y, n), ours = our_error(t->type, r->data, n);
             free(y);
             char msg[200];
             snprintf(msg, sizeof msg, "%s %s (%s): ours %.5f, llama.cpp %.5f", names[k], t->name,

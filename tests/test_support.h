@@ -5,6 +5,7 @@
 #define GLESLLM_TEST_SUPPORT_H
 
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +83,18 @@ static inline void rng_fill(test_rng *r, float *v, size_t n, float lo, float hi)
 {
     for (size_t i = 0; i < n; i++)
         v[i] = rng_float(r, lo, hi);
+}
+
+/* sqrt(sum (y - x)^2 / sum x^2): the relative RMS error of y against x. */
+static inline double rel_rms_error(const float *x, const float *y, size_t n)
+{
+    double e = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)y[i] - x[i];
+        e += d * d;
+        s += (double)x[i] * x[i];
+    }
+    return sqrt(e / s);
 }
 
 /* Largest |a-b| / max(|b|, floor) over n values. */
