@@ -207,7 +207,7 @@ static void tensor_free(bench_tensor *t)
 static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 {
     matvec_kernel k;
-    if (matvec_build(ctx, t->type, cfg, false, &k))
+    if (matvec_build(ctx, t->type, cfg, NULL, &k))
         die("matvec kernel");
     mv_arg a = { &k, t->w, t->copies, &t->x, t->y };
     double ms = time_rounds(record_mv, &a) / t->copies;

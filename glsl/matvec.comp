@@ -1,11 +1,26 @@
 // y = W x for one weight tensor (or one row range of it): f32 activations,
 // f32 accumulation.
 // Bindings: 0 weights (weights.glsl), 1 x (vec4[], read), 2 y (float[]).
-// Params: 0 rows in this dispatch, 1 index in y of its first row,
-//         2 offset of x in vec4 units; 8..13 the weight planes (weights.glsl).
+// Params: 0 rows in this dispatch, 1 index in y of its first row (the
+//         epilogues below: the global row of its first row), 2 offset of x
+//         in vec4 units; 8..13 the weight planes (weights.glsl).
 // Defines: WG_SIZE; TPR threads per row (a power of two dividing WG_SIZE; a
 // multiple of the subgroup size with USE_SUBGROUP); NR rows per thread;
-// WTYPE_<type>; ADD_Y: y += W x (the residual add) instead of y = W x.
+// WTYPE_<type>; and at most one epilogue:
+//   ADD_Y  y += W x (the residual add) instead of y = W x.
+//   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
+//          y[row / 2] = silu(gate) * up, row counted from param 1.
+//   QKV    rows are Q, K, V of one layer (Q_DIM, KV_DIM, HEAD_DIM defines;
+//          Q and K rows of a head ordered so RoPE pairs are adjacent rows):
+//          RoPE with the cos/sin at x's buffer float offset param 5 (this
+//          position's row of the table), QKV_BIAS: + bias at float offset
+//          param 7 (indexed by global row); Q to y[0..Q_DIM) as f32 bits,
+//          K and V as packed halves at y uint offsets params 14 and 15.
+//   GLU and QKV need NR even (pairs of rows stay in one thread).
+// NORM: x is RMS-normalised first (the norm folded into this kernel): every
+// work group sums x^2 over the row, x is multiplied by the norm weight at
+// x's buffer vec4 offset param 3 and the sum by 1/sqrt(mean + eps), eps the
+// float bits of param 4.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -15,11 +30,21 @@
 #endif
 #include "common.glsl"
 #include "weights.glsl"
+#ifdef NORM
+#include "reduce.glsl"
+#endif
 
 layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
+#ifdef QKV
+layout(std430, binding = 2) writeonly restrict buffer Y { uint yu[]; };
+#else
 layout(std430, binding = 2) restrict buffer Y { float y[]; };
+#endif
+
+// A float of x's buffer by index (constants: norm weights, RoPE table, biases).
+float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 
 #define SLOTS (WG_SIZE / TPR)
 #define ROWS_WG (SLOTS * NR)
@@ -72,10 +97,25 @@ void main()
     float acc[NR];
     for (int r = 0; r < NR; r++)
         acc[r] = 0.0;
+#ifdef NORM
+    // sum of x^2 over the row (every work group: one read of x from cache)
+    float ss = 0.0;
+    for (uint i = t; i < (W_COLS + 3u) / 4u; i += uint(WG_SIZE)) {
+        vec4 v = xv[xo + i];
+        v = mix(vec4(0.0), v, lessThan(i * 4u + uvec4(0u, 1u, 2u, 3u), uvec4(W_COLS)));
+        ss += dot(v, v);
+    }
+    float norm_scale = inversesqrt(wg_reduce_sum(ss) / float(W_COLS) + PARAM_F(4));
+    uint no = PARAM_U(3);
+#endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
         vec4 x[8];
         for (int k = 0; k < 8; k++)
             x[k] = xv[xo + u * 8u + uint(k)];
+#ifdef NORM
+        for (int k = 0; k < 8; k++)
+            x[k] *= xv[no + u * 8u + uint(k)];
+#endif
 #ifdef W_IS_FLOAT
         if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
             for (int k = 0; k < 8; k++) {
@@ -95,16 +135,57 @@ void main()
             acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
         }
     }
-    for (int r = 0; r < NR; r++) {
-        float total = slot_sum(acc[r]);
+    float tot[NR];
+    for (int r = 0; r < NR; r++)
+        tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
+    if (lane != 0u)
+        return;
+#ifdef NORM
+    for (int r = 0; r < NR; r++)
+        tot[r] *= norm_scale;
+#endif
+#if defined(GLU) || defined(QKV)
+    for (int r = 0; r < NR; r += 2) {
         uint row = first + uint(r);
-        if (lane == 0u && row < rows) {
+        if (row >= rows)
+            break;
+        uint g = PARAM_U(1) + row;
+        float a = tot[r], b = tot[r + 1];
+#ifdef GLU
+        y[g / 2u] = a / (1.0 + exp(-a)) * b;
+#else
+#ifdef QKV_BIAS
+        a += x_at(PARAM_U(7) + g);
+        b += x_at(PARAM_U(7) + g + 1u);
+#endif
+        if (g < uint(Q_DIM + KV_DIM)) {
+            uint cs = PARAM_U(5) + (g % uint(HEAD_DIM));  // pair j at 2j: cos, sin
+            float c = x_at(cs), s = x_at(cs + 1u);
+            float a2 = a * c - b * s;
+            b = a * s + b * c;
+            a = a2;
+        }
+        if (g < uint(Q_DIM)) {
+            yu[g] = floatBitsToUint(a);
+            yu[g + 1u] = floatBitsToUint(b);
+        } else if (g < uint(Q_DIM + KV_DIM)) {
+            yu[PARAM_U(14) + (g - uint(Q_DIM)) / 2u] = packHalf2x16(vec2(a, b));
+        } else {
+            yu[PARAM_U(15) + (g - uint(Q_DIM + KV_DIM)) / 2u] = packHalf2x16(vec2(a, b));
+        }
+#endif
+    }
+#else
+    for (int r = 0; r < NR; r++) {
+        uint row = first + uint(r);
+        if (row < rows) {
             uint o = PARAM_U(1) + row;
 #ifdef ADD_Y
-            y[o] += total;
+            y[o] += tot[r];
 #else
-            y[o] = total;
+            y[o] = tot[r];
 #endif
         }
     }
+#endif
 }

@@ -1,4 +1,4 @@
-// Work-group reductions. Needs WG_SIZE (the work group's invocation count,
+// Work-group reductions (sum, max). Needs WG_SIZE (the work group's invocation count,
 // a power of two). With USE_SUBGROUP (GL_KHR_shader_subgroup, enabled by the
 // kernel that includes this) each subgroup reduces in registers and only the
 // subgroup partials go through shared memory; otherwise a shared-memory tree.
@@ -21,6 +21,20 @@ float wg_reduce_sum(float v)
     barrier();
     return total;
 }
+
+float wg_reduce_max(float v)
+{
+    float s = subgroupMax(v);
+    uint n_sub = (uint(WG_SIZE) + gl_SubgroupSize - 1u) / gl_SubgroupSize;
+    if (subgroupElect())
+        red_partial[gl_SubgroupID] = s;
+    barrier();
+    float total = red_partial[0];
+    for (uint i = 1u; i < n_sub; i++)
+        total = max(total, red_partial[i]);
+    barrier();
+    return total;
+}
 #else
 shared float red_partial[WG_SIZE];
 
@@ -32,6 +46,21 @@ float wg_reduce_sum(float v)
     for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
         if (t < s)
             red_partial[t] += red_partial[t + s];
+        barrier();
+    }
+    float total = red_partial[0];
+    barrier();
+    return total;
+}
+
+float wg_reduce_max(float v)
+{
+    uint t = gl_LocalInvocationIndex;
+    red_partial[t] = v;
+    barrier();
+    for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
+        if (t < s)
+            red_partial[t] = max(red_partial[t], red_partial[t + s]);
         barrier();
     }
     float total = red_partial[0];

@@ -103,7 +103,7 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matvec_kernel k;
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, c->type, cfg, add, &k),
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_record(queue, &k, &gw, &bx, x_off, &by, y_off),
@@ -323,7 +323,7 @@ static void test_bad_shapes_are_errors(void)
                           gpu_weight_upload(ctx, "iq", GGML_TYPE_IQ2_XXS, 1, 256, blk, 0, &gw));
     matvec_kernel k;
     matvec_config bad = { 128, 48, 1, false };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, false, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, NULL, &k));
 }
 
 int main(void)

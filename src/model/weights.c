@@ -40,6 +40,8 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
     if (st != GLESLLM_OK)
         return err_prefix(st, "tensor %s", name);
     uint64_t per_part = whole.bytes <= limit ? rows : quant_gpu_rows_within(type, cols, limit);
+    if (per_part < rows && per_part > 1)
+        per_part &= ~(uint64_t)1; /* parts keep pairs of rows together (GLU, RoPE) */
     if (!per_part)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "tensor %s: one row of %llu %s values exceeds the GPU's storage-block "
@@ -119,10 +121,15 @@ static void type_define(uint32_t type, char *buf, size_t n)
     snprintf(buf, n, "WTYPE_%s 1", ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN");
 }
 
-glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg, bool add,
-                            matvec_kernel *out)
+glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
+                            const matvec_variant *var, matvec_kernel *out)
 {
     memset(out, 0, sizeof *out);
+    matvec_variant v = var ? *var : (matvec_variant){ MATVEC_STORE };
+    bool pairs = v.epilogue == MATVEC_GLU || v.epilogue == MATVEC_QKV;
+    if (pairs && cfg->nr % 2)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: the GLU and QKV epilogues need an even number of rows per thread");
     if (!quant_gpu_layout_of(type))
         return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matvec for tensor type %s",
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
@@ -139,16 +146,24 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
                            "a multiple of the subgroup size");
     }
-    char tdef[32], defines[256];
+    char tdef[32], epi[128] = "", defines[384];
     type_define(type, tdef, sizeof tdef);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u%s%s", tdef, cfg->wg, cfg->tpr,
-             cfg->nr, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", add ? "\nADD_Y 1" : "");
+    if (v.epilogue == MATVEC_ADD)
+        snprintf(epi, sizeof epi, "\nADD_Y 1");
+    else if (v.epilogue == MATVEC_GLU)
+        snprintf(epi, sizeof epi, "\nGLU 1");
+    else if (v.epilogue == MATVEC_QKV)
+        snprintf(epi, sizeof epi, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v.q_dim,
+                 v.kv_dim, v.head_dim, v.bias ? "\nQKV_BIAS 1" : "");
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u%s%s%s", tdef, cfg->wg,
+             cfg->tpr, cfg->nr, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", epi,
+             v.norm ? "\nNORM 1" : "");
     glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
     out->type = type;
     out->cfg = *cfg;
-    out->add = add;
+    out->var = v;
     return GLESLLM_OK;
 }
 
@@ -195,10 +210,21 @@ glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_wei
                              const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                              uint64_t y_off)
 {
+    matvec_args none = { 0 };
+    return matvec_record_args(q, k, w, x, x_off, y, y_off, &none);
+}
+
+glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
+                                  const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
+                                  uint64_t y_off, const matvec_args *a)
+{
     if (k->type != w->type)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matvec kernel for %s given tensor %s (%s)",
                        ggml_type_name(k->type), w->name, ggml_type_name(w->type));
-    if (x_off % 4 || (x_off + act_stride(w->cols)) * 4 > x->size || (y_off + w->rows) * 4 > y->size)
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t y_end = e == MATVEC_QKV ? 0 : e == MATVEC_GLU ? (y_off + w->rows) / 2 : y_off + w->rows;
+    if (x_off % 4 || (x_off + act_stride(w->cols)) * 4 > x->size || y_end * 4 > y->size ||
+        (k->var.norm && (a->norm_off % 4 || (a->norm_off + act_stride(w->cols)) * 4 > x->size)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec %s: x (offset %llu, %zu bytes) or y (offset %llu, %zu bytes) too "
                        "small for %llu x %llu",
@@ -208,10 +234,17 @@ glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_wei
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
-        part_dispatch(&d, &k->prog, w, p, x, y, k->add ? GPU_READ_WRITE : GPU_WRITE);
+        part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
         d.params[0] = (uint32_t)p->rows;
         d.params[1] = (uint32_t)(y_off + p->row0);
         d.params[2] = (uint32_t)(x_off / 4);
+        d.params[3] = (uint32_t)(a->norm_off / 4);
+        d.params[4] = gpu_f2u(a->eps);
+        d.params[5] = (uint32_t)a->rope_off;
+        d.params[7] = (uint32_t)a->bias_off;
+        d.params[14] = (uint32_t)a->k_off;
+        d.params[15] = (uint32_t)a->v_off;
+        d.n_params = 16;
         grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)

@@ -55,16 +55,31 @@ typedef struct matvec_config {
 /* The configuration used for a rows x cols tensor under the context's limits. */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
 
+/* What a matvec does besides y = W x (glsl/matvec.comp says how). */
+typedef enum matvec_epilogue {
+    MATVEC_STORE, /* y = W x */
+    MATVEC_ADD,   /* y += W x: the residual add */
+    MATVEC_GLU,   /* rows interleave gate and up: y[i] = silu(gate_i) * up_i */
+    MATVEC_QKV    /* rows are one layer's Q, K, V: bias, RoPE, Q out, K/V into the F16 cache */
+} matvec_epilogue;
+
+typedef struct matvec_variant {
+    matvec_epilogue epilogue;
+    bool norm;                         /* RMSNorm of x folded in */
+    uint32_t q_dim, kv_dim, head_dim;  /* MATVEC_QKV */
+    bool bias;                         /* MATVEC_QKV: add biases */
+} matvec_variant;
+
 typedef struct matvec_kernel {
     gpu_program prog;
     uint32_t type;
     matvec_config cfg;
-    bool add;
+    matvec_variant var;
 } matvec_kernel;
 
-/* add: y += W x (the residual add) instead of y = W x. */
-glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg, bool add,
-                            matvec_kernel *out);
+/* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
+glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
+                            const matvec_variant *var, matvec_kernel *out);
 void matvec_destroy(matvec_kernel *k);
 
 /* Records y[y_off + r] (+)= W[r] . x[x_off ..] for every row r (one dispatch
@@ -72,6 +87,22 @@ void matvec_destroy(matvec_kernel *k);
 glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
                              const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                              uint64_t y_off);
+
+/* The per-dispatch values of the norm and QKV variants. Offsets in x's
+ * buffer count floats (norm_off a multiple of 4), offsets in y's count uints. */
+typedef struct matvec_args {
+    uint64_t norm_off; /* the norm weight */
+    float eps;
+    uint64_t rope_off; /* this position's row of the RoPE table (head_dim floats) */
+    uint64_t bias_off; /* Q|K|V biases */
+    uint64_t k_off, v_off; /* where this position's K and V go */
+} matvec_args;
+
+/* matvec_record with the norm/QKV values. For GLU and QKV, y_off is the
+ * global row of the weight's first row (GLU: twice the output offset). */
+glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
+                                  const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
+                                  uint64_t y_off, const matvec_args *a);
 
 typedef struct get_rows_kernel {
     gpu_program prog;

@@ -1,0 +1,262 @@
+/* Random-weight llama-family models. See demo_model.h. */
+#include "model/demo_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "quant/quant.h"
+
+#define MAX_BUFS 4096
+
+struct demo_model {
+    gguf_writer *w;
+    void *bufs[MAX_BUFS];
+    uint32_t n_bufs;
+    char **tokens;
+    uint32_t n_tokens;
+};
+
+demo_spec demo_spec_default(void)
+{
+    demo_spec s = { 0 };
+    s.arch = "llama";
+    s.name = "glesllm demo (random weights)";
+    s.n_layer = 4;
+    s.n_embd = 256;
+    s.n_ff = 768;
+    s.n_head = 8;
+    s.n_head_kv = 4;
+    s.n_vocab = 2048;
+    s.n_ctx = 2048;
+    s.type = GGML_TYPE_Q8_0;
+    s.embd_type = GGML_TYPE_Q8_0;
+    s.out_type = GGML_TYPE_Q8_0;
+    s.tied = true;
+    s.seed = 42;
+    return s;
+}
+
+static uint64_t next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float uniform(uint64_t *s) /* [-1, 1) */
+{
+    return (float)((double)(next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+void demo_model_destroy(demo_model *d)
+{
+    if (!d)
+        return;
+    gguf_writer_destroy(d->w);
+    for (uint32_t i = 0; i < d->n_bufs; i++)
+        free(d->bufs[i]);
+    for (uint32_t i = 0; d->tokens && i < d->n_tokens; i++)
+        free(d->tokens[i]);
+    free(d->tokens);
+    free(d);
+}
+
+gguf_writer *demo_model_writer(demo_model *d) { return d->w; }
+
+/* rows x cols random values of spread `scale` around `center`, quantized. */
+static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *name, uint32_t type,
+                                  uint64_t rows, uint64_t cols, float center, float scale,
+                                  const void *reuse)
+{
+    uint64_t ne[2] = { cols, rows }, bytes;
+    uint32_t n_dims = rows == 1 ? 1 : 2;
+    glesllm_status st = ggml_tensor_bytes(type, n_dims, ne, &bytes);
+    if (st)
+        return err_prefix(st, "demo tensor %s", name);
+    if (reuse)
+        return gguf_writer_add_tensor(d->w, name, type, n_dims, ne, reuse);
+    if (d->n_bufs == MAX_BUFS)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: too many tensors");
+    uint8_t *buf = malloc((size_t)bytes);
+    float *row = malloc(sizeof(float) * cols);
+    if (!buf || !row) {
+        free(buf);
+        free(row);
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory making demo tensor %s", name);
+    }
+    d->bufs[d->n_bufs++] = buf;
+    uint64_t rb = bytes / rows;
+    for (uint64_t r = 0; r < rows && st == GLESLLM_OK; r++) {
+        for (uint64_t c = 0; c < cols; c++)
+            row[c] = center + scale * uniform(seed);
+        st = quant_quantize(type, row, buf + r * rb, cols);
+    }
+    free(row);
+    if (st)
+        return err_prefix(st, "demo tensor %s", name);
+    return gguf_writer_add_tensor(d->w, name, type, n_dims, ne, buf);
+}
+
+static glesllm_status make_vocab(demo_model *d, const demo_spec *s)
+{
+    static const char *const cons[] = { "", "b", "d", "f", "g", "h", "k", "l", "m", "n",
+                                        "p", "r", "s", "t", "v", "w", "th", "st" };
+    static const char *const vow[] = { "a", "e", "i", "o", "u", "ai", "ea", "ou" };
+    d->tokens = calloc(s->n_vocab, sizeof *d->tokens);
+    float *scores = calloc(s->n_vocab, sizeof *scores);
+    int32_t *types = calloc(s->n_vocab, sizeof *types);
+    glesllm_status st = GLESLLM_OK;
+    if (!d->tokens || !scores || !types) {
+        st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    d->n_tokens = s->n_vocab;
+    for (uint32_t i = 0; i < s->n_vocab; i++) {
+        char piece[64];
+        if (i < 3) {
+            snprintf(piece, sizeof piece, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+            types[i] = i == 0 ? 2 : 3;
+        } else {
+            uint32_t k = i - 3, nc = sizeof cons / sizeof cons[0], nv = sizeof vow / sizeof vow[0];
+            /* "\xe2\x96\x81" is U+2581, SentencePiece's word start */
+            snprintf(piece, sizeof piece, "%s%s%s%s", k % 3 ? "\xe2\x96\x81" : "",
+                     cons[k % nc], vow[(k / nc) % nv], k / (nc * nv) ? cons[(k / (nc * nv)) % nc] : "");
+            if (k >= 3u * nc * nv) /* keep pieces unique */
+                snprintf(piece + strlen(piece), sizeof piece - strlen(piece), "%u", k);
+            types[i] = 1;
+        }
+        scores[i] = -(float)i;
+        if (!(d->tokens[i] = strdup(piece))) {
+            st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+            goto out;
+        }
+    }
+    gguf_writer *w = d->w;
+    if ((st = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
+        (st = gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)d->tokens,
+                                        s->n_vocab)) ||
+        (st = gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores,
+                                    s->n_vocab)) ||
+        (st = gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types,
+                                    s->n_vocab)) ||
+        (st = gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
+        (st = gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) ||
+        (st = gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)))
+        goto out;
+out:
+    free(scores);
+    free(types);
+    return st;
+}
+
+static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
+{
+    char key[96];
+    const char *a = s->arch;
+    glesllm_status st;
+#define U32(suffix, v)                                                                  \
+    do {                                                                                \
+        snprintf(key, sizeof key, "%s.%s", a, suffix);                                  \
+        if ((st = gguf_writer_set_u32(w, key, v)))                                      \
+            return st;                                                                  \
+    } while (0)
+    if ((st = gguf_writer_set_str(w, "general.architecture", a)) ||
+        (st = gguf_writer_set_str(w, "general.name", s->name ? s->name : "demo")))
+        return st;
+    U32("context_length", s->n_ctx);
+    U32("embedding_length", s->n_embd);
+    U32("block_count", s->n_layer);
+    U32("feed_forward_length", s->n_ff);
+    U32("attention.head_count", s->n_head);
+    U32("attention.head_count_kv", s->n_head_kv);
+    U32("rope.dimension_count", s->n_embd / s->n_head);
+    U32("vocab_size", s->n_vocab);
+#undef U32
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    if ((st = gguf_writer_set_f32(w, key, 1e-5f)))
+        return st;
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    return gguf_writer_set_f32(w, key, strcmp(a, "qwen2") == 0 ? 1000000.0f : 10000.0f);
+}
+
+glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
+{
+    *out = NULL;
+    if (!s->n_layer || !s->n_embd || !s->n_ff || !s->n_head || !s->n_head_kv || s->n_vocab < 3 ||
+        s->n_embd % s->n_head || s->n_head % s->n_head_kv)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
+    bool qwen = strcmp(s->arch, "qwen2") == 0;
+    demo_model *d = calloc(1, sizeof *d);
+    if (!d)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = gguf_writer_create(&d->w);
+    if (!st)
+        st = set_meta(d->w, s);
+    if (!st)
+        st = make_vocab(d, s);
+    uint64_t seed = s->seed;
+    uint32_t hd = s->n_embd / s->n_head, q_dim = s->n_embd, kv_dim = s->n_head_kv * hd;
+    float se = 1.0f / sqrtf((float)s->n_embd), sf = 1.0f / sqrtf((float)s->n_ff);
+    if (!st)
+        st = make_tensor(d, &seed, "token_embd.weight", s->embd_type, s->n_vocab, s->n_embd, 0.0f,
+                         1.0f, NULL);
+    if (!st)
+        st = make_tensor(d, &seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
+                         NULL);
+    if (!st && !s->tied)
+        st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
+                         2.0f * se, NULL);
+    uint32_t first_buf = 0;
+    for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        struct {
+            const char *name;
+            uint32_t type;
+            uint64_t rows, cols;
+            float center, scale;
+        } t[] = {
+            { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "attn_q.weight", s->type, q_dim, s->n_embd, 0.0f, se },
+            { "attn_k.weight", s->type, kv_dim, s->n_embd, 0.0f, se },
+            { "attn_v.weight", s->v_type ? s->v_type : s->type, kv_dim, s->n_embd, 0.0f, se },
+            { "attn_output.weight", s->type, s->n_embd, q_dim, 0.0f, se },
+            { "ffn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "ffn_gate.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
+            { "ffn_up.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
+            { "ffn_down.weight", s->down_type ? s->down_type : s->type, s->n_embd, s->n_ff, 0.0f, sf },
+            { "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.0f, 0.5f },
+            { "attn_k.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
+            { "attn_v.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
+        };
+        uint32_t n = qwen ? 12 : 9;
+        if (i == 0)
+            first_buf = d->n_bufs;
+        for (uint32_t k = 0; k < n && !st; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
+            const void *reuse = s->same_layers && i > 0 ? d->bufs[first_buf + k] : NULL;
+            st = make_tensor(d, &seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
+                             t[k].scale, reuse);
+        }
+    }
+    if (st) {
+        demo_model_destroy(d);
+        return st;
+    }
+    *out = d;
+    return GLESLLM_OK;
+}
+
+glesllm_status demo_model_to_memory(const demo_spec *spec, uint8_t **data, size_t *size)
+{
+    demo_model *d;
+    glesllm_status st = demo_model_create(spec, &d);
+    if (st)
+        return st;
+    st = gguf_writer_write_memory(d->w, data, size);
+    demo_model_destroy(d);
+    return st;
+}

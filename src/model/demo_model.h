@@ -1,0 +1,42 @@
+/* Llama-family GGUF models with random weights, made in memory by the
+ * project's own writer and quantizer: the built-in demo of `glesllm run`,
+ * the models of the decode tests, and the benchmark models of bench/. The
+ * text they generate means nothing; their shapes and formats are real. */
+#ifndef GLESLLM_MODEL_DEMO_MODEL_H
+#define GLESLLM_MODEL_DEMO_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+
+typedef struct demo_spec {
+    const char *arch; /* "llama" or "qwen2" (Q/K/V biases, NeoX RoPE) */
+    const char *name; /* general.name */
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    uint32_t type;       /* attention and FFN matrices */
+    uint32_t embd_type;  /* token_embd (the output too when tied) */
+    uint32_t out_type;   /* output.weight when not tied */
+    bool tied;
+    /* type overrides for layer tensors (0: `type`), like a Q4_K_M mix */
+    uint32_t v_type, down_type;
+    bool same_layers; /* every layer the same bytes: fast to make (benchmarks) */
+    uint64_t seed;
+} demo_spec;
+
+/* The built-in demo: a llama of 4 layers, 256 hidden, Q8_0. */
+demo_spec demo_spec_default(void);
+
+typedef struct demo_model demo_model;
+
+/* Makes the tensors (random floats quantized by quant_quantize) and the
+ * metadata, with a vocabulary of made-up SentencePiece words. */
+glesllm_status demo_model_create(const demo_spec *spec, demo_model **out);
+/* The writer holding the model: gguf_writer_write / _write_memory it. */
+gguf_writer *demo_model_writer(demo_model *d);
+void demo_model_destroy(demo_model *d);
+
+/* create + write to memory + destroy. Caller frees *data. */
+glesllm_status demo_model_to_memory(const demo_spec *spec, uint8_t **data, size_t *size);
+
+#endif

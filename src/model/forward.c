@@ -1,0 +1,644 @@
+/* The decode step on the GPU. See forward.h. */
+#include "model/forward.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/weights.h"
+#include "quant/quant.h"
+
+#define CHUNK_MAX 256u   /* attention positions per work group */
+#define ARGMAX_WG 128u
+#define MAX_KERNELS 32
+#define MAX_SEGMENTS 3
+
+/* A weight holding consecutive rows of a fused matrix (Q|K|V, gate/up). */
+typedef struct segment {
+    gpu_weight w;
+    uint64_t row_base;  /* its first row in the fused matrix */
+    const matvec_kernel *k;
+} segment;
+
+typedef struct gpu_layer {
+    segment qkv[MAX_SEGMENTS];
+    uint32_t n_qkv;
+    gpu_weight wo, glu, down;
+    const matvec_kernel *k_wo, *k_glu, *k_down;
+    gpu_buffer cache;                    /* Q scratch | K | V */
+    uint64_t attn_norm, ffn_norm, bias;  /* float offsets in act */
+} gpu_layer;
+
+struct gpu_model {
+    gpu_context *ctx;
+    gpu_queue *q;
+    const model *m;
+    uint32_t n_ctx;
+    kv_placement kv;
+    gpu_weight tok_embd, output_own;
+    const gpu_weight *output;
+    get_rows_kernel embed;
+    const matvec_kernel *k_out;
+    matvec_kernel kernels[MAX_KERNELS];
+    uint32_t n_kernels;
+    gpu_program attn, combine, argmax1, argmax2;
+    gpu_layer *layers;
+    gpu_buffer act, tokens;
+    /* float offsets in act */
+    uint64_t out_norm, rope, x, attn_out, hidden, logits, partials, argmax_part;
+    uint64_t k_base, v_base; /* uint offsets in a layer's cache */
+    uint32_t argmax_groups, attn_wg;
+    uint64_t weight_bytes;
+    uint32_t last_dispatches;
+};
+
+const char *kv_placement_name(kv_placement p)
+{
+    return p == KV_MAPPED ? "mapped" : p == KV_DEVICE ? "device" : "auto";
+}
+
+glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why)
+{
+    const gpu_caps *C = gpu_context_caps(ctx);
+    const char *env = getenv("GLESLLM_KV");
+    if (env && *env) {
+        if (strcmp(env, "device") == 0)
+            *out = KV_DEVICE;
+        else if (strcmp(env, "mapped") == 0)
+            *out = KV_MAPPED;
+        else
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "GLESLLM_KV=%s: expected 'device' or 'mapped'", env);
+        if (*out == KV_MAPPED && !C->buffer_storage)
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "GLESLLM_KV=mapped needs GL_EXT_buffer_storage, which this driver lacks");
+        *why = "set by GLESLLM_KV";
+        return GLESLLM_OK;
+    }
+    if (!C->buffer_storage) {
+        *out = KV_DEVICE;
+        *why = "no GL_EXT_buffer_storage for persistent mapping";
+    } else if (C->memory_total) {
+        /* Measured on an H200 (../shared/DESIGN.md): a mapped buffer lives in
+         * host memory and reads at 51 GB/s against 2860 GB/s on the device. */
+        *out = KV_DEVICE;
+        *why = "the driver reports dedicated GPU memory (a discrete GPU reads mapped storage "
+               "over the bus)";
+    } else {
+        *out = KV_MAPPED;
+        *why = "no dedicated GPU memory reported: the GPU shares memory with the CPU";
+    }
+    return GLESLLM_OK;
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
+                                 const matvec_variant *var, const matvec_kernel **out)
+{
+    matvec_config cfg = matvec_default_config(gm->ctx, type, rows, cols);
+    if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
+        cfg.nr = 2;
+    for (uint32_t i = 0; i < gm->n_kernels; i++) {
+        const matvec_kernel *k = &gm->kernels[i];
+        if (k->type == type && !memcmp(&k->cfg, &cfg, sizeof cfg) &&
+            !memcmp(&k->var, var, sizeof *var)) {
+            *out = k;
+            return GLESLLM_OK;
+        }
+    }
+    if (gm->n_kernels == MAX_KERNELS)
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matvec variants",
+                       MAX_KERNELS);
+    glesllm_status st = matvec_build(gm->ctx, type, &cfg, var, &gm->kernels[gm->n_kernels]);
+    if (st != GLESLLM_OK)
+        return st;
+    *out = &gm->kernels[gm->n_kernels++];
+    return GLESLLM_OK;
+}
+
+static glesllm_status build_programs(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const gpu_caps *C = gpu_context_caps(gm->ctx);
+    const char *sg = C->subgroup ? "\nUSE_SUBGROUP 1" : "";
+    char defs[256];
+    gm->attn_wg = 128;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u%s",
+             gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
+             CHUNK_MAX, sg);
+    glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
+    if (st)
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u", hp->head_dim < 128 ? 64u : 128u,
+             hp->head_dim);
+    if ((st = gpu_program_build(gm->ctx, "attn_combine.comp", defs, &gm->combine)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
+    if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax1)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nFINAL 1", ARGMAX_WG);
+    return gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax2);
+}
+
+/* ---- weights ---------------------------------------------------------------- */
+
+static uint64_t row_bytes(const model_tensor *t)
+{
+    return t->cols / ggml_block_size(t->type) * ggml_type_size(t->type);
+}
+
+/* Row r of the fused matrix when Q/K rows of each head are reordered so the
+ * NeoX RoPE pairs (i, i + head_dim/2) become adjacent rows (2i, 2i+1). Any
+ * order of a head's dimensions that Q and K share leaves q . k unchanged. */
+static uint64_t source_row(uint64_t r, uint32_t head_dim, bool pair_halves)
+{
+    if (!pair_halves)
+        return r;
+    uint64_t head = r / head_dim, i = r % head_dim, half = head_dim / 2;
+    return head * head_dim + (i % 2 ? i / 2 + half : i / 2);
+}
+
+typedef struct fuse_part {
+    const model_tensor *t;
+    bool pair_halves;
+} fuse_part;
+
+/* Uploads rows of several tensors of one type as one weight. interleave:
+ * row 2i from parts[0], 2i+1 from parts[1] (gate/up); else one after the
+ * other. */
+static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_part *parts,
+                                   uint32_t n, bool interleave, gpu_weight *out)
+{
+    const model_tensor *t0 = parts[0].t;
+    uint64_t rb = row_bytes(t0), rows = 0;
+    for (uint32_t i = 0; i < n; i++)
+        rows += parts[i].t->rows;
+    uint8_t *host = malloc((size_t)(rows * rb));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory assembling %s", name);
+    uint64_t r = 0;
+    uint32_t hd = gm->m->hp.head_dim;
+    for (uint32_t i = 0; i < n; i++) {
+        const model_tensor *t = parts[i].t;
+        for (uint64_t j = 0; j < t->rows; j++) {
+            uint64_t dst = interleave ? 2 * j + i : r + j;
+            memcpy(host + dst * rb,
+                   (const uint8_t *)t->data + source_row(j, hd, parts[i].pair_halves) * rb, rb);
+        }
+        r += t->rows;
+    }
+    glesllm_status st = gpu_weight_upload(gm->ctx, name, t0->type, rows, t0->cols, host, 0, out);
+    free(host);
+    return st;
+}
+
+typedef struct upload_progress {
+    gpu_model *gm;
+    const gpu_model_options *opt;
+    uint64_t done, total;
+} upload_progress;
+
+static void progress(upload_progress *p, uint64_t bytes)
+{
+    p->done += bytes;
+    if (p->opt->progress)
+        p->opt->progress(p->opt->progress_ud, p->done, p->total);
+}
+
+static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    bool neox = hp->rope_neox;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    matvec_variant qkv = { MATVEC_QKV, true, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
+    fuse_part parts[3] = { { &l->wq, neox }, { &l->wk, neox }, { &l->wv, false } };
+    char name[64];
+    glesllm_status st;
+    /* Q, K, V: one weight for each run of equal types */
+    uint64_t row_base = 0;
+    for (uint32_t i = 0; i < 3;) {
+        uint32_t j = i + 1;
+        while (j < 3 && parts[j].t->type == parts[i].t->type)
+            j++;
+        segment *s = &g->qkv[g->n_qkv];
+        snprintf(name, sizeof name, "blk.%u.attn_qkv[%u]", li, g->n_qkv);
+        if ((st = upload_fused(gm, name, parts + i, j - i, false, &s->w)))
+            return st;
+        g->n_qkv++;
+        s->row_base = row_base;
+        row_base += s->w.rows;
+        if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)))
+            return st;
+        for (uint32_t k = i; k < j; k++)
+            progress(pr, parts[k].t->rows * row_bytes(parts[k].t));
+        i = j;
+    }
+    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, true };
+    if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
+                                0, &g->wo)) ||
+        (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)))
+        return st;
+    progress(pr, l->wo.rows * row_bytes(&l->wo));
+    if (l->gate.type != l->up.type)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "layer %u: ffn_gate (%s) and ffn_up (%s) differ in type; glesllm runs "
+                       "them as one interleaved matrix and needs one type",
+                       li, ggml_type_name(l->gate.type), ggml_type_name(l->up.type));
+    fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
+    if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
+        (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)))
+        return st;
+    progress(pr, 2 * l->gate.rows * row_bytes(&l->gate));
+    if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
+                                l->down.data, 0, &g->down)) ||
+        (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)))
+        return st;
+    progress(pr, l->down.rows * row_bytes(&l->down));
+    for (uint32_t i = 0; i < g->n_qkv; i++)
+        gm->weight_bytes += g->qkv[i].w.bytes;
+    gm->weight_bytes += g->wo.bytes + g->glu.bytes + g->down.bytes;
+    return GLESLLM_OK;
+}
+
+/* ---- the activation buffer --------------------------------------------------- */
+
+static uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/* Dequantizes a 1-D tensor (norm weight, bias) into dst, reordered by
+ * source_row when pair_halves (a Q or K bias under NeoX RoPE). */
+static glesllm_status put_vector(const model_tensor *t, float *dst, uint32_t head_dim,
+                                 bool pair_halves)
+{
+    float *tmp = malloc(sizeof(float) * t->cols);
+    if (!tmp)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = quant_dequantize(t->type, t->data, tmp, t->cols);
+    for (uint64_t i = 0; st == GLESLLM_OK && i < t->cols; i++)
+        dst[i] = tmp[source_row(i, head_dim, pair_halves)];
+    free(tmp);
+    return st ? err_prefix(st, "tensor %s", t->name) : GLESLLM_OK;
+}
+
+static glesllm_status create_act(gpu_model *gm)
+{
+    const model *m = gm->m;
+    const model_hparams *hp = &m->hp;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    uint64_t at = 0, emb = align64(hp->n_embd);
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        gm->layers[i].attn_norm = at;
+        gm->layers[i].ffn_norm = at + emb;
+        at += 2 * emb;
+        if (m->layers[i].bq.data) {
+            gm->layers[i].bias = at;
+            at += align64(q_dim + 2ull * kv_dim);
+        }
+    }
+    gm->out_norm = at;
+    at += emb;
+    gm->rope = at;
+    at += align64((uint64_t)gm->n_ctx * hp->head_dim);
+    gm->x = at;
+    at += emb;
+    gm->attn_out = at;
+    at += align64(q_dim);
+    gm->hidden = at;
+    at += align64(hp->n_ff);
+    gm->logits = at;
+    at += align64(hp->n_vocab);
+    uint64_t max_chunks = (gm->n_ctx + 63) / 64;
+    gm->partials = at;
+    at += align64(hp->n_head * max_chunks * (hp->head_dim + 2ull));
+    gm->argmax_groups = (hp->n_vocab + 2047) / 2048;
+    gm->argmax_part = at;
+    at += align64(2ull * gm->argmax_groups);
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    if (at * 4 > limit)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "the activations and constants (%.1f MiB at context %u) exceed the GPU's "
+                       "storage-block limit of %.0f MiB; use a smaller -c",
+                       at * 4.0 / (1 << 20), gm->n_ctx, limit / 1048576.0);
+    float *host = calloc((size_t)at, sizeof(float));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory");
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < hp->n_layer; i++) {
+        const model_layer *l = &m->layers[i];
+        const gpu_layer *g = &gm->layers[i];
+        st = put_vector(&l->attn_norm, host + g->attn_norm, hp->head_dim, false);
+        if (!st)
+            st = put_vector(&l->ffn_norm, host + g->ffn_norm, hp->head_dim, false);
+        if (!st && l->bq.data) {
+            float *b = host + g->bias;
+            if (!(st = put_vector(&l->bq, b, hp->head_dim, hp->rope_neox)) &&
+                !(st = put_vector(&l->bk, b + q_dim, hp->head_dim, hp->rope_neox)))
+                st = put_vector(&l->bv, b + q_dim + kv_dim, hp->head_dim, false);
+        }
+    }
+    if (!st)
+        st = put_vector(&m->out_norm, host + gm->out_norm, hp->head_dim, false);
+    if (!st) {
+        model_rope_table(hp, gm->n_ctx, host + gm->rope);
+        st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DEVICE, "activations",
+                               &gm->act);
+    }
+    free(host);
+    return st;
+}
+
+static glesllm_status create_caches(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
+    uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    gm->k_base = align64(q_dim);
+    gm->v_base = gm->k_base + align64(gm->n_ctx * kv_dim / 2);
+    uint64_t bytes = (gm->v_base + align64(gm->n_ctx * kv_dim / 2)) * 4;
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    if (bytes > limit)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "one layer's KV cache at context %u needs %.1f MiB, over the GPU's "
+                       "storage-block limit of %.0f MiB; use a smaller -c",
+                       gm->n_ctx, bytes / 1048576.0, limit / 1048576.0);
+    unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DEVICE;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "KV cache of layer %u", i);
+        glesllm_status st =
+            gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &gm->layers[i].cache);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
+                             "token ids", &gm->tokens);
+}
+
+/* ---- create / destroy ---------------------------------------------------------- */
+
+void gpu_model_destroy(gpu_model *gm)
+{
+    if (!gm)
+        return;
+    if (gm->q) {
+        gpu_queue_wait(gm->q, 0);
+        gpu_queue_destroy(gm->q);
+    }
+    for (uint32_t i = 0; gm->layers && i < gm->m->hp.n_layer; i++) {
+        gpu_layer *g = &gm->layers[i];
+        for (uint32_t j = 0; j < g->n_qkv; j++)
+            gpu_weight_destroy(&g->qkv[j].w);
+        gpu_weight_destroy(&g->wo);
+        gpu_weight_destroy(&g->glu);
+        gpu_weight_destroy(&g->down);
+        gpu_buffer_destroy(&g->cache);
+    }
+    free(gm->layers);
+    gpu_weight_destroy(&gm->tok_embd);
+    gpu_weight_destroy(&gm->output_own);
+    get_rows_destroy(&gm->embed);
+    for (uint32_t i = 0; i < gm->n_kernels; i++)
+        matvec_destroy(&gm->kernels[i]);
+    gpu_program_destroy(&gm->attn);
+    gpu_program_destroy(&gm->combine);
+    gpu_program_destroy(&gm->argmax1);
+    gpu_program_destroy(&gm->argmax2);
+    gpu_buffer_destroy(&gm->act);
+    gpu_buffer_destroy(&gm->tokens);
+    free(gm);
+}
+
+static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t kv = 2ull * hp->n_layer * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
+    uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
+    uint64_t avail = gpu_context_memory_available(gm->ctx);
+    if (avail && need > avail)
+        return err_set(GLESLLM_ERR_GPU_OUT_OF_MEMORY,
+                       "the model needs about %.0f MiB of GPU memory at context %u (weights %.0f, "
+                       "KV cache %.0f) but the GPU has %.0f MiB free; use a smaller -c or a "
+                       "smaller quantization",
+                       need / 1048576.0, gm->n_ctx, weights / 1048576.0, kv / 1048576.0,
+                       avail / 1048576.0);
+    return GLESLLM_OK;
+}
+
+static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
+{
+    const model *m = gm->m;
+    const model_hparams *hp = &m->hp;
+    upload_progress pr = { gm, opt, 0, 0 };
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
+        pr.total += gguf_tensor_at(m->file, i)->size;
+    glesllm_status st = check_memory(gm, pr.total);
+    if (st)
+        return st;
+    if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = build_programs(gm)))
+        return st;
+    gm->layers = calloc(hp->n_layer, sizeof *gm->layers);
+    if (!gm->layers)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    if ((st = create_act(gm)) || (st = create_caches(gm)))
+        return st;
+    const model_tensor *te = &m->tok_embd;
+    if ((st = gpu_weight_upload(gm->ctx, te->name, te->type, te->rows, te->cols, te->data, 0,
+                                &gm->tok_embd)) ||
+        (st = get_rows_build(gm->ctx, te->type, &gm->embed)))
+        return st;
+    progress(&pr, te->rows * row_bytes(te));
+    gm->weight_bytes += gm->tok_embd.bytes;
+    gm->output = &gm->tok_embd;
+    if (!m->tied) {
+        const model_tensor *o = &m->output;
+        if ((st = gpu_weight_upload(gm->ctx, o->name, o->type, o->rows, o->cols, o->data, 0,
+                                    &gm->output_own)))
+            return st;
+        gm->output = &gm->output_own;
+        gm->weight_bytes += gm->output_own.bytes;
+        progress(&pr, o->rows * row_bytes(o));
+    }
+    matvec_variant head = { MATVEC_STORE, true };
+    if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
+                         &gm->k_out)))
+        return st;
+    for (uint32_t i = 0; i < hp->n_layer; i++)
+        if ((st = upload_layer(gm, i, &pr)))
+            return st;
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
+                                gpu_model **out)
+{
+    *out = NULL;
+    if (!opt->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
+    gpu_model *gm = calloc(1, sizeof *gm);
+    if (!gm)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    gm->ctx = ctx;
+    gm->m = m;
+    gm->n_ctx = opt->n_ctx;
+    gm->kv = opt->kv;
+    glesllm_status st = GLESLLM_OK;
+    if (gm->kv == KV_AUTO) {
+        const char *why;
+        st = kv_placement_choose(ctx, &gm->kv, &why);
+    }
+    if (st == GLESLLM_OK)
+        st = create(gm, opt);
+    if (st != GLESLLM_OK) {
+        gpu_model_destroy(gm);
+        return err_prefix(st, "loading the model onto the GPU");
+    }
+    *out = gm;
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_n_ctx(const gpu_model *gm) { return gm->n_ctx; }
+kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
+uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
+uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
+
+glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token)
+{
+    if (pos > gm->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "token slot %u is past the context of %u",
+                       pos, gm->n_ctx);
+    if (token < 0 || (uint32_t)token >= gm->m->hp.n_vocab)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "token id %d is outside the model's vocabulary of %u", token,
+                       gm->m->hp.n_vocab);
+    ((uint32_t *)gm->tokens.mapped)[pos] = (uint32_t)token;
+    return GLESLLM_OK;
+}
+
+int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos)
+{
+    return pos <= gm->n_ctx ? (int32_t)((const uint32_t *)gm->tokens.mapped)[pos] : -1;
+}
+
+/* ---- the step ---------------------------------------------------------------------- */
+
+static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32_t len)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint32_t chunk = len, n_chunks = 1;
+    if (len > CHUNK_MAX) {
+        /* enough work groups to fill a large GPU: about 256 over all heads */
+        uint32_t want = (256 + hp->n_head - 1) / hp->n_head;
+        chunk = (len + want - 1) / want;
+        chunk = chunk < 64 ? 64 : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
+        n_chunks = (len + chunk - 1) / chunk;
+    }
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->attn;
+    d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    uint32_t p[] = { len, chunk, n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials,
+                     (uint32_t)gm->k_base, (uint32_t)gm->v_base };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 7;
+    d.groups[0] = hp->n_head;
+    d.groups[1] = n_chunks;
+    d.groups[2] = 1;
+    glesllm_status st = gpu_queue_dispatch(gm->q, &d);
+    if (st || n_chunks == 1)
+        return st;
+    gpu_dispatch c = { 0 };
+    c.prog = &gm->combine;
+    c.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
+    c.n_bindings = 1;
+    c.params[0] = n_chunks;
+    c.params[1] = (uint32_t)gm->attn_out;
+    c.params[2] = (uint32_t)gm->partials;
+    c.n_params = 3;
+    c.groups[0] = hp->n_head;
+    c.groups[1] = c.groups[2] = 1;
+    return gpu_queue_dispatch(gm->q, &c);
+}
+
+static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
+{
+    uint32_t n = gm->m->hp.n_vocab;
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->argmax1;
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    d.params[0] = n;
+    d.params[1] = (uint32_t)gm->logits;
+    d.params[2] = (uint32_t)gm->argmax_part;
+    d.params[3] = 2048;
+    d.n_params = 4;
+    d.groups[0] = gm->argmax_groups;
+    d.groups[1] = d.groups[2] = 1;
+    glesllm_status st = gpu_queue_dispatch(gm->q, &d);
+    if (st)
+        return st;
+    d.prog = &gm->argmax2;
+    d.bindings[1] = (gpu_binding){ 1, &gm->tokens, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    d.params[0] = gm->argmax_groups;
+    d.params[4] = slot;
+    d.n_params = 5;
+    d.groups[0] = 1;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
+glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (pos >= gm->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "position %u is past the context of %u", pos,
+                       gm->n_ctx);
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    uint64_t emb = act_stride(hp->n_embd);
+    glesllm_status st =
+        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos, 1, &gm->act, gm->x, emb);
+    uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
+    for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
+        const gpu_layer *g = &gm->layers[li];
+        matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos * hp->head_dim, g->bias,
+                          gm->k_base + pos * kv_half, gm->v_base + pos * kv_half };
+        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
+            st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, gm->x, &g->cache,
+                                    g->qkv[i].row_base, &a);
+        if (!st)
+            st = record_attention(gm, g, pos + 1);
+        if (!st)
+            st = matvec_record(gm->q, g->k_wo, &g->wo, &gm->act, gm->attn_out, &gm->act, gm->x);
+        a.norm_off = g->ffn_norm;
+        if (!st)
+            st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, gm->x, &gm->act,
+                                    2 * gm->hidden, &a);
+        if (!st)
+            st = matvec_record(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act, gm->x);
+    }
+    if (!st && (flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX))) {
+        matvec_args a = { gm->out_norm, hp->eps };
+        st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, gm->x, &gm->act,
+                                gm->logits, &a);
+    }
+    if (!st && (flags & GPU_STEP_ARGMAX))
+        st = record_argmax(gm, pos + 1);
+    if (!st)
+        st = gpu_queue_submit(gm->q);
+    gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    return st;
+}
+
+glesllm_status gpu_model_wait(gpu_model *gm) { return gpu_queue_wait(gm->q, 0); }
+
+glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
+{
+    glesllm_status st = gpu_model_wait(gm);
+    if (st)
+        return st;
+    return gpu_buffer_read(gm->ctx, &gm->act, gm->logits * 4, out, gm->m->hp.n_vocab * 4ull);
+}

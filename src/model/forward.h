@@ -1,0 +1,73 @@
+/* The decode step on the GPU: a model's weights uploaded, its KV cache, and
+ * one token's forward pass recorded as a list of dispatches (about five per
+ * layer) ending in one fence.
+ *
+ * Per step:  embedding lookup of the token id in the token buffer
+ *            per layer: [RMSNorm + Q/K/V + bias + RoPE + K/V cache write]
+ *                       [attention (+ a merge of its chunks on long contexts)]
+ *                       [O projection + residual] [RMSNorm + gate/up + SiLU*up]
+ *                       [down projection + residual]
+ *            [final RMSNorm + lm_head] [argmax partials] [argmax -> token buffer]
+ * The token buffer is persistently mapped: the host writes prompt ids into
+ * it, the argmax writes each next id into the following slot (so a greedy
+ * step reads 4 bytes back, and the next step can read its token on the GPU). */
+#ifndef GLESLLM_MODEL_FORWARD_H
+#define GLESLLM_MODEL_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+#include "model/model.h"
+
+typedef enum kv_placement { KV_AUTO = 0, KV_DEVICE, KV_MAPPED } kv_placement;
+
+/* Where the KV cache goes on this GPU and why (for `glesllm info --gpu`):
+ * GLESLLM_KV=device|mapped overrides; else mapped storage where the GPU
+ * shares memory with the CPU, device buffers where the driver reports
+ * dedicated memory (a discrete GPU reads mapped storage over the bus). */
+glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why);
+const char *kv_placement_name(kv_placement p);
+
+typedef struct gpu_model_options {
+    uint32_t n_ctx;         /* context length (KV cache positions) */
+    kv_placement kv;        /* KV_AUTO: kv_placement_choose */
+    /* called after each tensor upload; may be NULL */
+    void (*progress)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+    void *progress_ud;
+} gpu_model_options;
+
+typedef struct gpu_model gpu_model;
+
+/* Uploads every tensor (repacked) and creates the cache. Checks the memory
+ * it needs against what the driver says is free first. */
+glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
+                                gpu_model **out);
+void gpu_model_destroy(gpu_model *gm);
+
+uint32_t gpu_model_n_ctx(const gpu_model *gm);
+kv_placement gpu_model_kv(const gpu_model *gm);
+uint64_t gpu_model_weight_bytes(const gpu_model *gm);
+
+/* Puts token id `token` in slot `pos` of the token buffer. */
+glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token);
+/* The id in slot `pos` (after gpu_model_wait). */
+int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos);
+
+typedef enum gpu_step_flags {
+    GPU_STEP_LOGITS = 1, /* compute the logits */
+    GPU_STEP_ARGMAX = 2  /* and write their argmax into slot pos + 1 */
+} gpu_step_flags;
+
+/* Records and submits the step for the token in slot `pos` at position
+ * `pos` (every earlier position is in the cache). Does not wait. */
+glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags);
+glesllm_status gpu_model_wait(gpu_model *gm);
+
+/* The last step's logits (slow: waits and copies; tests and tools). */
+glesllm_status gpu_model_read_logits(gpu_model *gm, float *out);
+
+/* Dispatches recorded by the last step. */
+uint32_t gpu_model_last_dispatches(const gpu_model *gm);
+
+#endif

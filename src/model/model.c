@@ -1,0 +1,205 @@
+/* Hyperparameters and tensors of a llama-family GGUF model. See model.h. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/model_info.h"
+#include "quant/quant_gpu.h"
+
+static glesllm_status arch_key_f32(const gguf_file *f, const char *arch, const char *suffix,
+                                   float dflt, bool required, float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    *out = dflt;
+    if (!gguf_find(f, key))
+        return required ? err_set(GLESLLM_ERR_FORMAT, "the model has no %s", key) : GLESLLM_OK;
+    return gguf_get_f32(f, key, out);
+}
+
+static int32_t token_id(const gguf_file *f, const char *key)
+{
+    uint32_t v;
+    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK && v <= INT32_MAX)
+        return (int32_t)v;
+    return -1;
+}
+
+/* Finds `name` and checks it is a rows x cols matrix (rows 1: a vector). */
+static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t rows,
+                                 uint64_t cols, bool optional, model_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) {
+        if (optional)
+            return GLESLLM_OK;
+        return err_set(GLESLLM_ERR_FORMAT, "the model has no tensor %s", name);
+    }
+    uint64_t t_rows = t->n_elements / (t->ne[0] ? t->ne[0] : 1);
+    if (t->ne[0] != cols || t_rows != rows)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "tensor %s is %llu x %llu, the metadata says %llu x %llu (columns x rows)",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t_rows,
+                       (unsigned long long)cols, (unsigned long long)rows);
+    if (!quant_gpu_layout_of(t->type))
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "tensor %s is of type %s, which glesllm cannot run yet; supported: F32, "
+                       "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K",
+                       name, ggml_type_name(t->type));
+    out->name = t->name;
+    out->type = t->type;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = t->data;
+    return GLESLLM_OK;
+}
+
+static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
+{
+    model_info mi;
+    glesllm_status st = model_info_read(f, &mi);
+    if (st != GLESLLM_OK)
+        return st;
+    memset(hp, 0, sizeof *hp);
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", mi.arch);
+    if (strcmp(mi.arch, "llama") == 0)
+        hp->arch = MODEL_ARCH_LLAMA;
+    else if (strcmp(mi.arch, "qwen2") == 0)
+        hp->arch = MODEL_ARCH_QWEN2;
+    else
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
+                       "Mistral, SmolLM, TinyLlama) and qwen2 models",
+                       mi.arch[0] ? mi.arch : "(none: general.architecture is missing)");
+    hp->rope_neox = hp->arch == MODEL_ARCH_QWEN2;
+    hp->n_layer = mi.n_layers;
+    hp->n_embd = mi.n_embd;
+    hp->n_ff = mi.n_ff;
+    hp->n_head = mi.n_head;
+    hp->n_head_kv = mi.n_head_kv;
+    hp->head_dim = mi.head_dim;
+    hp->n_ctx_train = mi.n_ctx_train;
+    if (mi.n_vocab > INT32_MAX)
+        return err_set(GLESLLM_ERR_FORMAT, "vocabulary of %llu tokens is too large",
+                       (unsigned long long)mi.n_vocab);
+    hp->n_vocab = (uint32_t)mi.n_vocab;
+    const char *a = mi.arch;
+    if (!hp->n_layer || !hp->n_embd || !hp->n_ff || !hp->n_head)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model lacks %s.block_count, embedding_length, feed_forward_length or "
+                       "attention.head_count",
+                       a);
+    if (hp->n_head % hp->n_head_kv)
+        return err_set(GLESLLM_ERR_FORMAT, "%u attention heads are not a multiple of %u KV heads",
+                       hp->n_head, hp->n_head_kv);
+    if (hp->head_dim % 2 || hp->head_dim > 256)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "head dimension %u is not supported (even, at most 256)", hp->head_dim);
+    if ((st = arch_key_f32(f, a, "attention.layer_norm_rms_epsilon", 1e-5f, true, &hp->eps)) ||
+        (st = arch_key_f32(f, a, "rope.freq_base", 10000.0f, false, &hp->rope_base)))
+        return st;
+    hp->rope_scale = 1.0f;
+    if (strcmp(mi.rope_scaling, "linear") == 0 && mi.rope_factor > 0.0f)
+        hp->rope_scale = 1.0f / mi.rope_factor;
+    else if (strcmp(mi.rope_scaling, "none") != 0 && mi.rope_scaling[0])
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "RoPE scaling '%s' is not supported (none and linear are)", mi.rope_scaling);
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_count", a);
+    uint32_t rope_dims = hp->head_dim;
+    if (gguf_find(f, key) && (st = gguf_get_u32(f, key, &rope_dims)) != GLESLLM_OK)
+        return st;
+    if (rope_dims != hp->head_dim)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "partial RoPE (%u of %u dimensions per head) is not supported", rope_dims,
+                       hp->head_dim);
+    if (!hp->n_vocab)
+        return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
+    hp->bos = token_id(f, "tokenizer.ggml.bos_token_id");
+    hp->eos = token_id(f, "tokenizer.ggml.eos_token_id");
+    return GLESLLM_OK;
+}
+
+glesllm_status model_open(const gguf_file *f, model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->file = f;
+    glesllm_status st = read_hparams(f, &m->hp);
+    if (st != GLESLLM_OK)
+        return err_prefix(st, "model");
+    const model_hparams *hp = &m->hp;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
+    uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    if ((st = get_tensor(f, "token_embd.weight", hp->n_vocab, hp->n_embd, false, &m->tok_embd)) ||
+        (st = get_tensor(f, "output_norm.weight", 1, hp->n_embd, false, &m->out_norm)) ||
+        (st = get_tensor(f, "output.weight", hp->n_vocab, hp->n_embd, true, &m->output)))
+        return err_prefix(st, "model");
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        m->tied = true;
+    }
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
+    bool bias = hp->arch == MODEL_ARCH_QWEN2;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        model_layer *l = &m->layers[i];
+        struct {
+            model_tensor *t;
+            const char *name;
+            uint64_t rows, cols;
+            bool optional;
+        } want[] = {
+            { &l->attn_norm, "attn_norm.weight", 1, hp->n_embd, false },
+            { &l->wq, "attn_q.weight", q_dim, hp->n_embd, false },
+            { &l->wk, "attn_k.weight", kv_dim, hp->n_embd, false },
+            { &l->wv, "attn_v.weight", kv_dim, hp->n_embd, false },
+            { &l->wo, "attn_output.weight", hp->n_embd, q_dim, false },
+            { &l->ffn_norm, "ffn_norm.weight", 1, hp->n_embd, false },
+            { &l->gate, "ffn_gate.weight", hp->n_ff, hp->n_embd, false },
+            { &l->up, "ffn_up.weight", hp->n_ff, hp->n_embd, false },
+            { &l->down, "ffn_down.weight", hp->n_embd, hp->n_ff, false },
+            { &l->bq, "attn_q.bias", 1, q_dim, !bias },
+            { &l->bk, "attn_k.bias", 1, kv_dim, !bias },
+            { &l->bv, "attn_v.bias", 1, kv_dim, !bias },
+        };
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
+            st = get_tensor(f, name, want[k].rows, want[k].cols, want[k].optional, want[k].t);
+            if (st != GLESLLM_OK) {
+                model_close(m);
+                return err_prefix(st, "model");
+            }
+        }
+    }
+    return GLESLLM_OK;
+}
+
+void model_close(model *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    m->layers = NULL;
+}
+
+void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)
+{
+    uint32_t half = hp->head_dim / 2;
+    float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->head_dim);
+    for (uint32_t p = 0; p < n_pos; p++) {
+        float theta = (float)p;
+        for (uint32_t i = 0; i < half; i++) {
+            float t = hp->rope_scale * theta;
+            cos_sin[((size_t)p * half + i) * 2] = cosf(t);
+            cos_sin[((size_t)p * half + i) * 2 + 1] = sinf(t);
+            theta *= theta_scale;
+        }
+    }
+}

@@ -1,0 +1,61 @@
+/* model/: a llama-family model as the engine runs it: hyperparameters from
+ * the GGUF metadata and the tensors of every layer, checked for shape and
+ * type before anything is uploaded. Knows no GPU.
+ *
+ * Architectures: `llama` (Llama 2/3, Mistral, SmolLM, TinyLlama: RoPE on
+ * adjacent pairs) and `qwen2` (Q/K/V biases, NeoX RoPE on pairs half a head
+ * apart). */
+#ifndef GLESLLM_MODEL_MODEL_H
+#define GLESLLM_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+
+typedef enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN2 } model_arch;
+
+typedef struct model_hparams {
+    model_arch arch;
+    char arch_name[32];
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
+    float eps;         /* RMSNorm epsilon */
+    float rope_base;   /* theta base */
+    float rope_scale;  /* position multiplier: 1 / linear scaling factor */
+    bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
+    int32_t bos, eos;  /* token ids, -1 when the file has none */
+} model_hparams;
+
+/* One tensor of the file: rows of `cols` values of `type`, GGUF layout. */
+typedef struct model_tensor {
+    const char *name;
+    uint32_t type;
+    uint64_t rows, cols;
+    const void *data;
+} model_tensor;
+
+typedef struct model_layer {
+    model_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    model_tensor bq, bk, bv; /* qwen2: biases (rows 1), else data NULL */
+} model_layer;
+
+typedef struct model {
+    const gguf_file *file; /* not owned: stays open while the model is used */
+    model_hparams hp;
+    model_tensor tok_embd, out_norm, output; /* output == tok_embd when tied */
+    bool tied;
+    model_layer *layers;
+} model;
+
+/* Reads and checks the hyperparameters and every tensor. An architecture we
+ * do not run, a missing tensor, a shape that does not match the metadata or
+ * a type without a GPU layout is an error naming it. */
+glesllm_status model_open(const gguf_file *f, model *out);
+void model_close(model *m);
+
+/* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos, as
+ * cos/sin: theta = pos * scale * base^(-2i/head_dim), computed the way
+ * llama.cpp does (f32, the power built by repeated multiplication). */
+void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin);
+
+#endif

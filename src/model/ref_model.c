@@ -1,0 +1,186 @@
+/* CPU reference forward pass. See ref_model.h. */
+#include "model/ref_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/ref_ops.h"
+#include "quant/quant.h"
+
+struct ref_model {
+    const model *m;
+    uint32_t n_ctx;
+    float *k, *v;  /* [layer][pos][kv_dim] */
+    float *rope;   /* [pos][head_dim/2][cos, sin] */
+    float *x, *xn, *q, *kn, *vn, *att, *gate, *up, *scores, *row;
+};
+
+void ref_model_destroy(ref_model *r)
+{
+    if (!r)
+        return;
+    float *bufs[] = { r->k, r->v, r->rope, r->x, r->xn, r->q, r->kn, r->vn, r->att,
+                      r->gate, r->up, r->scores, r->row };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(r);
+}
+
+glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
+{
+    const model_hparams *hp = &m->hp;
+    ref_model *r = calloc(1, sizeof *r);
+    if (!r)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    r->m = m;
+    r->n_ctx = n_ctx;
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, q_dim = (size_t)hp->n_head * hp->head_dim;
+    size_t widest = hp->n_vocab > hp->n_ff ? hp->n_vocab : hp->n_ff;
+    if (widest < hp->n_embd)
+        widest = hp->n_embd;
+    r->k = malloc(sizeof(float) * hp->n_layer * n_ctx * kv_dim);
+    r->v = malloc(sizeof(float) * hp->n_layer * n_ctx * kv_dim);
+    r->rope = malloc(sizeof(float) * n_ctx * hp->head_dim);
+    r->x = malloc(sizeof(float) * hp->n_embd);
+    r->xn = malloc(sizeof(float) * hp->n_embd);
+    r->q = malloc(sizeof(float) * q_dim);
+    r->kn = malloc(sizeof(float) * kv_dim);
+    r->vn = malloc(sizeof(float) * kv_dim);
+    r->att = malloc(sizeof(float) * q_dim);
+    r->gate = malloc(sizeof(float) * hp->n_ff);
+    r->up = malloc(sizeof(float) * hp->n_ff);
+    r->scores = malloc(sizeof(float) * n_ctx);
+    r->row = malloc(sizeof(float) * (widest + 32));
+    if (!r->k || !r->v || !r->rope || !r->x || !r->xn || !r->q || !r->kn || !r->vn || !r->att ||
+        !r->gate || !r->up || !r->scores || !r->row) {
+        ref_model_destroy(r);
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
+    }
+    model_rope_table(hp, n_ctx, r->rope);
+    *out = r;
+    return GLESLLM_OK;
+}
+
+static size_t row_bytes(const model_tensor *t)
+{
+    return (size_t)(t->cols / ggml_block_size(t->type)) * ggml_type_size(t->type);
+}
+
+/* One dequantized row of t into r->row. */
+static const float *get_row(ref_model *r, const model_tensor *t, uint64_t i)
+{
+    quant_dequantize(t->type, (const uint8_t *)t->data + i * row_bytes(t), r->row, t->cols);
+    return r->row;
+}
+
+/* y = W x (+ y when add) */
+static void matvec(ref_model *r, const model_tensor *w, const float *x, float *y, int add)
+{
+    for (uint64_t i = 0; i < w->rows; i++) {
+        const float *row = get_row(r, w, i);
+        double s = 0.0;
+        for (uint64_t c = 0; c < w->cols; c++)
+            s += (double)row[c] * x[c];
+        y[i] = add ? y[i] + (float)s : (float)s;
+    }
+}
+
+static void add_bias(ref_model *r, const model_tensor *b, float *y)
+{
+    if (!b->data)
+        return;
+    const float *v = get_row(r, b, 0);
+    for (uint64_t i = 0; i < b->cols; i++)
+        y[i] += v[i];
+}
+
+static void rope(const model_hparams *hp, const float *cs, float *v, uint32_t n_heads)
+{
+    uint32_t hd = hp->head_dim, half = hd / 2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *vh = v + (size_t)h * hd;
+        for (uint32_t i = 0; i < half; i++) {
+            uint32_t a = hp->rope_neox ? i : 2 * i, b = hp->rope_neox ? i + half : 2 * i + 1;
+            float c = cs[2 * i], s = cs[2 * i + 1], x0 = vh[a], x1 = vh[b];
+            vh[a] = x0 * c - x1 * s;
+            vh[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+static float to_f16(float f) { return quant_half_to_float(quant_float_to_half(f)); }
+
+glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, float *logits)
+{
+    const model *m = r->m;
+    const model_hparams *hp = &m->hp;
+    if (token < 0 || (uint32_t)token >= hp->n_vocab)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %u",
+                       token, hp->n_vocab);
+    if (pos >= r->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "position %u is past the context of %u", pos,
+                       r->n_ctx);
+    uint32_t n_embd = hp->n_embd, hd = hp->head_dim;
+    size_t kv_dim = (size_t)hp->n_head_kv * hd;
+    memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
+    const float *cs = r->rope + (size_t)pos * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (uint32_t li = 0; li < hp->n_layer; li++) {
+        const model_layer *l = &m->layers[li];
+        ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, n_embd, hp->eps);
+        matvec(r, &l->wq, r->xn, r->q, 0);
+        matvec(r, &l->wk, r->xn, r->kn, 0);
+        matvec(r, &l->wv, r->xn, r->vn, 0);
+        add_bias(r, &l->bq, r->q);
+        add_bias(r, &l->bk, r->kn);
+        add_bias(r, &l->bv, r->vn);
+        rope(hp, cs, r->q, hp->n_head);
+        rope(hp, cs, r->kn, hp->n_head_kv);
+        float *kc = r->k + ((size_t)li * r->n_ctx) * kv_dim;
+        float *vc = r->v + ((size_t)li * r->n_ctx) * kv_dim;
+        for (size_t i = 0; i < kv_dim; i++) {
+            kc[pos * kv_dim + i] = to_f16(r->kn[i]);
+            vc[pos * kv_dim + i] = to_f16(r->vn[i]);
+        }
+        uint32_t group = hp->n_head / hp->n_head_kv;
+        for (uint32_t h = 0; h < hp->n_head; h++) {
+            const float *qh = r->q + (size_t)h * hd;
+            size_t ko = (size_t)(h / group) * hd;
+            float mx = -INFINITY;
+            for (uint32_t p = 0; p <= pos; p++) {
+                double s = 0.0;
+                for (uint32_t d = 0; d < hd; d++)
+                    s += (double)qh[d] * kc[p * kv_dim + ko + d];
+                r->scores[p] = (float)s * scale;
+                mx = r->scores[p] > mx ? r->scores[p] : mx;
+            }
+            double sum = 0.0;
+            for (uint32_t p = 0; p <= pos; p++) {
+                r->scores[p] = expf(r->scores[p] - mx);
+                sum += r->scores[p];
+            }
+            for (uint32_t d = 0; d < hd; d++) {
+                double o = 0.0;
+                for (uint32_t p = 0; p <= pos; p++)
+                    o += (double)r->scores[p] * vc[p * kv_dim + ko + d];
+                r->att[(size_t)h * hd + d] = (float)(o / sum);
+            }
+        }
+        matvec(r, &l->wo, r->att, r->x, 1);
+        ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, n_embd, hp->eps);
+        matvec(r, &l->gate, r->xn, r->gate, 0);
+        matvec(r, &l->up, r->xn, r->up, 0);
+        for (uint32_t i = 0; i < hp->n_ff; i++) {
+            float g = r->gate[i];
+            r->gate[i] = g / (1.0f + expf(-g)) * r->up[i];
+        }
+        matvec(r, &l->down, r->gate, r->x, 1);
+    }
+    if (!logits)
+        return GLESLLM_OK;
+    ref_rms_norm(r->xn, r->x, get_row(r, &m->out_norm, 0), 1, n_embd, hp->eps);
+    matvec(r, &m->output, r->xn, logits, 0);
+    return GLESLLM_OK;
+}
