@@ -210,6 +210,69 @@ static void test_quantize_command(void)
     TEST_ASSERT_EQUAL_STRING("", out); /* ls found neither the file nor a temporary */
 }
 
+static void test_run_demo_and_flags(void)
+{
+    /* no -m: the built-in demo, text on stdout, timings on stderr */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -n 16"), err);
+    TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 16, out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "tokens/s"), err);
+    TEST_ASSERT_NULL_MESSAGE(strstr(out, "tokens/s"), out);
+    /* the same seed, the same ids; greedy is the same every time */
+    char first[4096];
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run -n 24 --print-ids --seed 11 --temp 1.2"));
+    snprintf(first, sizeof first, "%s", out);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run -n 24 --print-ids --seed 11 --temp 1.2"));
+    TEST_ASSERT_EQUAL_STRING(first, out);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run -n 24 --print-ids --seed 12 --temp 1.2"));
+    TEST_ASSERT_TRUE_MESSAGE(strcmp(first, out) != 0, "another seed, other tokens");
+    int n_ids = 0;
+    for (char *p = out; *p; p++)
+        n_ids += *p == ' ';
+    TEST_ASSERT_EQUAL_INT(23, n_ids);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run -n 8 --print-ids --temp 0 --prompt-ids 1,300,301"));
+    snprintf(first, sizeof first, "%s", out);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run -n 8 --print-ids --temp 0 --prompt-ids 1,300,301 "
+                                       "--repeat-penalty 1.3 --top-k 0 --top-p 0.5 --min-p 0"));
+    TEST_ASSERT_EQUAL_STRING(first, out); /* temp 0 is greedy whatever else is set */
+    /* the end of the context stops generation with a message */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -c 8 -n 100 --print-ids --prompt-ids 1,5,6"),
+                                  err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "context of 8 tokens is full"), err);
+    /* bad input */
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --temp"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --top-p 2"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --bogus 1"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "unknown option '--bogus'"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --prompt-ids 1,x"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --prompt-ids 1,99999"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "outside the model's vocabulary"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -c 2 --prompt-ids 1,2,3"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -p hello"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "--prompt-ids"));
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -m /nonexistent/model.gguf"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/model.gguf"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_KV=fast", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_KV"), err);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
+}
+
+static void test_run_shared_model_greedy(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    /* aidreams260K: llama.cpp's greedy continuation of its first reference prompt */
+    char args[1024];
+    snprintf(args, sizeof args,
+             "run -m %s/models/aidreams260K-f32.gguf --temp 0 -n 8 --print-ids "
+             "--prompt-ids 1,429,491,433,295,429,444,445,265,262,263,342,430", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("446 280 432 458 375 431 422 314\n", out);
+    snprintf(args, sizeof args, "run -m %s/models/aidreams260K-f32.gguf --temp 0 -n 8", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 8, out); /* text */
+}
+
 /* Mutated and truncated copies through the real command: every one exits 0
  * or 1 with a message, none by a signal. */
 static void test_info_survives_mutated_files(void)
@@ -260,6 +323,8 @@ int main(void)
     RUN_TEST(test_info_model_bad_input);
     RUN_TEST(test_info_survives_mutated_files);
     RUN_TEST(test_quantize_command);
+    RUN_TEST(test_run_demo_and_flags);
+    RUN_TEST(test_run_shared_model_greedy);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);

@@ -197,6 +197,65 @@ static void test_context_end_and_bad_tokens(void)
     unload(&L);
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void test_sampling_candidates_match_cpu(void)
+{
+    demo_spec s = small_spec("llama", GGML_TYPE_Q8_0);
+    s.n_vocab = 5000; /* three slices of 2048 logits */
+    loaded L;
+    load_demo(&s, 32, &L);
+    uint32_t n = s.n_vocab;
+    float *plain = malloc(sizeof(float) * n), *pen = malloc(sizeof(float) * n),
+          *sorted = malloc(sizeof(float) * n);
+    int32_t prompt[] = { 1, 700, 4999, 700, 12 };
+    for (uint32_t i = 0; i < 5; i++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, i, prompt[i]));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, i, i == 4 ? GPU_STEP_LOGITS : 0));
+    }
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, plain));
+    uint32_t ks[] = { 1, 40, 256 };
+    for (size_t c = 0; c < 3; c++) {
+        float penalty = c == 1 ? 1.0f : 1.7f;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_sampling(L.gm, ks[c], penalty, 4));
+        /* the same position again: its K/V are rewritten with the same values */
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, 4, GPU_STEP_CANDIDATES));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, pen));
+        for (uint32_t i = 0; i < n; i++) {
+            bool in_window = i == 700 || i == 4999 || i == 12; /* slots 1..4 */
+            float want = !in_window || penalty == 1.0f ? plain[i]
+                         : plain[i] > 0 ? plain[i] / penalty : plain[i] * penalty;
+            /* GPU division may be off by an ulp or two */
+            TEST_ASSERT_FLOAT_WITHIN(1e-6f * fabsf(want), want, pen[i]);
+        }
+        float vals[GPU_MAX_CANDIDATES], gmax, gsum;
+        int32_t ids[GPU_MAX_CANDIDATES];
+        uint32_t got = gpu_model_candidates(L.gm, vals, ids, &gmax, &gsum);
+        TEST_ASSERT_EQUAL_UINT(ks[c], got);
+        memcpy(sorted, pen, sizeof(float) * n);
+        qsort(sorted, n, sizeof(float), cmp_desc);
+        double sum = 0.0;
+        for (uint32_t i = 0; i < n; i++)
+            sum += exp((double)pen[i] - sorted[0]);
+        TEST_ASSERT_TRUE(sorted[0] == gmax); /* copies: exact */
+        TEST_ASSERT_FLOAT_WITHIN(1e-4 * sum, sum, gsum); /* f32 sums of exp */
+        for (uint32_t k = 0; k < got; k++) {
+            TEST_ASSERT_TRUE(sorted[k] == vals[k]);
+            TEST_ASSERT_TRUE(pen[ids[k]] == vals[k]);
+            for (uint32_t j = 0; j < k; j++)
+                TEST_ASSERT_TRUE(ids[j] != ids[k]);
+        }
+    }
+    free(plain);
+    free(pen);
+    free(sorted);
+    unload(&L);
+}
+
 static void test_unsupported_models_are_named(void)
 {
     demo_spec s = small_spec("gpt2", GGML_TYPE_Q8_0);
@@ -318,6 +377,7 @@ int main(void)
     RUN_TEST(test_quantized_formats_match_cpu);
     RUN_TEST(test_long_context_splits_attention);
     RUN_TEST(test_context_end_and_bad_tokens);
+    RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_shared_models_match_llama_cpp);
     gpu_context_destroy(ctx);

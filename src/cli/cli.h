@@ -8,6 +8,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* "glesllm: <what>: <last error>" on stderr; returns 1. */
 int cli_fail(const char *what, glesllm_status st);

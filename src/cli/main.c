@@ -11,6 +11,7 @@ static void usage(FILE *f)
             "LLM inference through OpenGL ES 3.1 compute shaders on a headless EGL context.\n"
             "\n"
             "commands:\n"
+            "  run [-m MODEL.gguf] generate text (no -m: a built-in demo model); see 'run --help'\n"
             "  info --gpu          show the EGL platform, GPU, limits and extensions the engine uses\n"
             "  info MODEL.gguf     show a model's architecture, shape, tensor types and GPU memory\n"
             "  quantize IN OUT T   write IN's weights quantized to T (Q4_0 Q8_0 Q4_K Q6_K Q4_K_M)\n"
@@ -19,6 +20,7 @@ static void usage(FILE *f)
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
             "  GLESLLM_DEVICE=/dev/dri/renderD128        use this DRM render node\n"
             "  GLESLLM_LIMITS=min                        clamp GPU limits to the OpenGL ES 3.1 minimums\n"
+            "  GLESLLM_KV=device|mapped                  where the KV cache lives (default: by GPU)\n"
             "  GLESLLM_NO_CACHE=1                        do not read or write the program cache\n"
             "  XDG_CACHE_HOME                            program cache under $XDG_CACHE_HOME/glesllm\n"
             "                                            (default ~/.cache/glesllm)\n"
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "info") == 0)
         return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0)
         return cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);

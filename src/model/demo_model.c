@@ -34,7 +34,7 @@ demo_spec demo_spec_default(void)
     s.type = GGML_TYPE_Q8_0;
     s.embd_type = GGML_TYPE_Q8_0;
     s.out_type = GGML_TYPE_Q8_0;
-    s.tied = true;
+    s.tied = false; /* tied random embeddings make a model repeat its input */
     s.seed = 42;
     return s;
 }
@@ -123,9 +123,10 @@ static glesllm_status make_vocab(demo_model *d, const demo_spec *s)
         } else {
             uint32_t k = i - 3, nc = sizeof cons / sizeof cons[0], nv = sizeof vow / sizeof vow[0];
             /* "\xe2\x96\x81" is U+2581, SentencePiece's word start */
-            snprintf(piece, sizeof piece, "%s%s%s%s", k % 3 ? "\xe2\x96\x81" : "",
-                     cons[k % nc], vow[(k / nc) % nv], k / (nc * nv) ? cons[(k / (nc * nv)) % nc] : "");
-            if (k >= 3u * nc * nv) /* keep pieces unique */
+            /* consonant, vowel, consonant: 2592 distinct words, then numbered */
+            snprintf(piece, sizeof piece, "%s%s%s%s", k % 3 ? "\xe2\x96\x81" : "", cons[k % nc],
+                     vow[(k / nc) % nv], cons[(k / (nc * nv)) % nc]);
+            if (k >= nc * nv * nc)
                 snprintf(piece + strlen(piece), sizeof piece - strlen(piece), "%u", k);
             types[i] = 1;
         }

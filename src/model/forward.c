@@ -11,6 +11,7 @@
 
 #define CHUNK_MAX 256u   /* attention positions per work group */
 #define ARGMAX_WG 128u
+#define SLICE 2048u      /* logits per work group in argmax and top-k */
 #define MAX_KERNELS 32
 #define MAX_SEGMENTS 3
 
@@ -42,11 +43,13 @@ struct gpu_model {
     const matvec_kernel *k_out;
     matvec_kernel kernels[MAX_KERNELS];
     uint32_t n_kernels;
-    gpu_program attn, combine, argmax1, argmax2;
+    gpu_program attn, combine, argmax1, argmax2, topk1, topk2, penalty;
     gpu_layer *layers;
-    gpu_buffer act, tokens;
+    gpu_buffer act, tokens, cand;
+    uint32_t cand_k, pen_last_n;
+    float pen;
     /* float offsets in act */
-    uint64_t out_norm, rope, x, attn_out, hidden, logits, partials, argmax_part;
+    uint64_t out_norm, rope, x, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
     uint32_t argmax_groups, attn_wg;
     uint64_t weight_bytes;
@@ -139,7 +142,17 @@ static glesllm_status build_programs(gpu_model *gm)
     if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax1)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nFINAL 1", ARGMAX_WG);
-    return gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax2);
+    if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax2)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nPER_THREAD %u", ARGMAX_WG, SLICE / ARGMAX_WG);
+    if ((st = gpu_program_build(gm->ctx, "topk.comp", defs, &gm->topk1)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nPER_THREAD %u\nFINAL 1", ARGMAX_WG,
+             SLICE / ARGMAX_WG);
+    if ((st = gpu_program_build(gm->ctx, "topk.comp", defs, &gm->topk2)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
+    return gpu_program_build(gm->ctx, "penalty.comp", defs, &gm->penalty);
 }
 
 /* ---- weights ---------------------------------------------------------------- */
@@ -314,9 +327,11 @@ static glesllm_status create_act(gpu_model *gm)
     uint64_t max_chunks = (gm->n_ctx + 63) / 64;
     gm->partials = at;
     at += align64(hp->n_head * max_chunks * (hp->head_dim + 2ull));
-    gm->argmax_groups = (hp->n_vocab + 2047) / 2048;
+    gm->argmax_groups = (hp->n_vocab + SLICE - 1) / SLICE;
     gm->argmax_part = at;
     at += align64(2ull * gm->argmax_groups);
+    gm->lists = at;
+    at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     if (at * 4 > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -374,8 +389,12 @@ static glesllm_status create_caches(gpu_model *gm)
         if (st != GLESLLM_OK)
             return st;
     }
-    return gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
-                             "token ids", &gm->tokens);
+    glesllm_status st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL,
+                                          GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
+    if (st)
+        return st;
+    return gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL, GPU_BUFFER_MAPPED,
+                             "sampling candidates", &gm->cand);
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
@@ -407,6 +426,10 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_program_destroy(&gm->combine);
     gpu_program_destroy(&gm->argmax1);
     gpu_program_destroy(&gm->argmax2);
+    gpu_program_destroy(&gm->topk1);
+    gpu_program_destroy(&gm->topk2);
+    gpu_program_destroy(&gm->penalty);
+    gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
     gpu_buffer_destroy(&gm->tokens);
     free(gm);
@@ -485,6 +508,8 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->m = m;
     gm->n_ctx = opt->n_ctx;
     gm->kv = opt->kv;
+    gm->cand_k = 40;
+    gm->pen = 1.0f;
     glesllm_status st = GLESLLM_OK;
     if (gm->kv == KV_AUTO) {
         const char *why;
@@ -591,6 +616,69 @@ static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
     return gpu_queue_dispatch(gm->q, &d);
 }
 
+glesllm_status gpu_model_set_sampling(gpu_model *gm, uint32_t k, float penalty, uint32_t last_n)
+{
+    if (!k || k > GPU_MAX_CANDIDATES || !(penalty > 0.0f))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "sampling: %u candidates (1..%d) and penalty %g (> 0)", k,
+                       GPU_MAX_CANDIDATES, penalty);
+    gm->cand_k = k;
+    gm->pen = penalty;
+    gm->pen_last_n = last_n;
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, float *max,
+                              float *sum_exp)
+{
+    const float *r = gm->cand.mapped;
+    *max = r[0];
+    *sum_exp = r[1];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < gm->cand_k; k++) {
+        if (!(r[2 + 2 * k] > -3.0e38f))
+            break;
+        vals[n] = r[2 + 2 * k];
+        ids[n++] = (int32_t)r[3 + 2 * k];
+    }
+    return n;
+}
+
+static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
+{
+    glesllm_status st;
+    gpu_dispatch d = { 0 };
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.groups[1] = d.groups[2] = 1;
+    uint32_t window = gm->pen_last_n < pos + 1 ? gm->pen_last_n : pos + 1;
+    if (gm->pen != 1.0f && window) {
+        d.prog = &gm->penalty;
+        d.bindings[1] = (gpu_binding){ 1, &gm->tokens, 0, 0, GPU_READ };
+        d.n_bindings = 2;
+        uint32_t p[] = { pos + 1 - window, window, (uint32_t)gm->logits, gpu_f2u(gm->pen),
+                         gm->m->hp.n_vocab };
+        memcpy(d.params, p, sizeof p);
+        d.n_params = 5;
+        d.groups[0] = 1;
+        if ((st = gpu_queue_dispatch(gm->q, &d)))
+            return st;
+    }
+    d.prog = &gm->topk1;
+    d.n_bindings = 1;
+    uint32_t p[] = { gm->m->hp.n_vocab, (uint32_t)gm->logits, (uint32_t)gm->lists, gm->cand_k,
+                     gm->argmax_groups };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 5;
+    d.groups[0] = gm->argmax_groups;
+    if ((st = gpu_queue_dispatch(gm->q, &d)))
+        return st;
+    d.prog = &gm->topk2;
+    d.bindings[1] = (gpu_binding){ 1, &gm->cand, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    d.groups[0] = 1;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -620,13 +708,15 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
         if (!st)
             st = matvec_record(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act, gm->x);
     }
-    if (!st && (flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX))) {
+    if (!st && flags) {
         matvec_args a = { gm->out_norm, hp->eps };
         st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, gm->x, &gm->act,
                                 gm->logits, &a);
     }
     if (!st && (flags & GPU_STEP_ARGMAX))
         st = record_argmax(gm, pos + 1);
+    else if (!st && (flags & GPU_STEP_CANDIDATES))
+        st = record_candidates(gm, pos);
     if (!st)
         st = gpu_queue_submit(gm->q);
     gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);

@@ -55,9 +55,24 @@ glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token);
 int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos);
 
 typedef enum gpu_step_flags {
-    GPU_STEP_LOGITS = 1, /* compute the logits */
-    GPU_STEP_ARGMAX = 2  /* and write their argmax into slot pos + 1 */
+    GPU_STEP_LOGITS = 1,     /* compute the logits */
+    GPU_STEP_ARGMAX = 2,     /* and write their argmax into slot pos + 1 */
+    GPU_STEP_CANDIDATES = 4  /* or apply the penalty and reduce them to the top K */
 } gpu_step_flags;
+
+#define GPU_MAX_CANDIDATES 256
+
+/* What GPU_STEP_CANDIDATES does: the repetition penalty (1: none) over the
+ * token slots [pos + 1 - last_n, pos], then the k (<= GPU_MAX_CANDIDATES)
+ * largest logits. */
+glesllm_status gpu_model_set_sampling(gpu_model *gm, uint32_t k, float penalty, uint32_t last_n);
+
+/* After a GPU_STEP_CANDIDATES step and gpu_model_wait: the k candidates in
+ * falling order (fewer when the vocabulary is smaller), the largest logit
+ * and the sum of exp(logit - max) over the whole vocabulary (after the
+ * penalty). Returns how many candidates. */
+uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, float *max,
+                              float *sum_exp);
 
 /* Records and submits the step for the token in slot `pos` at position
  * `pos` (every earlier position is in the cache). Does not wait. */

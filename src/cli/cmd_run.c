@@ -1,0 +1,391 @@
+/* glesllm run: load a model (or the built-in demo) and generate, streaming
+ * the text to stdout and the timings to stderr. Flags follow llama.cpp's. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "engine/generate.h"
+#include "gguf/gguf.h"
+#include "gpu/gpu.h"
+#include "model/demo_model.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "text/vocab.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: glesllm run [-m MODEL.gguf] [--prompt-ids 1,2,3] [-n N] [options]\n"
+            "\n"
+            "Generates text from a prompt on the GPU, streaming it to stdout; load time and\n"
+            "tokens/s go to stderr. Without -m it runs a small built-in demo model (random\n"
+            "weights: the text means nothing) to show the engine works on this machine.\n"
+            "\n"
+            "options:\n"
+            "  -m, --model FILE        the GGUF model (llama and qwen2 architectures)\n"
+            "  -p, --prompt TEXT       the prompt as text (needs the tokenizer: not built yet;\n"
+            "                          use --prompt-ids)\n"
+            "  --prompt-ids I,J,...    the prompt as token ids, BOS included as given\n"
+            "                          (default: the model's BOS token)\n"
+            "  -n, --n-predict N       tokens to generate (default 128; -1: until the end of\n"
+            "                          the context or an end-of-generation token)\n"
+            "  -c, --ctx-size N        context size (default: the model's, at most 4096)\n"
+            "  --temp T                temperature (default 0.8; 0: greedy)\n"
+            "  --top-k N               keep the N most likely tokens (default 40; 0: off)\n"
+            "  --top-p P               keep the smallest set of probability P (default 0.95)\n"
+            "  --min-p P               drop tokens below P times the best (default 0.05)\n"
+            "  --repeat-penalty F      penalise the last tokens' logits (default 1.0: off)\n"
+            "  --repeat-last-n N       tokens the penalty looks at (default 64; -1: context)\n"
+            "  -s, --seed N            sampling seed (default -1: a random one, printed)\n"
+            "  --ignore-eos            keep generating past end-of-generation tokens\n"
+            "  --print-ids             print the generated ids, space-separated, not text\n");
+}
+
+typedef struct run_args {
+    const char *model, *prompt, *prompt_ids;
+    long n_predict, n_ctx;
+    sampler_params sp;
+    long long seed;
+    bool ignore_eos, print_ids;
+} run_args;
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float lo, float hi, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* 0 parsed, else an exit code */
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n_predict = 128;
+    a->sp = sampler_defaults();
+    a->seed = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            usage(stdout);
+            return -1;
+        }
+        if (strcmp(o, "--ignore-eos") == 0) {
+            a->ignore_eos = true;
+            continue;
+        }
+        if (strcmp(o, "--print-ids") == 0) {
+            a->print_ids = true;
+            continue;
+        }
+        if (i + 1 >= argc || o[0] != '-') {
+            fprintf(stderr, "glesllm run: %s '%s'; see 'glesllm run --help'\n",
+                    o[0] == '-' ? "missing value after" : "unexpected argument", o);
+            return 2;
+        }
+        const char *v = argv[++i];
+        long l;
+        float f;
+        bool ok = true;
+        if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0)
+            a->model = v;
+        else if (strcmp(o, "-p") == 0 || strcmp(o, "--prompt") == 0)
+            a->prompt = v;
+        else if (strcmp(o, "--prompt-ids") == 0)
+            a->prompt_ids = v;
+        else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-predict") == 0)
+            ok = parse_long(v, -1, 1L << 30, &a->n_predict);
+        else if (strcmp(o, "-c") == 0 || strcmp(o, "--ctx-size") == 0)
+            ok = parse_long(v, 0, 1L << 24, &a->n_ctx);
+        else if (strcmp(o, "--temp") == 0)
+            ok = parse_float(v, -1e9f, 1e9f, &a->sp.temp);
+        else if (strcmp(o, "--top-k") == 0)
+            ok = parse_long(v, -1, 1L << 30, &l) && ((a->sp.top_k = (int32_t)l), true);
+        else if (strcmp(o, "--top-p") == 0)
+            ok = parse_float(v, 0.0f, 1.0f, &a->sp.top_p);
+        else if (strcmp(o, "--min-p") == 0)
+            ok = parse_float(v, 0.0f, 1.0f, &a->sp.min_p);
+        else if (strcmp(o, "--repeat-penalty") == 0)
+            ok = parse_float(v, 1e-6f, 1e6f, &a->sp.repeat_penalty);
+        else if (strcmp(o, "--repeat-last-n") == 0)
+            ok = parse_long(v, -1, 1L << 24, &l) && ((a->sp.repeat_last_n = (int32_t)l), true);
+        else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            a->seed = strtoll(v, &end, 10);
+            ok = !errno && end != v && !*end && a->seed >= -1;
+        } else {
+            fprintf(stderr, "glesllm run: unknown option '%s'; see 'glesllm run --help'\n", o);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "glesllm run: invalid value '%s' for %s\n", v, o);
+            return 2;
+        }
+        (void)f;
+    }
+    return 0;
+}
+
+/* "1,2,3" -> ids; 0 on success, else an exit code */
+static int parse_ids(const char *s, int32_t **ids, uint32_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    *ids = malloc(cap * sizeof **ids);
+    if (!*ids)
+        return 1;
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "glesllm run: --prompt-ids '%s': expected token ids separated by commas\n", s);
+            free(*ids);
+            *ids = NULL;
+            return 2;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+typedef struct printer {
+    const vocab *v;
+    bool ids;
+    utf8_stream u;
+    uint32_t count;
+} printer;
+
+static bool print_token(void *ud, int32_t id)
+{
+    printer *p = ud;
+    if (p->ids) {
+        printf("%s%d", p->count++ ? " " : "", id);
+    } else {
+        char piece[256], out[3 * 256 + 3];
+        size_t n = vocab_piece(p->v, id, piece, sizeof piece);
+        fwrite(out, 1, utf8_stream_push(&p->u, piece, n, out), stdout);
+    }
+    fflush(stdout);
+    return true;
+}
+
+static void load_progress(void *ud, uint64_t done, uint64_t total)
+{
+    (void)ud;
+    if (!isatty(2))
+        return;
+    int pct = total ? (int)(100.0 * done / total) : 100;
+    char bar[31];
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < pct * 30 / 100 ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\r\033[K[%s] %3d%% loading %.0f / %.0f MiB", bar, pct, done / 1048576.0,
+            total / 1048576.0);
+    if (done >= total)
+        fprintf(stderr, "\r\033[K");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid()) & 0xffffffffu;
+}
+
+static const char *stop_text(gen_stop s)
+{
+    switch (s) {
+    case GEN_STOP_EOS: return "end-of-generation token";
+    case GEN_STOP_CONTEXT: return "context full";
+    case GEN_STOP_REQUESTED: return "interrupted";
+    default: return "token limit";
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (a.prompt) {
+        fprintf(stderr, "glesllm run: -p needs the tokenizer, which glesllm does not have yet; "
+                        "give the prompt as token ids with --prompt-ids\n");
+        return 2;
+    }
+    a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
+    double t0 = now_s();
+    uint8_t *demo = NULL;
+    gguf_file *f = NULL;
+    gpu_context *ctx = NULL;
+    gpu_model *gm = NULL;
+    model m = { 0 };
+    int32_t *ids = NULL;
+    uint32_t n_ids = 0;
+    glesllm_status st;
+    const char *what = "loading the model";
+    rc = 1;
+    if (a.model) {
+        st = gguf_open(a.model, &f);
+    } else {
+        demo_spec spec = demo_spec_default();
+        fprintf(stderr, "glesllm: no -m given: running the built-in demo model (%s, %u layers, "
+                        "%u hidden, %s; random weights, so the text means nothing)\n",
+                spec.arch, spec.n_layer, spec.n_embd, ggml_type_name(spec.type));
+        size_t size;
+        what = "making the demo model";
+        st = demo_model_to_memory(&spec, &demo, &size);
+        if (!st)
+            st = gguf_open_memory(demo, size, &f);
+    }
+    if (st) {
+        cli_fail(what, st);
+        goto out;
+    }
+    if ((st = model_open(f, &m))) {
+        cli_fail(a.model ? a.model : "demo model", st);
+        goto out;
+    }
+    vocab voc;
+    if ((st = vocab_open(f, &voc))) {
+        if (!a.print_ids) {
+            cli_fail("the model's vocabulary (use --print-ids to print ids only)", st);
+            goto out;
+        }
+        memset(&voc, 0, sizeof voc);
+        voc.eos = voc.eot = -1;
+    }
+    if (a.prompt_ids) {
+        if ((rc = parse_ids(a.prompt_ids, &ids, &n_ids)))
+            goto out;
+        rc = 1;
+        for (uint32_t i = 0; i < n_ids; i++)
+            if ((uint32_t)ids[i] >= m.hp.n_vocab) {
+                fprintf(stderr, "glesllm run: --prompt-ids: token %d is outside the model's "
+                                "vocabulary of %u\n", ids[i], m.hp.n_vocab);
+                rc = 2;
+                goto out;
+            }
+    } else {
+        ids = malloc(sizeof *ids);
+        if (!ids)
+            goto out;
+        ids[0] = m.hp.bos >= 0 ? m.hp.bos : 0;
+        n_ids = 1;
+    }
+    uint32_t n_ctx = (uint32_t)a.n_ctx;
+    if (!n_ctx)
+        n_ctx = m.hp.n_ctx_train && m.hp.n_ctx_train < 4096 ? m.hp.n_ctx_train : 4096;
+    if (n_ids > n_ctx) {
+        fprintf(stderr, "glesllm run: the prompt has %u tokens, more than the context of %u; "
+                        "use a larger -c\n", n_ids, n_ctx);
+        rc = 2;
+        goto out;
+    }
+    gpu_options go;
+    if ((st = gpu_options_from_env(&go)) || (st = gpu_context_create(&go, &ctx))) {
+        cli_fail("opening the GPU", st);
+        goto out;
+    }
+    gpu_model_options mo = { n_ctx, KV_AUTO, load_progress, NULL };
+    if ((st = gpu_model_create(ctx, &m, &mo, &gm))) {
+        if (isatty(2))
+            fprintf(stderr, "\r\033[K");
+        cli_fail(a.model ? a.model : "demo model", st);
+        goto out;
+    }
+    double load_s = now_s() - t0;
+    fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
+                    "buffers; loaded in %.2f s\n",
+            a.model ? a.model : "demo", m.hp.arch_name, m.hp.n_layer,
+            gpu_model_weight_bytes(gm) / 1048576.0, gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */),
+            n_ctx, kv_placement_name(gpu_model_kv(gm)), load_s);
+    if (a.sp.temp > 0.0f)
+        fprintf(stderr, "glesllm: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat "
+                        "penalty %.2f over %d, seed %llu\n",
+                a.sp.temp, a.sp.top_k, a.sp.top_p, a.sp.min_p, a.sp.repeat_penalty,
+                a.sp.repeat_last_n, (unsigned long long)a.sp.seed);
+    printer pr = { &voc, a.print_ids, { { 0 }, 0 }, 0 };
+    interrupted = 0;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc.eos, voc.eot,
+                        &interrupted, print_token, &pr };
+    gen_stats gs;
+    st = engine_generate(gm, &go2, &gs);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (!a.print_ids) {
+        char tail[4];
+        fwrite(tail, 1, utf8_stream_flush(&pr.u, tail), stdout);
+    }
+    printf("\n");
+    fflush(stdout);
+    if (st) {
+        cli_fail("generating", st);
+        goto out;
+    }
+    fprintf(stderr, "glesllm: prompt: %u tokens in %.3f s (%.1f tokens/s)\n", gs.n_prompt,
+            gs.prompt_s, gs.prompt_s > 0 ? gs.n_prompt / gs.prompt_s : 0.0);
+    fprintf(stderr, "glesllm: generation: %u tokens in %.3f s (%.1f tokens/s), %u dispatches "
+                    "per token; stopped: %s\n",
+            gs.n_gen, gs.gen_s, gs.gen_s > 0 ? (gs.n_gen > 1 ? gs.n_gen - 1 : 0) / gs.gen_s : 0.0,
+            gs.dispatches_per_token, stop_text(gs.stop));
+    if (gs.stop == GEN_STOP_CONTEXT)
+        fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
+                        "more\n", n_ctx);
+    rc = gs.stop == GEN_STOP_REQUESTED && interrupted ? 130 : 0;
+out:
+    gpu_model_destroy(gm);
+    gpu_context_destroy(ctx);
+    model_close(&m);
+    gguf_close(f);
+    free(demo);
+    free(ids);
+    return rc;
+}

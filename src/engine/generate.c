@@ -1,0 +1,100 @@
+/* The generate loop. See generate.h. */
+#include "engine/generate.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+
+_Static_assert(SAMPLER_MAX_CANDIDATES == GPU_MAX_CANDIDATES, "sampler and GPU candidate counts");
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static bool stop_requested(const gen_options *o) { return o->stop && *o->stop; }
+
+glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    uint32_t n_ctx = gpu_model_n_ctx(gm);
+    if (!o->n_prompt)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (o->n_prompt > n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the prompt has %u tokens, more than the context of %u; use a larger -c",
+                       o->n_prompt, n_ctx);
+    bool greedy = o->sampling.temp <= 0.0f;
+    sampler smp;
+    sampler_init(&smp, &o->sampling);
+    uint32_t last_n = o->sampling.repeat_last_n < 0 ? n_ctx : (uint32_t)o->sampling.repeat_last_n;
+    float penalty = o->sampling.repeat_penalty > 0.0f ? o->sampling.repeat_penalty : 1.0f;
+    glesllm_status st = GLESLLM_OK;
+    if (!greedy)
+        st = gpu_model_set_sampling(gm, sampler_candidates(&o->sampling), penalty, last_n);
+    unsigned pick = greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
+    double t0 = now_s();
+    /* the prompt: every position but the last without logits, one fence each, no waits */
+    for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++) {
+        st = gpu_model_set_token(gm, i, o->prompt[i]);
+        if (!st)
+            st = gpu_model_step(gm, i, i + 1 == o->n_prompt ? pick : 0);
+        if (!st && stop_requested(o))
+            break;
+    }
+    if (!st)
+        st = gpu_model_wait(gm);
+    stats->n_prompt = o->n_prompt;
+    stats->prompt_s = now_s() - t0;
+    stats->stop = GEN_STOP_N_PREDICT;
+    if (st)
+        return st;
+    double t1 = now_s();
+    uint32_t pos = o->n_prompt; /* the slot of the next token */
+    float vals[GPU_MAX_CANDIDATES], gmax, gsum;
+    int32_t ids[GPU_MAX_CANDIDATES];
+    for (;;) {
+        if (stop_requested(o)) {
+            stats->stop = GEN_STOP_REQUESTED;
+            break;
+        }
+        int32_t tok;
+        if (greedy) {
+            tok = gpu_model_get_token(gm, pos);
+        } else {
+            uint32_t n = gpu_model_candidates(gm, vals, ids, &gmax, &gsum);
+            tok = sampler_pick(&smp, vals, ids, n, gmax, gsum);
+            if (tok >= 0 && (st = gpu_model_set_token(gm, pos, tok)))
+                break;
+        }
+        if (tok < 0) {
+            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+            break;
+        }
+        stats->n_gen++;
+        bool eog = !o->ignore_eos && ((o->eos >= 0 && tok == o->eos) || (o->eot >= 0 && tok == o->eot));
+        if (o->on_token && !o->on_token(o->ud, tok)) {
+            stats->stop = GEN_STOP_REQUESTED;
+            break;
+        }
+        if (eog) {
+            stats->stop = GEN_STOP_EOS;
+            break;
+        }
+        if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
+            break;
+        if (pos >= n_ctx) {
+            stats->stop = GEN_STOP_CONTEXT;
+            break;
+        }
+        if ((st = gpu_model_step(gm, pos, pick)) || (st = gpu_model_wait(gm)))
+            break;
+        pos++;
+    }
+    stats->gen_s = now_s() - t1;
+    stats->dispatches_per_token = gpu_model_last_dispatches(gm);
+    return st;
+}
