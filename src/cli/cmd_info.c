@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "model/forward.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
 #include "model/model_info.h"
@@ -74,6 +75,13 @@ static int info_gpu(void)
                (unsigned long long)(gpu_context_memory_available(ctx) >> 20), C->memory_source);
     else
         printf("GPU memory:          not reported by the driver\n");
+    kv_placement kv;
+    const char *why;
+    if (kv_placement_choose(ctx, &kv, &why) == GLESLLM_OK)
+        printf("KV cache:            %s buffers (%s; GLESLLM_KV=device|mapped overrides)\n",
+               kv_placement_name(kv), why);
+    else
+        printf("KV cache:            %s\n", glesllm_last_error());
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)
         printf("program cache:       on (%s)\n", dir);
@@ -235,7 +243,7 @@ static int info_model(const char *path, long ctx_arg, bool json, bool tensors)
 int cmd_info(int argc, char **argv)
 {
     bool gpu = false, json = false, tensors = false;
-    const char *model = NULL;
+    const char *model_path = NULL;
     long ctx = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -257,19 +265,19 @@ int cmd_info(int argc, char **argv)
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             info_usage(stdout);
             return 0;
-        } else if (a[0] != '-' && !model) {
-            model = a;
+        } else if (a[0] != '-' && !model_path) {
+            model_path = a;
         } else {
             fprintf(stderr, "glesllm info: unknown argument '%s'\n", a);
             info_usage(stderr);
             return 2;
         }
     }
-    if (gpu == (model != NULL)) {
+    if (gpu == (model_path != NULL)) {
         info_usage(stderr);
         return 2;
     }
     if (gpu)
         return info_gpu();
-    return info_model(model, ctx, json, tensors);
+    return info_model(model_path, ctx, json, tensors);
 }

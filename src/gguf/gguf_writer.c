@@ -336,7 +336,7 @@ glesllm_status gguf_writer_write(gguf_writer *w, const char *path)
     if (!ok) {
         unlink(tmp);
         if (fill_st != GLESLLM_OK)
-            return err_prefix(fill_st, "%s", path);
+            return err_prefix(fill_st, "%s: ", path);
         return err_set(GLESLLM_ERR_IO, "%s: write failed: %s", path, strerror(saved));
     }
     if (rename(tmp, path) != 0) {

@@ -2,9 +2,12 @@
 #include "model/demo_model.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "quant/quant.h"
@@ -67,7 +70,36 @@ void demo_model_destroy(demo_model *d)
 
 gguf_writer *demo_model_writer(demo_model *d) { return d->w; }
 
-/* rows x cols random values of spread `scale` around `center`, quantized. */
+typedef struct fill_job {
+    uint32_t type;
+    uint64_t seed, rows, cols, row0, row1, row_bytes;
+    float center, scale;
+    uint8_t *dst;
+    glesllm_status st;
+} fill_job;
+
+/* Rows [row0, row1): row r's values come from its own generator, so the
+ * bytes do not depend on how rows are shared among threads. */
+static void *fill_rows(void *arg)
+{
+    fill_job *j = arg;
+    float *row = malloc(sizeof(float) * j->cols);
+    if (!row) {
+        j->st = GLESLLM_ERR_NO_MEMORY;
+        return NULL;
+    }
+    for (uint64_t r = j->row0; r < j->row1 && !j->st; r++) {
+        uint64_t g = j->seed ^ (r * 0xd1b54a32d192ed03ull);
+        for (uint64_t c = 0; c < j->cols; c++)
+            row[c] = j->center + j->scale * uniform(&g);
+        j->st = quant_quantize(j->type, row, j->dst + r * j->row_bytes, j->cols);
+    }
+    free(row);
+    return NULL;
+}
+
+/* rows x cols random values of spread `scale` around `center`, quantized on
+ * every core. */
 static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *name, uint32_t type,
                                   uint64_t rows, uint64_t cols, float center, float scale,
                                   const void *reuse)
@@ -76,28 +108,41 @@ static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *nam
     uint32_t n_dims = rows == 1 ? 1 : 2;
     glesllm_status st = ggml_tensor_bytes(type, n_dims, ne, &bytes);
     if (st)
-        return err_prefix(st, "demo tensor %s", name);
+        return err_prefix(st, "demo tensor %s: ", name);
     if (reuse)
         return gguf_writer_add_tensor(d->w, name, type, n_dims, ne, reuse);
     if (d->n_bufs == MAX_BUFS)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: too many tensors");
     uint8_t *buf = malloc((size_t)bytes);
-    float *row = malloc(sizeof(float) * cols);
-    if (!buf || !row) {
-        free(buf);
-        free(row);
+    if (!buf)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory making demo tensor %s", name);
-    }
     d->bufs[d->n_bufs++] = buf;
-    uint64_t rb = bytes / rows;
-    for (uint64_t r = 0; r < rows && st == GLESLLM_OK; r++) {
-        for (uint64_t c = 0; c < cols; c++)
-            row[c] = center + scale * uniform(seed);
-        st = quant_quantize(type, row, buf + r * rb, cols);
+    enum { MAX_THREADS = 64 };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t n_threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (uint64_t)cpus;
+    if (rows * cols < (1u << 20))
+        n_threads = 1;
+    fill_job jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    bool started[MAX_THREADS] = { false };
+    uint64_t tseed = next(seed);
+    for (uint64_t t = 0; t < n_threads; t++) {
+        jobs[t] = (fill_job){ type, tseed, rows, cols, rows * t / n_threads,
+                              rows * (t + 1) / n_threads, bytes / rows, center, scale, buf,
+                              GLESLLM_OK };
+        if (t + 1 < n_threads)
+            started[t] = pthread_create(&tid[t], NULL, fill_rows, &jobs[t]) == 0;
+        if (!started[t])
+            fill_rows(&jobs[t]);
     }
-    free(row);
+    for (uint64_t t = 0; t < n_threads; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        if (jobs[t].st && !st)
+            st = jobs[t].st;
+    }
     if (st)
-        return err_prefix(st, "demo tensor %s", name);
+        return err_prefix(st, "demo tensor %s: ", name);
     return gguf_writer_add_tensor(d->w, name, type, n_dims, ne, buf);
 }
 
@@ -184,6 +229,14 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     return gguf_writer_set_f32(w, key, strcmp(a, "qwen2") == 0 ? 1000000.0f : 10000.0f);
 }
 
+/* attn_v's or ffn_down's type in layer i */
+static uint32_t override_type(const demo_spec *s, uint32_t i, uint32_t over)
+{
+    uint32_t n8 = s->n_layer / 8;
+    bool more = !s->more_bits_only || i < n8 || i >= s->n_layer - n8 || (i - n8) % 3 == 2;
+    return over && more ? over : s->type;
+}
+
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
@@ -211,8 +264,11 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st && !s->tied)
         st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
                          2.0f * se, NULL);
-    uint32_t first_buf = 0;
+    const void *(*made)[12] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
+    if (!made && !st)
+        st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        uint32_t vt = override_type(s, i, s->v_type), dt = override_type(s, i, s->down_type);
         struct {
             const char *name;
             uint32_t type;
@@ -222,27 +278,32 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
             { "attn_q.weight", s->type, q_dim, s->n_embd, 0.0f, se },
             { "attn_k.weight", s->type, kv_dim, s->n_embd, 0.0f, se },
-            { "attn_v.weight", s->v_type ? s->v_type : s->type, kv_dim, s->n_embd, 0.0f, se },
+            { "attn_v.weight", vt, kv_dim, s->n_embd, 0.0f, se },
             { "attn_output.weight", s->type, s->n_embd, q_dim, 0.0f, se },
             { "ffn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
             { "ffn_gate.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
             { "ffn_up.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
-            { "ffn_down.weight", s->down_type ? s->down_type : s->type, s->n_embd, s->n_ff, 0.0f, sf },
+            { "ffn_down.weight", dt, s->n_embd, s->n_ff, 0.0f, sf },
             { "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.0f, 0.5f },
             { "attn_k.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
             { "attn_v.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
         };
         uint32_t n = qwen ? 12 : 9;
-        if (i == 0)
-            first_buf = d->n_bufs;
         for (uint32_t k = 0; k < n && !st; k++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
-            const void *reuse = s->same_layers && i > 0 ? d->bufs[first_buf + k] : NULL;
+            const void *reuse = NULL;
+            for (uint32_t j = 0; s->same_layers && j < i && !reuse; j++)
+                if (made[j][k] && (k == 3   ? override_type(s, j, s->v_type) == vt
+                                   : k == 8 ? override_type(s, j, s->down_type) == dt
+                                            : true))
+                    reuse = made[j][k];
             st = make_tensor(d, &seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
                              t[k].scale, reuse);
+            made[i][k] = reuse ? reuse : d->bufs[d->n_bufs - 1];
         }
     }
+    free(made);
     if (st) {
         demo_model_destroy(d);
         return st;

@@ -18,9 +18,13 @@ typedef struct demo_spec {
     uint32_t embd_type;  /* token_embd (the output too when tied) */
     uint32_t out_type;   /* output.weight when not tied */
     bool tied;
-    /* type overrides for layer tensors (0: `type`), like a Q4_K_M mix */
+    /* type overrides for attn_v and ffn_down (0: `type`); with more_bits_only,
+     * only in the layers llama.cpp's Q4_K_M gives more bits (the first and
+     * last eighth, every third between) */
     uint32_t v_type, down_type;
-    bool same_layers; /* every layer the same bytes: fast to make (benchmarks) */
+    bool more_bits_only;
+    bool same_layers; /* layers share the bytes of an earlier layer's tensor of the
+                         same type: fast to make (benchmarks) */
     uint64_t seed;
 } demo_spec;
 

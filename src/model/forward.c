@@ -294,7 +294,7 @@ static glesllm_status put_vector(const model_tensor *t, float *dst, uint32_t hea
     for (uint64_t i = 0; st == GLESLLM_OK && i < t->cols; i++)
         dst[i] = tmp[source_row(i, head_dim, pair_halves)];
     free(tmp);
-    return st ? err_prefix(st, "tensor %s", t->name) : GLESLLM_OK;
+    return st ? err_prefix(st, "tensor %s: ", t->name) : GLESLLM_OK;
 }
 
 static glesllm_status create_act(gpu_model *gm)
@@ -519,7 +519,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         st = create(gm, opt);
     if (st != GLESLLM_OK) {
         gpu_model_destroy(gm);
-        return err_prefix(st, "loading the model onto the GPU");
+        return err_prefix(st, "loading the model onto the GPU: ");
     }
     *out = gm;
     return GLESLLM_OK;

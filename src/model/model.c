@@ -131,14 +131,14 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->file = f;
     glesllm_status st = read_hparams(f, &m->hp);
     if (st != GLESLLM_OK)
-        return err_prefix(st, "model");
+        return err_prefix(st, "model: ");
     const model_hparams *hp = &m->hp;
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
     if ((st = get_tensor(f, "token_embd.weight", hp->n_vocab, hp->n_embd, false, &m->tok_embd)) ||
         (st = get_tensor(f, "output_norm.weight", 1, hp->n_embd, false, &m->out_norm)) ||
         (st = get_tensor(f, "output.weight", hp->n_vocab, hp->n_embd, true, &m->output)))
-        return err_prefix(st, "model");
+        return err_prefix(st, "model: ");
     if (!m->output.data) {
         m->output = m->tok_embd;
         m->tied = true;
@@ -174,7 +174,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
             st = get_tensor(f, name, want[k].rows, want[k].cols, want[k].optional, want[k].t);
             if (st != GLESLLM_OK) {
                 model_close(m);
-                return err_prefix(st, "model");
+                return err_prefix(st, "model: ");
             }
         }
     }

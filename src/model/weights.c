@@ -38,7 +38,7 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
     quant_gpu_plan whole;
     glesllm_status st = quant_gpu_plan_make(type, rows, cols, &whole);
     if (st != GLESLLM_OK)
-        return err_prefix(st, "tensor %s", name);
+        return err_prefix(st, "tensor %s: ", name);
     uint64_t per_part = whole.bytes <= limit ? rows : quant_gpu_rows_within(type, cols, limit);
     if (per_part < rows && per_part > 1)
         per_part &= ~(uint64_t)1; /* parts keep pairs of rows together (GLU, RoPE) */
@@ -57,7 +57,7 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
     if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16)
         row_bytes = cols * ggml_type_size(type);
     else if ((st = ggml_tensor_bytes(type, 1, one_row, &row_bytes)) != GLESLLM_OK)
-        return err_prefix(st, "tensor %s", name);
+        return err_prefix(st, "tensor %s: ", name);
     for (uint64_t p = 0; p < n_parts; p++) {
         gpu_weight_part *part = &out->parts[p];
         part->row0 = p * per_part;
@@ -82,7 +82,7 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
     }
     if (st != GLESLLM_OK) {
         gpu_weight_destroy(out);
-        return err_prefix(st, "uploading tensor %s", name);
+        return err_prefix(st, "uploading tensor %s: ", name);
     }
     return GLESLLM_OK;
 }

@@ -199,7 +199,7 @@ static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t 
             if (st != GLESLLM_OK) {
                 free(o->buf);
                 o->buf = NULL;
-                return err_prefix(st, "converting %s", o->src->name);
+                return err_prefix(st, "converting %s: ", o->src->name);
             }
         }
     }

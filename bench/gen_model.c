@@ -1,0 +1,75 @@
+/* Writes the benchmark models of bench/RESULTS.md: random weights in real
+ * shapes and formats, made by the project's own writer and quantizer
+ * (src/model/demo_model.c), so anyone can reproduce them and run llama.cpp
+ * on the same files.
+ *
+ *   gen_model SHAPE TYPE OUT.gguf
+ *     SHAPE  smollm   SmolLM-135M: 576 hidden, 1536 ff, 30 layers, 9/3 heads,
+ *                     49152 vocab, tied embeddings
+ *            mistral  Mistral-7B: 4096 hidden, 14336 ff, 32 layers, 32/8 heads,
+ *                     32000 vocab
+ *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
+ *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
+ * Layers share the bytes of the first layer with the same tensor types, so a
+ * 7B file takes seconds to make; the speed of a decode step does not depend
+ * on the values. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "model/demo_model.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: gen_model smollm|mistral Q4_0|Q8_0|Q4_K_M OUT.gguf\n");
+        return 2;
+    }
+    demo_spec s = demo_spec_default();
+    s.same_layers = true;
+    s.n_ctx = 4096;
+    if (strcmp(argv[1], "smollm") == 0) {
+        s.name = "SmolLM-135M shape, random weights";
+        s.n_layer = 30, s.n_embd = 576, s.n_ff = 1536, s.n_head = 9, s.n_head_kv = 3;
+        s.n_vocab = 49152, s.tied = true;
+    } else if (strcmp(argv[1], "mistral") == 0) {
+        s.name = "Mistral-7B shape, random weights";
+        s.n_layer = 32, s.n_embd = 4096, s.n_ff = 14336, s.n_head = 32, s.n_head_kv = 8;
+        s.n_vocab = 32000, s.tied = false;
+        s.n_ctx = 32768;
+    } else {
+        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral)\n", argv[1]);
+        return 2;
+    }
+    if (strcmp(argv[2], "Q8_0") == 0) {
+        s.type = s.embd_type = s.out_type = GGML_TYPE_Q8_0;
+    } else if (strcmp(argv[2], "Q4_0") == 0) {
+        s.type = GGML_TYPE_Q4_0;
+        s.embd_type = s.tied ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0; /* tied: Q6_K, which needs rows of 256k, falls back to Q8_0 */
+        s.out_type = GGML_TYPE_Q6_K;
+    } else if (strcmp(argv[2], "Q4_K_M") == 0) {
+        if (s.n_embd % 256) {
+            fprintf(stderr, "gen_model: Q4_K needs rows of a multiple of 256 values\n");
+            return 2;
+        }
+        s.type = GGML_TYPE_Q4_K;
+        s.v_type = s.down_type = GGML_TYPE_Q6_K;
+        s.more_bits_only = true;
+        s.embd_type = s.tied ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+        s.out_type = GGML_TYPE_Q6_K;
+    } else {
+        fprintf(stderr, "gen_model: unknown type '%s' (Q4_0, Q8_0, Q4_K_M)\n", argv[2]);
+        return 2;
+    }
+    demo_model *d;
+    glesllm_status st = demo_model_create(&s, &d);
+    if (!st)
+        st = gguf_writer_write(demo_model_writer(d), argv[3]);
+    if (st) {
+        fprintf(stderr, "gen_model: %s\n", glesllm_last_error());
+        return 1;
+    }
+    demo_model_destroy(d);
+    fprintf(stderr, "gen_model: wrote %s (%s %s)\n", argv[3], argv[1], argv[2]);
+    return 0;
+}
