@@ -97,6 +97,16 @@ glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const ch
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+/* field by field: the structs have padding that memcmp would compare */
+static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_config *c,
+                        const matvec_variant *v)
+{
+    return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
+           k->cfg.subgroup == c->subgroup && k->var.epilogue == v->epilogue &&
+           k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
+           k->var.head_dim == v->head_dim && k->var.bias == v->bias;
+}
+
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
@@ -105,8 +115,7 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
         cfg.nr = 2;
     for (uint32_t i = 0; i < gm->n_kernels; i++) {
         const matvec_kernel *k = &gm->kernels[i];
-        if (k->type == type && !memcmp(&k->cfg, &cfg, sizeof cfg) &&
-            !memcmp(&k->var, var, sizeof *var)) {
+        if (same_kernel(k, type, &cfg, var)) {
             *out = k;
             return GLESLLM_OK;
         }

@@ -49,7 +49,8 @@ uint32_t gpu_model_n_ctx(const gpu_model *gm);
 kv_placement gpu_model_kv(const gpu_model *gm);
 uint64_t gpu_model_weight_bytes(const gpu_model *gm);
 
-/* Puts token id `token` in slot `pos` of the token buffer. */
+/* Puts token id `token` in slot `pos` of the token buffer. A step with
+ * GPU_STEP_ARGMAX at pos - 1 writes that slot too: wait for it first. */
 glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token);
 /* The id in slot `pos` (after gpu_model_wait). */
 int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos);
