@@ -11,7 +11,8 @@
 //         3 output float offset (one chunk), 4 partials float offset
 //         ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint offset,
 //         6 V uint offset.
-// Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even), GROUP, KV_DIM, CHUNK_MAX.
+// Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
+// as uvec4), GROUP, KV_DIM, CHUNK_MAX.
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -21,15 +22,22 @@
 
 layout(local_size_x = WG_SIZE) in;
 
-layout(std430, binding = 0) readonly restrict buffer L { uint lb[]; };
+layout(std430, binding = 0) readonly buffer L { uint lb[]; };
+#if HEAD_DIM % 8 == 0
+// the same buffer as 8 halves per load (K/V rows are 16-byte aligned then)
+layout(std430, binding = 0) readonly buffer L4 { uvec4 lb4[]; };
+#define VEC 8u
+#else
+#define VEC 2u
+#endif
 layout(std430, binding = 1) restrict buffer A { float act[]; };
 
-#define HALF (uint(HEAD_DIM) / 2u)
-#define GROUPS (uint(WG_SIZE) / HALF)  // position groups in the V pass
+#define LANES (uint(HEAD_DIM) / VEC)     // invocations per position in the V pass
+#define GROUPS (uint(WG_SIZE) / LANES)   // positions at a time in the V pass
 
 shared float qs[HEAD_DIM];
 shared float sc[CHUNK_MAX];
-shared vec2 part[WG_SIZE];
+shared vec4 part[WG_SIZE * 2];
 
 void main()
 {
@@ -45,10 +53,21 @@ void main()
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
         uint kb = PARAM_U(5) + p * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
-        for (uint j = 0u; j < HALF; j++) {
+#if VEC == 8u
+        for (uint j = 0u; j < uint(HEAD_DIM) / 8u; j++) {
+            uvec4 k = lb4[kb / 4u + j];
+            uint b = 8u * j;
+            vec2 k0 = unpackHalf2x16(k.x), k1 = unpackHalf2x16(k.y);
+            vec2 k2 = unpackHalf2x16(k.z), k3 = unpackHalf2x16(k.w);
+            s += dot(vec4(qs[b], qs[b + 1u], qs[b + 2u], qs[b + 3u]), vec4(k0, k1)) +
+                 dot(vec4(qs[b + 4u], qs[b + 5u], qs[b + 6u], qs[b + 7u]), vec4(k2, k3));
+        }
+#else
+        for (uint j = 0u; j < uint(HEAD_DIM) / 2u; j++) {
             vec2 k = unpackHalf2x16(lb[kb + j]);
             s += qs[2u * j] * k.x + qs[2u * j + 1u] * k.y;
         }
+#endif
         s *= scale;
         sc[p - p0] = s;
         mx = max(mx, s);
@@ -62,25 +81,38 @@ void main()
     }
     sum = wg_reduce_sum(sum);  // its barriers also publish sc[]
 
-    uint d = t % HALF, g = t / HALF;
-    vec2 o = vec2(0.0);
+    // V pass: LANES invocations per position, each on VEC dimensions
+    uint d = t % LANES, g = t / LANES;
+    vec4 o0 = vec4(0.0), o1 = vec4(0.0);
     if (g < GROUPS)
-        for (uint p = p0 + g; p < p1; p += GROUPS)
-            o += sc[p - p0] * unpackHalf2x16(lb[PARAM_U(6) + p * uint(KV_DIM / 2) + kvo + d]);
-    part[t] = o;
+        for (uint p = p0 + g; p < p1; p += GROUPS) {
+            uint vb = PARAM_U(6) + p * uint(KV_DIM / 2) + kvo;
+#if VEC == 8u
+            uvec4 v = lb4[vb / 4u + d];
+            o0 += sc[p - p0] * vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+            o1 += sc[p - p0] * vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
+#else
+            o0.xy += sc[p - p0] * unpackHalf2x16(lb[vb + d]);
+#endif
+        }
+    part[2u * t] = o0;
+    part[2u * t + 1u] = o1;
     barrier();
-    if (t < HALF) {
-        vec2 s = vec2(0.0);
-        for (uint i = 0u; i < GROUPS; i++)
-            s += part[i * HALF + t];
+    if (t < LANES) {
+        vec4 s0 = vec4(0.0), s1 = vec4(0.0);
+        for (uint i = 0u; i < GROUPS; i++) {
+            s0 += part[2u * (i * LANES + t)];
+            s1 += part[2u * (i * LANES + t) + 1u];
+        }
+        float r[8] = float[8](s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w);
         if (PARAM_U(2) == 1u) {
-            uint out_ = PARAM_U(3) + h * uint(HEAD_DIM) + 2u * t;
-            act[out_] = s.x / sum;
-            act[out_ + 1u] = s.y / sum;
+            uint out_ = PARAM_U(3) + h * uint(HEAD_DIM) + VEC * t;
+            for (uint i = 0u; i < VEC; i++)
+                act[out_ + i] = r[i] / sum;
         } else {
             uint base = PARAM_U(4) + (h * PARAM_U(2) + c) * uint(HEAD_DIM + 2);
-            act[base + 2u + 2u * t] = s.x;
-            act[base + 3u + 2u * t] = s.y;
+            for (uint i = 0u; i < VEC; i++)
+                act[base + 2u + VEC * t + i] = r[i];
             if (t == 0u) {
                 act[base] = mx;
                 act[base + 1u] = sum;

@@ -51,7 +51,7 @@ struct gpu_model {
     /* float offsets in act */
     uint64_t out_norm, rope, x, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
-    uint32_t argmax_groups, attn_wg;
+    uint32_t argmax_groups, attn_wg, max_chunks;
     uint64_t weight_bytes;
     uint32_t last_dispatches;
 };
@@ -333,9 +333,11 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64(hp->n_ff);
     gm->logits = at;
     at += align64(hp->n_vocab);
-    uint64_t max_chunks = (gm->n_ctx + 63) / 64;
+    /* record_attention: at most (n_ctx / CHUNK_MAX) + 1 chunks of CHUNK_MAX, or
+     * 256 / n_head + 1 smaller ones */
+    gm->max_chunks = gm->n_ctx / CHUNK_MAX + 1 + (256 + hp->n_head - 1) / hp->n_head + 1;
     gm->partials = at;
-    at += align64(hp->n_head * max_chunks * (hp->head_dim + 2ull));
+    at += align64((uint64_t)hp->n_head * gm->max_chunks * (hp->head_dim + 2ull));
     gm->argmax_groups = (hp->n_vocab + SLICE - 1) / SLICE;
     gm->argmax_part = at;
     at += align64(2ull * gm->argmax_groups);
@@ -562,14 +564,20 @@ int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos)
 static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32_t len)
 {
     const model_hparams *hp = &gm->m->hp;
+    /* Past 64 positions the range is cut into chunks so that there are many
+     * work groups (about 256 over all heads: enough to fill a large GPU),
+     * each chunk at least 16 and at most CHUNK_MAX positions; their partial
+     * results are merged by a second dispatch. */
     uint32_t chunk = len, n_chunks = 1;
-    if (len > CHUNK_MAX) {
-        /* enough work groups to fill a large GPU: about 256 over all heads */
+    if (len > 64) {
         uint32_t want = (256 + hp->n_head - 1) / hp->n_head;
         chunk = (len + want - 1) / want;
-        chunk = chunk < 64 ? 64 : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
+        chunk = chunk < 16 ? 16 : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
         n_chunks = (len + chunk - 1) / chunk;
     }
+    if (n_chunks > gm->max_chunks)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u", n_chunks,
+                       gm->max_chunks);
     gpu_dispatch d = { 0 };
     d.prog = &gm->attn;
     d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
