@@ -43,13 +43,14 @@ struct gpu_model {
     const matvec_kernel *k_out;
     matvec_kernel kernels[MAX_KERNELS];
     uint32_t n_kernels;
-    gpu_program attn, combine, argmax1, argmax2, topk1, topk2, penalty;
+    gpu_program attn, combine, argmax1, argmax2, topk1, topk2, penalty, rms;
+    bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
     uint32_t cand_k, pen_last_n;
     float pen;
     /* float offsets in act */
-    uint64_t out_norm, rope, x, attn_out, hidden, logits, partials, argmax_part, lists;
+    uint64_t out_norm, rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
     uint32_t argmax_groups, attn_wg, max_chunks;
     uint64_t weight_bytes;
@@ -161,7 +162,10 @@ static glesllm_status build_programs(gpu_model *gm)
     if ((st = gpu_program_build(gm->ctx, "topk.comp", defs, &gm->topk2)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
-    return gpu_program_build(gm->ctx, "penalty.comp", defs, &gm->penalty);
+    if ((st = gpu_program_build(gm->ctx, "penalty.comp", defs, &gm->penalty)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE 128%s", sg);
+    return gpu_program_build(gm->ctx, "rms_norm.comp", defs, &gm->rms);
 }
 
 /* ---- weights ---------------------------------------------------------------- */
@@ -236,7 +240,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     gpu_layer *g = &gm->layers[li];
     bool neox = hp->rope_neox;
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    matvec_variant qkv = { MATVEC_QKV, true, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
+    matvec_variant qkv = { MATVEC_QKV, gm->fuse_norm, q_dim, kv_dim, hp->head_dim,
+                           l->bq.data != NULL };
     fuse_part parts[3] = { { &l->wq, neox }, { &l->wk, neox }, { &l->wv, false } };
     char name[64];
     glesllm_status st;
@@ -259,7 +264,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
             progress(pr, parts[k].t->rows * row_bytes(parts[k].t));
         i = j;
     }
-    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, true };
+    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, gm->fuse_norm };
     if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)))
@@ -326,6 +331,8 @@ static glesllm_status create_act(gpu_model *gm)
     gm->rope = at;
     at += align64((uint64_t)gm->n_ctx * hp->head_dim);
     gm->x = at;
+    at += emb;
+    gm->xn = at;
     at += emb;
     gm->attn_out = at;
     at += align64(q_dim);
@@ -440,6 +447,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_program_destroy(&gm->topk1);
     gpu_program_destroy(&gm->topk2);
     gpu_program_destroy(&gm->penalty);
+    gpu_program_destroy(&gm->rms);
     gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
     gpu_buffer_destroy(&gm->tokens);
@@ -496,7 +504,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gm->weight_bytes += gm->output_own.bytes;
         progress(&pr, o->rows * row_bytes(o));
     }
-    matvec_variant head = { MATVEC_STORE, true };
+    matvec_variant head = { MATVEC_STORE, gm->fuse_norm };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
                          &gm->k_out)))
         return st;
@@ -520,6 +528,12 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->n_ctx = opt->n_ctx;
     gm->kv = opt->kv;
     gm->cand_k = 40;
+    /* Measured on an H200 (bench/RESULTS.md): the norm inside each matvec
+     * work group costs more than a dispatch of its own there.
+     * GLESLLM_FUSE_NORM=1 folds it in (fewer dispatches: drivers where a
+     * dispatch costs more than re-reading the activations). */
+    const char *fuse = getenv("GLESLLM_FUSE_NORM");
+    gm->fuse_norm = fuse && strcmp(fuse, "1") == 0;
     gm->pen = 1.0f;
     glesllm_status st = GLESLLM_OK;
     if (gm->kv == KV_AUTO) {
@@ -696,6 +710,29 @@ static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
     return gpu_queue_dispatch(gm->q, &d);
 }
 
+/* xn = RMSNorm(x) * w: its own dispatch when the norm is not fused. Returns
+ * the offset the next matvec reads. */
+static glesllm_status record_norm(gpu_model *gm, uint64_t w_off, uint64_t *in)
+{
+    if (gm->fuse_norm) {
+        *in = gm->x;
+        return GLESLLM_OK;
+    }
+    uint32_t n = gm->m->hp.n_embd;
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->rms;
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, gm->x * 4, n * 4, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
+    d.bindings[2] = (gpu_binding){ 2, &gm->act, gm->xn * 4, n * 4, GPU_WRITE };
+    d.n_bindings = 3;
+    d.params[0] = n;
+    d.params[1] = gpu_f2u(gm->m->hp.eps);
+    d.n_params = 2;
+    d.groups[0] = d.groups[1] = d.groups[2] = 1;
+    *in = gm->xn;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -711,8 +748,10 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
         const gpu_layer *g = &gm->layers[li];
         matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos * hp->head_dim, g->bias,
                           gm->k_base + pos * kv_half, gm->v_base + pos * kv_half };
+        uint64_t in;
+        st = record_norm(gm, g->attn_norm, &in);
         for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
-            st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, gm->x, &g->cache,
+            st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, in, &g->cache,
                                     g->qkv[i].row_base, &a);
         if (!st)
             st = record_attention(gm, g, pos + 1);
@@ -720,15 +759,20 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
             st = matvec_record(gm->q, g->k_wo, &g->wo, &gm->act, gm->attn_out, &gm->act, gm->x);
         a.norm_off = g->ffn_norm;
         if (!st)
-            st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, gm->x, &gm->act,
+            st = record_norm(gm, g->ffn_norm, &in);
+        if (!st)
+            st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, in, &gm->act,
                                     2 * gm->hidden, &a);
         if (!st)
             st = matvec_record(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act, gm->x);
     }
     if (!st && flags) {
         matvec_args a = { gm->out_norm, hp->eps };
-        st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, gm->x, &gm->act,
-                                gm->logits, &a);
+        uint64_t in;
+        st = record_norm(gm, gm->out_norm, &in);
+        if (!st)
+            st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act,
+                                    gm->logits, &a);
     }
     if (!st && (flags & GPU_STEP_ARGMAX))
         st = record_argmax(gm, pos + 1);
