@@ -161,6 +161,14 @@ static void test_f32_qwen2_matches_cpu(void)
     check_against_reference(&s, 64, 20, 1);
 }
 
+static void test_norm_as_its_own_dispatch(void)
+{
+    setenv("GLESLLM_FUSE_NORM", "0", 1);
+    demo_spec s = small_spec("llama", GGML_TYPE_Q4_0);
+    check_against_reference(&s, 32, 8, 1);
+    unsetenv("GLESLLM_FUSE_NORM");
+}
+
 static void test_quantized_formats_match_cpu(void)
 {
     uint32_t types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
@@ -377,6 +385,7 @@ int main(void)
     RUN_TEST(test_f32_llama_matches_cpu);
     RUN_TEST(test_f32_qwen2_matches_cpu);
     RUN_TEST(test_quantized_formats_match_cpu);
+    RUN_TEST(test_norm_as_its_own_dispatch);
     RUN_TEST(test_long_context_splits_attention);
     RUN_TEST(test_context_end_and_bad_tokens);
     RUN_TEST(test_sampling_candidates_match_cpu);
