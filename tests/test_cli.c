@@ -256,6 +256,17 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_KV"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
+    /* Ctrl-C while generating: exit 130 with the stats */
+    char cmd[1400];
+    const char *cli = getenv("GLESLLM_CLI");
+    snprintf(cmd, sizeof cmd,
+             "sh -c '\"%s\" run -n -1 --ignore-eos & pid=$!; sleep 1; kill -INT $pid; wait $pid' "
+             ">'%s' 2>'%s'", cli ? cli : GLESLLM_CLI_PATH, out_path, err_path);
+    int rc = system(cmd);
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, err, sizeof err);
+    TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
 }
 
 static void test_run_shared_model_greedy(void)

@@ -4,11 +4,19 @@
 #ifndef GLESLLM_CLI_H
 #define GLESLLM_CLI_H
 
+#include <signal.h>
+
 #include "glesllm.h"
 
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+
+/* Set by SIGINT/SIGTERM between cli_catch_signals() and cli_release_signals():
+ * long commands stop cleanly (Ctrl-C exits 130). */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_catch_signals(void);
+void cli_release_signals(void);
 
 /* "glesllm: <what>: <last error>" on stderr; returns 1. */
 int cli_fail(const char *what, glesllm_status st);

@@ -11,14 +11,6 @@
 #include "gguf/gguf.h"
 #include "quant/quantize_model.h"
 
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -114,19 +106,15 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "glesllm: quantize: the output would replace the input; give another path\n");
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    quant_model_callbacks cb = { on_tensor, on_note, NULL, &interrupted, threads };
+    cli_catch_signals();
+    quant_model_callbacks cb = { on_tensor, on_note, NULL, &cli_interrupted, threads };
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     glesllm_status st = quant_model(pos[0], pos[1], (quant_ftype)ft, &cb);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (isatty(2))
         fprintf(stderr, "\r\033[K");
-    if (interrupted) {
+    if (cli_interrupted) {
         fprintf(stderr, "glesllm: quantize: interrupted; %s was not written\n", pos[1]);
         return 130;
     }

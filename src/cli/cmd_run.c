@@ -17,14 +17,6 @@
 #include "model/model.h"
 #include "text/vocab.h"
 
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -348,18 +340,12 @@ int cmd_run(int argc, char **argv)
                 a.sp.temp, a.sp.top_k, a.sp.top_p, a.sp.min_p, a.sp.repeat_penalty,
                 a.sp.repeat_last_n, (unsigned long long)a.sp.seed);
     printer pr = { &voc, a.print_ids, { { 0 }, 0 }, 0 };
-    interrupted = 0;
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    cli_catch_signals();
     gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc.eos, voc.eot,
-                        &interrupted, print_token, &pr };
+                        &cli_interrupted, print_token, &pr };
     gen_stats gs;
     st = engine_generate(gm, &go2, &gs);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_release_signals();
     if (!a.print_ids) {
         char tail[4];
         fwrite(tail, 1, utf8_stream_flush(&pr.u, tail), stdout);
@@ -379,7 +365,7 @@ int cmd_run(int argc, char **argv)
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
                         "more\n", n_ctx);
-    rc = gs.stop == GEN_STOP_REQUESTED && interrupted ? 130 : 0;
+    rc = gs.stop == GEN_STOP_REQUESTED && cli_interrupted ? 130 : 0;
 out:
     gpu_model_destroy(gm);
     gpu_context_destroy(ctx);

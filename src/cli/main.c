@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,31 @@ static void usage(FILE *f)
             "                                            (default ~/.cache/glesllm)\n"
             "\n"
             "'glesllm COMMAND --help' describes a command.\n");
+}
+
+volatile sig_atomic_t cli_interrupted;
+static struct sigaction old_int, old_term;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void cli_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    cli_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+}
+
+void cli_release_signals(void)
+{
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
 }
 
 int cli_fail(const char *what, glesllm_status st)

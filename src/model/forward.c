@@ -574,6 +574,21 @@ int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos)
 
 /* ---- the step ---------------------------------------------------------------------- */
 
+/* A dispatch of `groups` work groups whose binding 0 is the activation buffer. */
+static gpu_dispatch act_dispatch(gpu_model *gm, const gpu_program *prog, uint32_t groups,
+                                 const uint32_t *params, uint32_t n_params)
+{
+    gpu_dispatch d = { 0 };
+    d.prog = prog;
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    memcpy(d.params, params, n_params * sizeof *params);
+    d.n_params = n_params;
+    d.groups[0] = groups;
+    d.groups[1] = d.groups[2] = 1;
+    return d;
+}
+
 static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32_t len)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -606,33 +621,15 @@ static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32
     glesllm_status st = gpu_queue_dispatch(gm->q, &d);
     if (st || n_chunks == 1)
         return st;
-    gpu_dispatch c = { 0 };
-    c.prog = &gm->combine;
-    c.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
-    c.n_bindings = 1;
-    c.params[0] = n_chunks;
-    c.params[1] = (uint32_t)gm->attn_out;
-    c.params[2] = (uint32_t)gm->partials;
-    c.n_params = 3;
-    c.groups[0] = hp->n_head;
-    c.groups[1] = c.groups[2] = 1;
+    uint32_t cp[] = { n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials };
+    gpu_dispatch c = act_dispatch(gm, &gm->combine, hp->n_head, cp, 3);
     return gpu_queue_dispatch(gm->q, &c);
 }
 
 static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
 {
-    uint32_t n = gm->m->hp.n_vocab;
-    gpu_dispatch d = { 0 };
-    d.prog = &gm->argmax1;
-    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 1;
-    d.params[0] = n;
-    d.params[1] = (uint32_t)gm->logits;
-    d.params[2] = (uint32_t)gm->argmax_part;
-    d.params[3] = 2048;
-    d.n_params = 4;
-    d.groups[0] = gm->argmax_groups;
-    d.groups[1] = d.groups[2] = 1;
+    uint32_t p[] = { gm->m->hp.n_vocab, (uint32_t)gm->logits, (uint32_t)gm->argmax_part, SLICE };
+    gpu_dispatch d = act_dispatch(gm, &gm->argmax1, gm->argmax_groups, p, 4);
     glesllm_status st = gpu_queue_dispatch(gm->q, &d);
     if (st)
         return st;
@@ -677,29 +674,19 @@ uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, fl
 static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
 {
     glesllm_status st;
-    gpu_dispatch d = { 0 };
-    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, 0, GPU_READ_WRITE };
-    d.groups[1] = d.groups[2] = 1;
     uint32_t window = gm->pen_last_n < pos + 1 ? gm->pen_last_n : pos + 1;
     if (gm->pen != 1.0f && window) {
-        d.prog = &gm->penalty;
-        d.bindings[1] = (gpu_binding){ 1, &gm->tokens, 0, 0, GPU_READ };
-        d.n_bindings = 2;
-        uint32_t p[] = { pos + 1 - window, window, (uint32_t)gm->logits, gpu_f2u(gm->pen),
-                         gm->m->hp.n_vocab };
-        memcpy(d.params, p, sizeof p);
-        d.n_params = 5;
-        d.groups[0] = 1;
-        if ((st = gpu_queue_dispatch(gm->q, &d)))
+        uint32_t pp[] = { pos + 1 - window, window, (uint32_t)gm->logits, gpu_f2u(gm->pen),
+                          gm->m->hp.n_vocab };
+        gpu_dispatch pd = act_dispatch(gm, &gm->penalty, 1, pp, 5);
+        pd.bindings[1] = (gpu_binding){ 1, &gm->tokens, 0, 0, GPU_READ };
+        pd.n_bindings = 2;
+        if ((st = gpu_queue_dispatch(gm->q, &pd)))
             return st;
     }
-    d.prog = &gm->topk1;
-    d.n_bindings = 1;
     uint32_t p[] = { gm->m->hp.n_vocab, (uint32_t)gm->logits, (uint32_t)gm->lists, gm->cand_k,
                      gm->argmax_groups };
-    memcpy(d.params, p, sizeof p);
-    d.n_params = 5;
-    d.groups[0] = gm->argmax_groups;
+    gpu_dispatch d = act_dispatch(gm, &gm->topk1, gm->argmax_groups, p, 5);
     if ((st = gpu_queue_dispatch(gm->q, &d)))
         return st;
     d.prog = &gm->topk2;
