@@ -20,17 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "gguf/gguf.h"
 #include "model/model_info.h"
 
 extern char **environ;
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+static double now_ms(void) { return now_seconds() * 1e3; }
 
 static glesllm_status fill(void *ctx, void *buf, uint64_t offset, size_t n)
 {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/util.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
 #include "random_weights.h"
@@ -39,12 +40,7 @@ static gpu_context *ctx;
 static gpu_queue *queue;
 static double target_ms = 200;
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+static double now_ms(void) { return now_seconds() * 1e3; }
 
 static void die(const char *what)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
@@ -26,13 +27,7 @@ static inline const int *rw_half_fields(uint32_t t)
     }
 }
 
-static inline uint64_t rw_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rw_next(uint64_t *s) { return splitmix64(s); }
 
 static inline float rw_float(uint64_t *s, float lo, float hi)
 {

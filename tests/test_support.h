@@ -4,6 +4,8 @@
 #ifndef GLESLLM_TEST_SUPPORT_H
 #define GLESLLM_TEST_SUPPORT_H
 
+#include "common/util.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
@@ -65,13 +67,7 @@ typedef struct test_rng {
     uint64_t s;
 } test_rng;
 
-static inline uint64_t rng_next(test_rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rng_next(test_rng *r) { return splitmix64(&r->s); }
 
 /* uniform in [lo, hi) */
 static inline float rng_float(test_rng *r, float lo, float hi)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/util.h"
 #include "gguf/gguf.h"
 #include "quant/quantize_model.h"
 
@@ -108,10 +109,9 @@ int cmd_quantize(int argc, char **argv)
     }
     cli_catch_signals();
     quant_model_callbacks cb = { on_tensor, on_note, NULL, &cli_interrupted, threads };
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = now_seconds();
     glesllm_status st = quant_model(pos[0], pos[1], (quant_ftype)ft, &cb);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = now_seconds() - t0;
     if (isatty(2))
         fprintf(stderr, "\r\033[K");
     if (cli_interrupted) {
@@ -121,7 +121,6 @@ int cmd_quantize(int argc, char **argv)
     if (st != GLESLLM_OK)
         return cli_fail("quantize", st);
     struct stat out;
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
     if (stat(pos[1], &out) == 0 && stat(pos[0], &si) == 0)
         fprintf(stderr, "glesllm: quantize: %s (%.2f MiB) -> %s %s (%.2f MiB) in %.2f s\n", pos[0],
                 si.st_size / 1048576.0, quant_ftype_name((quant_ftype)ft), pos[1],

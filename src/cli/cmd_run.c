@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/util.h"
 #include "engine/generate.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
@@ -212,13 +213,6 @@ static void load_progress(void *ud, uint64_t done, uint64_t total)
         fprintf(stderr, "\r\033[K");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static uint64_t random_seed(void)
 {
     struct timespec ts;
@@ -248,7 +242,7 @@ int cmd_run(int argc, char **argv)
         return 2;
     }
     a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
-    double t0 = now_s();
+    double t0 = now_seconds();
     uint8_t *demo = NULL;
     gguf_file *f = NULL;
     gpu_context *ctx = NULL;
@@ -328,7 +322,7 @@ int cmd_run(int argc, char **argv)
         cli_fail(a.model ? a.model : "demo model", st);
         goto out;
     }
-    double load_s = now_s() - t0;
+    double load_s = now_seconds() - t0;
     fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
                     "buffers; loaded in %.2f s\n",
             a.model ? a.model : "demo", m.hp.arch_name, m.hp.n_layer,

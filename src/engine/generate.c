@@ -5,15 +5,9 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/util.h"
 
 _Static_assert(SAMPLER_MAX_CANDIDATES == GPU_MAX_CANDIDATES, "sampler and GPU candidate counts");
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static bool stop_requested(const gen_options *o) { return o->stop && *o->stop; }
 
@@ -36,7 +30,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
     if (!greedy)
         st = gpu_model_set_sampling(gm, sampler_candidates(&o->sampling), penalty, last_n);
     unsigned pick = greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
-    double t0 = now_s();
+    double t0 = now_seconds();
     /* the prompt: every position but the last without logits, one fence each, no waits */
     for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++) {
         st = gpu_model_set_token(gm, i, o->prompt[i]);
@@ -48,11 +42,11 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
     if (!st)
         st = gpu_model_wait(gm);
     stats->n_prompt = o->n_prompt;
-    stats->prompt_s = now_s() - t0;
+    stats->prompt_s = now_seconds() - t0;
     stats->stop = GEN_STOP_N_PREDICT;
     if (st)
         return st;
-    double t1 = now_s();
+    double t1 = now_seconds();
     uint32_t pos = o->n_prompt; /* the slot of the next token */
     float vals[GPU_MAX_CANDIDATES], gmax, gsum;
     int32_t ids[GPU_MAX_CANDIDATES];
@@ -94,7 +88,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             break;
         pos++;
     }
-    stats->gen_s = now_s() - t1;
+    stats->gen_s = now_seconds() - t1;
     stats->dispatches_per_token = gpu_model_last_dispatches(gm);
     return st;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/util.h"
 #include "quant/quant.h"
 
 #define MAX_BUFS 4096
@@ -42,17 +43,9 @@ demo_spec demo_spec_default(void)
     return s;
 }
 
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static float uniform(uint64_t *s) /* [-1, 1) */
 {
-    return (float)((double)(next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    return (float)((double)(splitmix64(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
 }
 
 void demo_model_destroy(demo_model *d)
@@ -125,7 +118,7 @@ static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *nam
     fill_job jobs[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     bool started[MAX_THREADS] = { false };
-    uint64_t tseed = next(seed);
+    uint64_t tseed = splitmix64(seed);
     for (uint64_t t = 0; t < n_threads; t++) {
         jobs[t] = (fill_job){ type, tseed, rows, cols, rows * t / n_threads,
                               rows * (t + 1) / n_threads, bytes / rows, center, scale, buf,

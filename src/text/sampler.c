@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "common/util.h"
+
 
 sampler_params sampler_defaults(void)
 {
@@ -25,13 +27,9 @@ void sampler_init(sampler *s, const sampler_params *p)
     s->state = p->seed;
 }
 
-static double uniform01(sampler *s) /* splitmix64 -> [0, 1) */
+static double uniform01(sampler *s) /* [0, 1) */
 {
-    uint64_t z = (s->state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(splitmix64(&s->state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 int32_t sampler_pick(sampler *s, const float *vals, const int32_t *ids, uint32_t n, float gmax,

@@ -1,0 +1,25 @@
+/* Small helpers shared by every layer: a seedable generator and a clock. */
+#ifndef GLESLLM_COMMON_UTIL_H
+#define GLESLLM_COMMON_UTIL_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* splitmix64: small, seedable, the same sequence on every platform. */
+static inline uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Seconds on the monotonic clock. */
+static inline double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#endif
