@@ -168,6 +168,9 @@ glesllm_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
 glesllm_status gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
 glesllm_status gguf_get_f32(const gguf_file *f, const char *key, float *out);
 glesllm_status gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+/* An optional id (a token id, ...): the key's value when it is an integer in
+ * [0, INT32_MAX], else -1 (absent, another type, out of range). Never fails. */
+int32_t gguf_get_id_or_none(const gguf_file *f, const char *key);
 glesllm_status gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
 /* An array whose elements have type `elem` (GGUF_TYPE_COUNT: any). */
 glesllm_status gguf_get_array(const gguf_file *f, const char *key, gguf_type elem,

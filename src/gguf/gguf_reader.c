@@ -651,6 +651,14 @@ static glesllm_status find_of_type(const gguf_file *f, const char *key, gguf_typ
     return st;
 }
 
+int32_t gguf_get_id_or_none(const gguf_file *f, const char *key)
+{
+    uint32_t v = 0;
+    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK && v <= INT32_MAX)
+        return (int32_t)v;
+    return -1;
+}
+
 glesllm_status gguf_get_bool(const gguf_file *f, const char *key, bool *out)
 {
     const gguf_kv *kv;

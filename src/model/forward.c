@@ -170,11 +170,6 @@ static glesllm_status build_programs(gpu_model *gm)
 
 /* ---- weights ---------------------------------------------------------------- */
 
-static uint64_t row_bytes(const model_tensor *t)
-{
-    return t->cols / ggml_block_size(t->type) * ggml_type_size(t->type);
-}
-
 /* Row r of the fused matrix when Q/K rows of each head are reordered so the
  * NeoX RoPE pairs (i, i + head_dim/2) become adjacent rows (2i, 2i+1). Any
  * order of a head's dimensions that Q and K share leaves q . k unchanged. */
@@ -198,7 +193,7 @@ static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_p
                                    uint32_t n, bool interleave, gpu_weight *out)
 {
     const model_tensor *t0 = parts[0].t;
-    uint64_t rb = row_bytes(t0), rows = 0;
+    uint64_t rb = model_tensor_row_bytes(t0), rows = 0;
     for (uint32_t i = 0; i < n; i++)
         rows += parts[i].t->rows;
     uint8_t *host = malloc((size_t)(rows * rb));
@@ -261,7 +256,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)))
             return st;
         for (uint32_t k = i; k < j; k++)
-            progress(pr, parts[k].t->rows * row_bytes(parts[k].t));
+            progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
         i = j;
     }
     matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, gm->fuse_norm };
@@ -269,7 +264,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)))
         return st;
-    progress(pr, l->wo.rows * row_bytes(&l->wo));
+    progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     if (l->gate.type != l->up.type)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "layer %u: ffn_gate (%s) and ffn_up (%s) differ in type; glesllm runs "
@@ -280,12 +275,12 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
         (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)))
         return st;
-    progress(pr, 2 * l->gate.rows * row_bytes(&l->gate));
+    progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
     if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
                                 l->down.data, 0, &g->down)) ||
         (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)))
         return st;
-    progress(pr, l->down.rows * row_bytes(&l->down));
+    progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
     for (uint32_t i = 0; i < g->n_qkv; i++)
         gm->weight_bytes += g->qkv[i].w.bytes;
     gm->weight_bytes += g->wo.bytes + g->glu.bytes + g->down.bytes;
@@ -492,7 +487,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                                 &gm->tok_embd)) ||
         (st = get_rows_build(gm->ctx, te->type, &gm->embed)))
         return st;
-    progress(&pr, te->rows * row_bytes(te));
+    progress(&pr, te->rows * model_tensor_row_bytes(te));
     gm->weight_bytes += gm->tok_embd.bytes;
     gm->output = &gm->tok_embd;
     if (!m->tied) {
@@ -502,7 +497,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
             return st;
         gm->output = &gm->output_own;
         gm->weight_bytes += gm->output_own.bytes;
-        progress(&pr, o->rows * row_bytes(o));
+        progress(&pr, o->rows * model_tensor_row_bytes(o));
     }
     matvec_variant head = { MATVEC_STORE, gm->fuse_norm };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,

@@ -10,25 +10,6 @@
 #include "model/model_info.h"
 #include "quant/quant_gpu.h"
 
-static glesllm_status arch_key_f32(const gguf_file *f, const char *arch, const char *suffix,
-                                   float dflt, bool required, float *out)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    *out = dflt;
-    if (!gguf_find(f, key))
-        return required ? err_set(GLESLLM_ERR_FORMAT, "the model has no %s", key) : GLESLLM_OK;
-    return gguf_get_f32(f, key, out);
-}
-
-static int32_t token_id(const gguf_file *f, const char *key)
-{
-    uint32_t v;
-    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK && v <= INT32_MAX)
-        return (int32_t)v;
-    return -1;
-}
-
 /* Finds `name` and checks it is a rows x cols matrix (rows 1: a vector). */
 static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t rows,
                                  uint64_t cols, bool optional, model_tensor *out)
@@ -100,28 +81,26 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
     if (hp->head_dim % 2 || hp->head_dim > 256)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "head dimension %u is not supported (even, at most 256)", hp->head_dim);
-    if ((st = arch_key_f32(f, a, "attention.layer_norm_rms_epsilon", 1e-5f, true, &hp->eps)) ||
-        (st = arch_key_f32(f, a, "rope.freq_base", 10000.0f, false, &hp->rope_base)))
-        return st;
+    hp->eps = mi.rms_eps;
+    if (!(hp->eps > 0.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has no %s.attention.layer_norm_rms_epsilon (a positive float)", a);
+    hp->rope_base = mi.rope_base;
     hp->rope_scale = 1.0f;
     if (strcmp(mi.rope_scaling, "linear") == 0 && mi.rope_factor > 0.0f)
         hp->rope_scale = 1.0f / mi.rope_factor;
     else if (strcmp(mi.rope_scaling, "none") != 0 && mi.rope_scaling[0])
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "RoPE scaling '%s' is not supported (none and linear are)", mi.rope_scaling);
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.dimension_count", a);
-    uint32_t rope_dims = hp->head_dim;
-    if (gguf_find(f, key) && (st = gguf_get_u32(f, key, &rope_dims)) != GLESLLM_OK)
-        return st;
+    uint32_t rope_dims = mi.rope_dims ? mi.rope_dims : hp->head_dim;
     if (rope_dims != hp->head_dim)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "partial RoPE (%u of %u dimensions per head) is not supported", rope_dims,
                        hp->head_dim);
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
-    hp->bos = token_id(f, "tokenizer.ggml.bos_token_id");
-    hp->eos = token_id(f, "tokenizer.ggml.eos_token_id");
+    hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
+    hp->eos = gguf_get_id_or_none(f, "tokenizer.ggml.eos_token_id");
     return GLESLLM_OK;
 }
 

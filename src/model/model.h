@@ -34,6 +34,12 @@ typedef struct model_tensor {
     const void *data;
 } model_tensor;
 
+/* Bytes of one row of t in the GGUF layout. */
+static inline uint64_t model_tensor_row_bytes(const model_tensor *t)
+{
+    return t->cols / ggml_block_size(t->type) * ggml_type_size(t->type);
+}
+
 typedef struct model_layer {
     model_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     model_tensor bq, bk, bv; /* qwen2: biases (rows 1), else data NULL */

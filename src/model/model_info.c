@@ -81,6 +81,8 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
         mi->head_dim = mi->n_embd / mi->n_head;
     mi->n_ctx_train = arch_u32(f, a, "context_length");
     mi->rope_base = arch_f32(f, a, "rope.freq_base", 10000.0f);
+    mi->rope_dims = arch_u32(f, a, "rope.dimension_count");
+    mi->rms_eps = arch_f32(f, a, "attention.layer_norm_rms_epsilon", 0.0f);
     mi->rope_factor = 1.0f;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);

@@ -16,6 +16,8 @@ typedef struct model_info {
     uint32_t n_layers, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
     const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
+    uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
+    float rms_eps;          /* {arch}.attention.layer_norm_rms_epsilon, 0 if absent */
     char rope_scaling[32];  /* "none", "linear", "yarn", ... */
     float rope_factor;
     uint64_t n_vocab;

@@ -63,15 +63,10 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
     return GLESLLM_OK;
 }
 
-static size_t row_bytes(const model_tensor *t)
-{
-    return (size_t)(t->cols / ggml_block_size(t->type)) * ggml_type_size(t->type);
-}
-
 /* One dequantized row of t into r->row. */
 static const float *get_row(ref_model *r, const model_tensor *t, uint64_t i)
 {
-    quant_dequantize(t->type, (const uint8_t *)t->data + i * row_bytes(t), r->row, t->cols);
+    quant_dequantize(t->type, (const uint8_t *)t->data + i * model_tensor_row_bytes(t), r->row, t->cols);
     return r->row;
 }
 

@@ -5,14 +5,6 @@
 
 #include "common/error.h"
 
-static int32_t opt_id(const gguf_file *f, const char *key)
-{
-    uint32_t v;
-    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK && v <= INT32_MAX)
-        return (int32_t)v;
-    return -1;
-}
-
 glesllm_status vocab_open(const gguf_file *f, vocab *v)
 {
     memset(v, 0, sizeof *v);
@@ -40,8 +32,8 @@ glesllm_status vocab_open(const gguf_file *f, vocab *v)
     if (v->types && v->types->v.arr.count != v->n)
         return err_set(GLESLLM_ERR_FORMAT, "tokenizer.ggml.token_type has %llu entries for %u tokens",
                        (unsigned long long)v->types->v.arr.count, v->n);
-    v->eos = opt_id(f, "tokenizer.ggml.eos_token_id");
-    v->eot = opt_id(f, "tokenizer.ggml.eot_token_id");
+    v->eos = gguf_get_id_or_none(f, "tokenizer.ggml.eos_token_id");
+    v->eot = gguf_get_id_or_none(f, "tokenizer.ggml.eot_token_id");
     return GLESLLM_OK;
 }
 
