@@ -18,6 +18,9 @@ extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_signals(void);
 void cli_release_signals(void);
 
+/* "[#########.....]" for pct (0..100) into bar (31 bytes). */
+void cli_progress_bar(int pct, char bar[31]);
+
 /* "glesllm: <what>: <last error>" on stderr; returns 1. */
 int cli_fail(const char *what, glesllm_status st);
 

@@ -42,10 +42,7 @@ static void on_tensor(void *ctx, uint64_t index, uint64_t count, const char *nam
     int pct = total ? (int)(100.0 * done / total) : 100;
     if (isatty(2)) {
         char bar[31];
-        int fill = pct * 30 / 100;
-        for (int i = 0; i < 30; i++)
-            bar[i] = i < fill ? '#' : '.';
-        bar[30] = 0;
+        cli_progress_bar(pct, bar);
         fprintf(stderr, "\r\033[K[%s] %3d%% [%llu/%llu] %s %s -> %s", bar, pct,
                 (unsigned long long)index + 1, (unsigned long long)count, name,
                 ggml_type_name(from), ggml_type_name(to));

@@ -204,9 +204,7 @@ static void load_progress(void *ud, uint64_t done, uint64_t total)
         return;
     int pct = total ? (int)(100.0 * done / total) : 100;
     char bar[31];
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < pct * 30 / 100 ? '#' : '.';
-    bar[30] = 0;
+    cli_progress_bar(pct, bar);
     fprintf(stderr, "\r\033[K[%s] %3d%% loading %.0f / %.0f MiB", bar, pct, done / 1048576.0,
             total / 1048576.0);
     if (done >= total)

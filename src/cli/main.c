@@ -54,6 +54,13 @@ void cli_release_signals(void)
     sigaction(SIGTERM, &old_term, NULL);
 }
 
+void cli_progress_bar(int pct, char bar[31])
+{
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < pct * 30 / 100 ? '#' : '.';
+    bar[30] = 0;
+}
+
 int cli_fail(const char *what, glesllm_status st)
 {
     const char *msg = glesllm_last_error();
