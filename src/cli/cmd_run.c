@@ -105,7 +105,6 @@ static int parse_args(int argc, char **argv, run_args *a)
         }
         const char *v = argv[++i];
         long l;
-        float f;
         bool ok = true;
         if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0)
             a->model = v;
@@ -142,7 +141,6 @@ static int parse_args(int argc, char **argv, run_args *a)
             fprintf(stderr, "glesllm run: invalid value '%s' for %s\n", v, o);
             return 2;
         }
-        (void)f;
     }
     return 0;
 }
