@@ -216,7 +216,6 @@ static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_p
 }
 
 typedef struct upload_progress {
-    gpu_model *gm;
     const gpu_model_options *opt;
     uint64_t done, total;
 } upload_progress;
@@ -469,7 +468,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
 {
     const model *m = gm->m;
     const model_hparams *hp = &m->hp;
-    upload_progress pr = { gm, opt, 0, 0 };
+    upload_progress pr = { opt, 0, 0 };
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
         pr.total += gguf_tensor_at(m->file, i)->size;
     glesllm_status st = check_memory(gm, pr.total);
