@@ -58,7 +58,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int32_t bos = m.hp.bos >= 0 ? m.hp.bos : 1;
-    gen_options o = { &bos, 1, n, { 0 }, true, -1, -1, NULL, count, NULL };
+    gen_options o = { &bos, 1, n, { 0 }, true, NULL, NULL, count, NULL };
     double tps[64], sum = 0.0;
     gen_stats gs;
     if (reps > 64)

@@ -11,6 +11,7 @@
 #define REF_MAX 512
 
 typedef struct ref_case {
+    char prompt[1024]; /* the prompt text, unescaped */
     int prompt_ids[REF_MAX], n_prompt;
     int forced[REF_MAX], n_forced;
     int greedy[REF_MAX], n_greedy;
@@ -62,6 +63,47 @@ static inline int ref_ints(const char *line, const char *key, int *out, int max)
     return n;
 }
 
+/* The JSON string after "key": into out (unescaped; \uXXXX below U+0800
+ * only, which is all the reference prompts hold). */
+static inline void ref_string(const char *line, const char *key, char *out, size_t max)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    size_t n = 0;
+    if (p) {
+        p += strlen(pat);
+        while (*p == ' ')
+            p++;
+        for (p += *p == '"'; *p && *p != '"' && n + 3 < max; p++) {
+            if (*p != '\\') {
+                out[n++] = *p;
+                continue;
+            }
+            char e = *++p;
+            if (e == 'n')
+                out[n++] = '\n';
+            else if (e == 't')
+                out[n++] = '\t';
+            else if (e == 'u') {
+                unsigned cp = (unsigned)strtoul((char[5]){ p[1], p[2], p[3], p[4], 0 }, NULL, 16);
+                p += 4;
+                if (cp < 0x80) {
+                    out[n++] = (char)cp;
+                } else {
+                    out[n++] = (char)(0xc0 | (cp >> 6));
+                    out[n++] = (char)(0x80 | (cp & 0x3f));
+                }
+            } else if (e) {
+                out[n++] = e;
+            } else {
+                break;
+            }
+        }
+    }
+    out[n] = 0;
+}
+
 /* Reads up to max cases; returns how many (0 when the file is missing). */
 static inline int ref_read(const char *path, ref_case *cases, int max)
 {
@@ -73,6 +115,7 @@ static inline int ref_read(const char *path, ref_case *cases, int max)
     while (n < max && fgets(line, sizeof line, f)) {
         ref_case *c = &cases[n];
         memset(c, 0, sizeof *c);
+        ref_string(line, "prompt", c->prompt, sizeof c->prompt);
         c->n_prompt = ref_ints(line, "prompt_ids", c->prompt_ids, REF_MAX);
         c->n_forced = ref_ints(line, "forced_argmax", c->forced, REF_MAX);
         c->n_greedy = ref_ints(line, "greedy", c->greedy, REF_MAX);

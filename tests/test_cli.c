@@ -213,7 +213,7 @@ static void test_quantize_command(void)
 static void test_run_demo_and_flags(void)
 {
     /* no -m: the built-in demo, text on stdout, timings on stderr */
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -n 16"), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -n 16 --ignore-eos"), err); /* EOS could come first */
     TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 16, out);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "tokens/s"), err);
     TEST_ASSERT_NULL_MESSAGE(strstr(out, "tokens/s"), out);
@@ -247,8 +247,13 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --prompt-ids 1,99999"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "outside the model's vocabulary"), err);
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -c 2 --prompt-ids 1,2,3"));
-    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -p hello"));
-    TEST_ASSERT_NOT_NULL(strstr(err, "--prompt-ids"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -p hello --prompt-ids 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "one way"), err);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -f /nonexistent/prompt.txt"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/prompt.txt"), err);
+    /* a text prompt through the demo model's own vocabulary */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -p 'the cat' -n 4 --temp 0 --print-ids"), err);
+    TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 4, out);
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -m /nonexistent/model.gguf"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/model.gguf"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
@@ -279,9 +284,77 @@ static void test_run_shared_model_greedy(void)
              "--prompt-ids 1,429,491,433,295,429,444,445,265,262,263,342,430", dir);
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
     TEST_ASSERT_EQUAL_STRING("446 280 432 458 375 431 422 314\n", out);
+    /* the same prompt as text: the tokenizer gives llama.cpp's prompt ids */
+    snprintf(args, sizeof args, "run -m %s/models/aidreams260K-f32.gguf --temp 0 -n 8 --print-ids "
+             "-p 'Once upon a time'", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("446 280 432 458 375 431 422 314\n", out);
     snprintf(args, sizeof args, "run -m %s/models/aidreams260K-f32.gguf --temp 0 -n 8", dir);
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
     TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 8, out); /* text */
+}
+
+static void test_tokenize_command(void)
+{
+    /* bad input first: no model, both -p and -f, unknown flags, missing files */
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "tokenize -p hi"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "-m"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "tokenize -m x.gguf -p hi -f y.txt"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "tokenize -m x.gguf --bogus"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "tokenize -m"));
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "tokenize -m /nonexistent/v.gguf -p hi"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/v.gguf"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+    TEST_ASSERT_EQUAL_INT(0, run(NULL, "tokenize --help"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "--special"));
+    /* a GGUF file without a vocabulary */
+    char path[256], args[1400];
+    snprintf(path, sizeof path, "/tmp/glesllm-test-cli-%ld-novocab.gguf", (long)getpid());
+    gguf_writer *w;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_create(&w));
+    gguf_writer_set_str(w, "general.architecture", "llama");
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(w, path));
+    gguf_writer_destroy(w);
+    snprintf(args, sizeof args, "tokenize -m %s -p hi", path);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "tokenizer.ggml.model"), err);
+    unlink(path);
+
+    TEST_NEEDS_SHARED(dir);
+    /* vocabulary-only files: ids, pieces, BOS as the vocabulary says */
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-llama-spm.gguf -p 'Hello world' --ids", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("1 15043 3186\n", out);
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-llama-spm.gguf -p 'Hello world' --ids --no-bos", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("15043 3186\n", out);
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-llama-spm.gguf -p 'Hello'", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("     1 -> '<s>'\n 15043 -> ' Hello'\n", out);
+    /* special-token text is parsed only when asked */
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-llama-spm.gguf -p '<s>Hello' --ids --no-bos --special", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("1 15043\n", out);
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-llama-spm.gguf -p '<s>Hello' --ids --no-bos", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_TRUE_MESSAGE(strcmp(out, "1 15043\n") != 0, out);
+    /* GPT-2 adds no BOS; the text from a file, and from standard input */
+    snprintf(path, sizeof path, "/tmp/glesllm-test-cli-%ld-prompt.txt", (long)getpid());
+    FILE *f = fopen(path, "wb");
+    TEST_ASSERT_NOT_NULL(f);
+    fputs("Hello world", f);
+    fclose(f);
+    snprintf(args, sizeof args, "tokenize -m %s/tokenizer/ggml-vocab-gpt-2.gguf -f %s --ids", dir, path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING("15496 995\n", out);
+    const char *cli = getenv("GLESLLM_CLI");
+    snprintf(args, sizeof args, "\"%s\" tokenize -m %s/tokenizer/ggml-vocab-gpt-2.gguf --ids <'%s' >'%s' 2>'%s'",
+             cli ? cli : GLESLLM_CLI_PATH, dir, path, out_path, err_path);
+    int rc = system(args);
+    slurp(out_path, out, sizeof out);
+    TEST_ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    TEST_ASSERT_EQUAL_STRING("15496 995\n", out);
+    unlink(path);
 }
 
 /* Mutated and truncated copies through the real command: every one exits 0
@@ -336,6 +409,7 @@ int main(void)
     RUN_TEST(test_quantize_command);
     RUN_TEST(test_run_demo_and_flags);
     RUN_TEST(test_run_shared_model_greedy);
+    RUN_TEST(test_tokenize_command);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);

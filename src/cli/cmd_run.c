@@ -16,12 +16,15 @@
 #include "model/demo_model.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "text/vocab.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: glesllm run [-m MODEL.gguf] [--prompt-ids 1,2,3] [-n N] [options]\n"
+            "usage: glesllm run [-m MODEL.gguf] [-p TEXT | -f FILE | --prompt-ids 1,2,3] [-n N]\n"
+            "                   [options]\n"
             "\n"
             "Generates text from a prompt on the GPU, streaming it to stdout; load time and\n"
             "tokens/s go to stderr. Without -m it runs a small built-in demo model (random\n"
@@ -29,10 +32,12 @@ static void usage(FILE *f)
             "\n"
             "options:\n"
             "  -m, --model FILE        the GGUF model (llama and qwen2 architectures)\n"
-            "  -p, --prompt TEXT       the prompt as text (needs the tokenizer: not built yet;\n"
-            "                          use --prompt-ids)\n"
+            "  -p, --prompt TEXT       the prompt (BOS added when the model's vocabulary asks)\n"
+            "  -f, --file FILE         the prompt from a file\n"
+            "  --special               special-token text in the prompt (<s>, <|im_end|>, ...)\n"
+            "                          becomes that token; else it is plain text\n"
             "  --prompt-ids I,J,...    the prompt as token ids, BOS included as given\n"
-            "                          (default: the model's BOS token)\n"
+            "                          (default without a prompt: the model's BOS token)\n"
             "  -n, --n-predict N       tokens to generate (default 128; -1: until the end of\n"
             "                          the context or an end-of-generation token)\n"
             "  -c, --ctx-size N        context size (default: the model's, at most 4096)\n"
@@ -48,11 +53,11 @@ static void usage(FILE *f)
 }
 
 typedef struct run_args {
-    const char *model, *prompt, *prompt_ids;
+    const char *model, *prompt, *prompt_file, *prompt_ids;
     long n_predict, n_ctx;
     sampler_params sp;
     long long seed;
-    bool ignore_eos, print_ids;
+    bool ignore_eos, print_ids, special;
 } run_args;
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -98,6 +103,10 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->print_ids = true;
             continue;
         }
+        if (strcmp(o, "--special") == 0) {
+            a->special = true;
+            continue;
+        }
         if (i + 1 >= argc || o[0] != '-') {
             fprintf(stderr, "glesllm run: %s '%s'; see 'glesllm run --help'\n",
                     o[0] == '-' ? "missing value after" : "unexpected argument", o);
@@ -110,6 +119,8 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->model = v;
         else if (strcmp(o, "-p") == 0 || strcmp(o, "--prompt") == 0)
             a->prompt = v;
+        else if (strcmp(o, "-f") == 0 || strcmp(o, "--file") == 0)
+            a->prompt_file = v;
         else if (strcmp(o, "--prompt-ids") == 0)
             a->prompt_ids = v;
         else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-predict") == 0)
@@ -141,6 +152,10 @@ static int parse_args(int argc, char **argv, run_args *a)
             fprintf(stderr, "glesllm run: invalid value '%s' for %s\n", v, o);
             return 2;
         }
+    }
+    if ((a->prompt != NULL) + (a->prompt_file != NULL) + (a->prompt_ids != NULL) > 1) {
+        fprintf(stderr, "glesllm run: give the prompt one way: -p, -f or --prompt-ids\n");
+        return 2;
     }
     return 0;
 }
@@ -187,9 +202,22 @@ static bool print_token(void *ud, int32_t id)
     if (p->ids) {
         printf("%s%d", p->count++ ? " " : "", id);
     } else {
-        char piece[256], out[3 * 256 + 3];
-        size_t n = vocab_piece(p->v, id, piece, sizeof piece);
-        fwrite(out, 1, utf8_stream_push(&p->u, piece, n, out), stdout);
+        char piece[256], out[3 * sizeof piece + 3], *big = NULL;
+        const char *src = piece;
+        size_t n = vocab_piece(p->v, id, false, piece, sizeof piece);
+        if (n > sizeof piece) { /* a long piece (a user-defined token): in parts */
+            if ((big = malloc(n))) {
+                vocab_piece(p->v, id, false, big, n);
+                src = big;
+            } else {
+                n = sizeof piece;
+            }
+        }
+        for (size_t at = 0; at < n; at += sizeof piece) {
+            size_t part = n - at < sizeof piece ? n - at : sizeof piece;
+            fwrite(out, 1, utf8_stream_push(&p->u, src + at, part, out), stdout);
+        }
+        free(big);
     }
     fflush(stdout);
     return true;
@@ -232,15 +260,15 @@ int cmd_run(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (a.prompt) {
-        fprintf(stderr, "glesllm run: -p needs the tokenizer, which glesllm does not have yet; "
-                        "give the prompt as token ids with --prompt-ids\n");
-        return 2;
-    }
+    char *file_text = NULL;
+    size_t file_len = 0;
+    if (a.prompt_file && (rc = cli_read_text(a.prompt_file, &file_text, &file_len)))
+        return rc;
     a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
     double t0 = now_seconds();
     uint8_t *demo = NULL;
     gguf_file *f = NULL;
+    vocab *voc = NULL;
     gpu_context *ctx = NULL;
     gpu_model *gm = NULL;
     model m = { 0 };
@@ -270,16 +298,37 @@ int cmd_run(int argc, char **argv)
         cli_fail(a.model ? a.model : "demo model", st);
         goto out;
     }
-    vocab voc;
-    if ((st = vocab_open(f, &voc))) {
-        if (!a.print_ids) {
-            cli_fail("the model's vocabulary (use --print-ids to print ids only)", st);
+    bool text_prompt = a.prompt || a.prompt_file;
+    if ((st = vocab_load(f, &voc))) {
+        if (!a.print_ids || text_prompt) {
+            cli_fail(text_prompt ? "the model's vocabulary"
+                                 : "the model's vocabulary (--print-ids prints ids without it)", st);
             goto out;
         }
-        memset(&voc, 0, sizeof voc);
-        voc.eos = voc.eot = -1;
+        voc = NULL;
+    } else if (*vocab_warnings(voc)) {
+        fprintf(stderr, "glesllm: warning: %s\n", vocab_warnings(voc));
     }
-    if (a.prompt_ids) {
+    if (text_prompt) {
+        tok_ids t = { 0 };
+        const char *text = a.prompt ? a.prompt : file_text;
+        size_t len = a.prompt ? strlen(a.prompt) : file_len;
+        st = tok_encode(voc, text, len, TOK_ADD_SPECIAL | (a.special ? TOK_PARSE_SPECIAL : 0), &t);
+        if (st) {
+            tok_ids_free(&t);
+            cli_fail("tokenizing the prompt", st);
+            goto out;
+        }
+        if (!t.n) {
+            tok_ids_free(&t);
+            fprintf(stderr, "glesllm run: the prompt is empty (no tokens, and the model's "
+                            "vocabulary adds no BOS)\n");
+            rc = 2;
+            goto out;
+        }
+        ids = t.ids;
+        n_ids = (uint32_t)t.n;
+    } else if (a.prompt_ids) {
         if ((rc = parse_ids(a.prompt_ids, &ids, &n_ids)))
             goto out;
         rc = 1;
@@ -329,9 +378,9 @@ int cmd_run(int argc, char **argv)
                         "penalty %.2f over %d, seed %llu\n",
                 a.sp.temp, a.sp.top_k, a.sp.top_p, a.sp.min_p, a.sp.repeat_penalty,
                 a.sp.repeat_last_n, (unsigned long long)a.sp.seed);
-    printer pr = { &voc, a.print_ids, { { 0 }, 0 }, 0 };
+    printer pr = { voc, a.print_ids, { { 0 }, 0 }, 0 };
     cli_catch_signals();
-    gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc.eos, voc.eot,
+    gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc,
                         &cli_interrupted, print_token, &pr };
     gen_stats gs;
     st = engine_generate(gm, &go2, &gs);
@@ -360,8 +409,10 @@ out:
     gpu_model_destroy(gm);
     gpu_context_destroy(ctx);
     model_close(&m);
+    vocab_free(voc);
     gguf_close(f);
     free(demo);
     free(ids);
+    free(file_text);
     return rc;
 }

@@ -1,5 +1,8 @@
+#include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -16,6 +19,7 @@ static void usage(FILE *f)
             "  info --gpu          show the EGL platform, GPU, limits and extensions the engine uses\n"
             "  info MODEL.gguf     show a model's architecture, shape, tensor types and GPU memory\n"
             "  quantize IN OUT T   write IN's weights quantized to T (Q4_0 Q8_0 Q4_K Q6_K Q4_K_M)\n"
+            "  tokenize -m MODEL   text to token ids with the model's vocabulary; see 'tokenize --help'\n"
             "\n"
             "environment:\n"
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
@@ -68,6 +72,44 @@ int cli_fail(const char *what, glesllm_status st)
     return 1;
 }
 
+int cli_read_text(const char *path, char **text, size_t *len)
+{
+    FILE *f = path ? fopen(path, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "glesllm: cannot open '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    bool failed = !buf || ferror(f);
+    int err = errno;
+    if (path)
+        fclose(f);
+    if (failed) {
+        fprintf(stderr, "glesllm: reading %s: %s\n", path ? path : "standard input",
+                buf ? strerror(err) : "out of memory");
+        free(buf);
+        return 1;
+    }
+    buf[n] = 0;
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -89,6 +131,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0)
         return cmd_quantize(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0)
+        return cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
     return 2;
 }

@@ -69,7 +69,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             break;
         }
         stats->n_gen++;
-        bool eog = !o->ignore_eos && ((o->eos >= 0 && tok == o->eos) || (o->eot >= 0 && tok == o->eot));
+        bool eog = !o->ignore_eos && o->vocab && vocab_is_eog(o->vocab, tok);
         if (o->on_token && !o->on_token(o->ud, tok)) {
             stats->stop = GEN_STOP_REQUESTED;
             break;

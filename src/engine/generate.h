@@ -11,6 +11,7 @@
 
 #include "model/forward.h"
 #include "text/sampler.h"
+#include "text/vocab.h"
 
 typedef enum gen_stop {
     GEN_STOP_N_PREDICT,
@@ -25,7 +26,7 @@ typedef struct gen_options {
     int32_t n_predict;         /* < 0: until a stop */
     sampler_params sampling;   /* temp <= 0: greedy */
     bool ignore_eos;
-    int32_t eos, eot;          /* -1: none */
+    const vocab *vocab;        /* its end-of-generation tokens stop; NULL: none do */
     volatile sig_atomic_t *stop; /* may be NULL */
     /* each generated token; returning false stops */
     bool (*on_token)(void *ud, int32_t id);

@@ -1,42 +1,85 @@
-/* The token pieces of a GGUF vocabulary and their bytes, for streaming
- * generated text. Decoding only: SentencePiece pieces (U+2581 is a space,
- * <0xXX> a byte, control tokens print nothing) and GPT-2 byte-level pieces
- * (each character one byte). Text to ids is the tokenizer's job. */
+/* A GGUF vocabulary (tokenizer.ggml.*): token texts, scores and types, BPE
+ * merges, special tokens and the flags that steer tokenization, loaded and
+ * checked once, owned by the vocab (the file may be closed afterwards).
+ *
+ * Two tokenizer models, as llama.cpp names them: "llama" (SentencePiece:
+ * score-driven merges, byte fallback <0xXX>, a leading space) and "gpt2"
+ * (byte-level BPE: merge ranks over GPT-2's byte alphabet, after a
+ * pre-tokenizer chosen by tokenizer.ggml.pre). Text to ids: tokenizer.h. */
 #ifndef GLESLLM_TEXT_VOCAB_H
 #define GLESLLM_TEXT_VOCAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "gguf/gguf.h"
 
-typedef enum vocab_kind { VOCAB_SPM, VOCAB_GPT2 } vocab_kind;
+typedef enum vocab_kind { VOCAB_SPM, VOCAB_BPE } vocab_kind;
 
-typedef struct vocab {
-    vocab_kind kind;
-    uint32_t n;
-    const gguf_value *tokens;  /* the string array, inside the file */
-    const gguf_value *types;   /* token types, or NULL */
-    int32_t eos, eot;          /* -1 when absent */
-} vocab;
+/* tokenizer.ggml.token_type values */
+enum {
+    TOKEN_UNDEFINED = 0,
+    TOKEN_NORMAL = 1,
+    TOKEN_UNKNOWN = 2,
+    TOKEN_CONTROL = 3,
+    TOKEN_USER_DEFINED = 4,
+    TOKEN_UNUSED = 5,
+    TOKEN_BYTE = 6
+};
 
-glesllm_status vocab_open(const gguf_file *f, vocab *out);
+typedef struct vocab vocab;
 
-/* The bytes of token id into buf (at most n); returns how many, or 0 for
- * tokens that print nothing. */
-size_t vocab_piece(const vocab *v, int32_t id, char *buf, size_t n);
+/* Reads and checks the vocabulary of f. Malformed metadata (a missing or
+ * short array, an id out of range, a merge without its space) is an error
+ * naming the key. */
+glesllm_status vocab_load(const gguf_file *f, vocab **out);
+void vocab_free(vocab *v);
 
-/* Holds back the bytes of an unfinished UTF-8 character between tokens and
- * replaces invalid sequences with U+FFFD. */
-typedef struct utf8_stream {
-    unsigned char pending[4];
-    size_t n_pending;
-} utf8_stream;
+vocab_kind vocab_kind_of(const vocab *v);
+uint32_t vocab_size(const vocab *v);
+/* Warnings of the load (an unknown pre-tokenizer, ...), "" when none. */
+const char *vocab_warnings(const vocab *v);
+/* The pre-tokenizer in use ("default" when none was named). */
+const char *vocab_pre_name(const vocab *v);
 
-/* Appends in[0..n) and writes what is complete to out (room for 3 * n + 3
- * bytes: each invalid byte becomes three); returns the bytes written. */
-size_t utf8_stream_push(utf8_stream *s, const char *in, size_t n, char *out);
-/* What is left at the end (an unfinished character becomes U+FFFD). */
-size_t utf8_stream_flush(utf8_stream *s, char *out);
+/* Text of token id as stored (NUL-terminated), "" for an id out of range. */
+const char *vocab_text(const vocab *v, int32_t id, size_t *len);
+int vocab_type(const vocab *v, int32_t id);
+float vocab_score(const vocab *v, int32_t id);
+/* The id whose text is s[0..n), -1 if none. */
+int32_t vocab_find(const vocab *v, const char *s, size_t n);
+
+int32_t vocab_bos(const vocab *v); /* -1 when the vocabulary has none */
+int32_t vocab_eos(const vocab *v);
+int32_t vocab_eot(const vocab *v);
+int32_t vocab_unk(const vocab *v);
+bool vocab_adds_bos(const vocab *v);
+bool vocab_adds_eos(const vocab *v);
+/* End of generation: EOS, EOT and the end-of-turn tokens found by text. */
+bool vocab_is_eog(const vocab *v, int32_t id);
+
+/* The bytes token id stands for, into buf (room for n); returns how many it
+ * needs, which may exceed n (then buf holds the first n). Control and unknown
+ * tokens give nothing unless `special` (then their text). An SPM "▁" is a
+ * space, <0xXX> its byte, a GPT-2 character its byte. */
+size_t vocab_piece(const vocab *v, int32_t id, bool special, char *buf, size_t n);
+
+/* ---- for the tokenizer ---- */
+/* Rank of the BPE merge "left right", -1 if none. */
+int32_t vocab_merge_rank(const vocab *v, const char *left, size_t nl, const char *right, size_t nr);
+/* SPM byte-fallback token of byte b (<0xXX>), -1 if none. */
+int32_t vocab_byte_token(const vocab *v, unsigned char b);
+bool vocab_adds_space_prefix(const vocab *v);
+bool vocab_ignores_merges(const vocab *v);
+bool vocab_cleans_spaces(const vocab *v);
+struct pretok;
+const struct pretok *vocab_pretok(const vocab *v);
+/* Tokens matched in text before tokenizing, longest first: with
+ * parse_special all control/user-defined/unknown ones, else user-defined. */
+const int32_t *vocab_specials(const vocab *v, size_t *n);
+/* Whitespace next to a special token is swallowed on that side. */
+bool vocab_lstrip(const vocab *v, int32_t id);
+bool vocab_rstrip(const vocab *v, int32_t id);
 
 #endif
