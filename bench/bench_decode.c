@@ -77,9 +77,9 @@ int main(int argc, char **argv)
     double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
     double gb = gpu_model_weight_bytes(gm) / 1e9;
     printf("%-40s %-28s tg%-4d %8.1f +- %5.1f tok/s  %4u dispatches/token  %6.2f GB weights  "
-           "%7.1f GB/s\n",
+           "%7.1f GB/s  %.2f ms/token recording on the CPU\n",
            path, gpu_context_string(ctx, 0x1F01), n, mean, sd, gs.dispatches_per_token, gb,
-           gb * mean);
+           gb * mean, gs.n_gen ? 1e3 * gs.record_s / gs.n_gen : 0.0);
     gpu_model_destroy(gm);
     gpu_context_destroy(ctx);
     model_close(&m);

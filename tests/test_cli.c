@@ -261,11 +261,12 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_KV"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
-    /* Ctrl-C while generating: exit 130 with the stats */
+    /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast
+     * GPU is still generating when the signal comes) */
     char cmd[1400];
     const char *cli = getenv("GLESLLM_CLI");
     snprintf(cmd, sizeof cmd,
-             "sh -c '\"%s\" run -n -1 --ignore-eos & pid=$!; sleep 1; kill -INT $pid; wait $pid' "
+             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; sleep 1; kill -INT $pid; wait $pid' "
              ">'%s' 2>'%s'", cli ? cli : GLESLLM_CLI_PATH, out_path, err_path);
     int rc = system(cmd);
     slurp(out_path, out, sizeof out);

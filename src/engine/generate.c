@@ -48,6 +48,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         return st;
     double t1 = now_seconds();
     uint32_t pos = o->n_prompt; /* the slot of the next token */
+
     float vals[GPU_MAX_CANDIDATES], gmax, gsum;
     int32_t ids[GPU_MAX_CANDIDATES];
     for (;;) {
@@ -84,7 +85,10 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             stats->stop = GEN_STOP_CONTEXT;
             break;
         }
-        if ((st = gpu_model_step(gm, pos, pick)) || (st = gpu_model_wait(gm)))
+        double r0 = now_seconds();
+        st = gpu_model_step(gm, pos, pick);
+        stats->record_s += now_seconds() - r0;
+        if (st || (st = gpu_model_wait(gm)))
             break;
         pos++;
     }

@@ -36,6 +36,7 @@ typedef struct gen_options {
 typedef struct gen_stats {
     uint32_t n_prompt, n_gen;
     double prompt_s, gen_s;      /* wall time of prompt and generation */
+    double record_s;             /* CPU time recording generation steps */
     uint32_t dispatches_per_token;
     gen_stop stop;
 } gen_stats;
