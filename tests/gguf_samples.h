@@ -49,10 +49,22 @@ static inline glesllm_status gguf_sample(int k, uint8_t **data, size_t *size)
     gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
     gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     gguf_writer_set_u64(w, "sample.u64", 1ull << 40);
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", toks, 6);
-    gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, 6);
-    gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 6);
+    if (k == 3) { /* a byte-level BPE vocabulary, for the tokenizer in the fuzzer */
+        static const char *const bpe[] = { "H", "e", "l", "o", "He", "ll", "Hell", "Hello",
+                                           "\xc4\xa0", "<|endoftext|>" };
+        static const char *const merges[] = { "H e", "l l", "He ll", "Hell o" };
+        int32_t bpe_types[10] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 3 };
+        gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+        gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", bpe, 10);
+        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, bpe_types, 10);
+        gguf_writer_set_str_array(w, "tokenizer.ggml.merges", merges, 4);
+    } else {
+        gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+        gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", toks, 6);
+        gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, 6);
+        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 6);
+    }
     /* nested: [[1, 2], ["x"]] */
     uint8_t nested[] = { 9, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, /* array of 2 arrays */
                          4, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0,
