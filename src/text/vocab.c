@@ -425,8 +425,6 @@ static glesllm_status load(vocab *v, const gguf_file *f)
         (v->kind == VOCAB_SPM &&
          (st = read_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix))))
         return st;
-    if (v->unk >= 0 && (uint32_t)v->unk >= v->n)
-        v->unk = -1;
     for (int b = 0; b < 256; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
