@@ -493,6 +493,16 @@ static void expect_load_error(glesllm_status st, vocab *const *v, const char *ne
 }
 
 static void bos_out_of_range(gguf_writer *w) { gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 9); }
+static void five_scores(gguf_writer *w)
+{
+    static const float scores[5] = { 0, 0, 0, -1, -2 };
+    gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, 5);
+}
+static void five_types(gguf_writer *w)
+{
+    static const int32_t types[5] = { 2, 3, 3, 1, 1 };
+    gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 5);
+}
 static void bos_none(gguf_writer *w) { gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0xffffffffu); }
 
 static void test_malformed_vocabularies(void)
@@ -507,41 +517,11 @@ static void test_malformed_vocabularies(void)
                       "tokenizer.ggml.model");
     expect_load_error(load_built("bert", toks, scores, types, 5, NULL, 0, NULL, &v), &v, "'bert'");
     /* scores and types of the wrong length */
-    gguf_writer *w;
     static const char *const six[] = { "<unk>", "<s>", "</s>", "a", "b", "c" };
-    {
-        /* 5 scores for 6 tokens: build by hand */
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_writer_create(&w));
-        gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-        gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", six, 6);
-        gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, 5);
-        uint8_t *data;
-        size_t size;
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_writer_write_memory(w, &data, &size));
-        gguf_writer_destroy(w);
-        gguf_file *f;
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_open_memory(data, size, &f));
-        v = NULL;
-        expect_load_error(vocab_load(f, &v), &v, "tokenizer.ggml.scores has 5 entries for 6 tokens");
-        gguf_close(f);
-        free(data);
-    }
-    {
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_writer_create(&w));
-        gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-        gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", six, 6);
-        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 5);
-        uint8_t *data;
-        size_t size;
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_writer_write_memory(w, &data, &size));
-        gguf_writer_destroy(w);
-        gguf_file *f;
-        TEST_ASSERT_EQUAL(GLESLLM_OK, gguf_open_memory(data, size, &f));
-        v = NULL;
-        expect_load_error(vocab_load(f, &v), &v, "token_type has 5 entries for 6 tokens");
-        gguf_close(f);
-        free(data);
-    }
+    expect_load_error(load_built("llama", six, NULL, NULL, 6, NULL, 0, five_scores, &v), &v,
+                      "tokenizer.ggml.scores has 5 entries for 6 tokens");
+    expect_load_error(load_built("llama", six, NULL, NULL, 6, NULL, 0, five_types, &v), &v,
+                      "token_type has 5 entries for 6 tokens");
     /* an id out of range is an error; all ones means none */
     expect_load_error(load_built("llama", toks, scores, types, 5, NULL, 0, bos_out_of_range, &v), &v,
                       "tokenizer.ggml.bos_token_id = 9");

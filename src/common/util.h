@@ -2,7 +2,9 @@
 #ifndef GLESLLM_COMMON_UTIL_H
 #define GLESLLM_COMMON_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* splitmix64: small, seedable, the same sequence on every platform. */
@@ -12,6 +14,22 @@ static inline uint64_t splitmix64(uint64_t *state)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+/* Room for `need` elements of `size` bytes in the growable array p of *cap
+ * elements (doubling, from `first`): the array, moved or not, or NULL when out
+ * of memory (then p and *cap are unchanged). */
+static inline void *grow_array(void *p, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap && p)
+        return p;
+    size_t c = *cap ? *cap : first;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, c * size);
+    if (q)
+        *cap = c;
+    return q;
 }
 
 /* Seconds on the monotonic clock. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/util.h"
 
 #define GPT2_WORDS "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define LLAMA3_HEAD "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
@@ -163,14 +164,10 @@ bool pretok_cleans_spaces(const pretok *p) { return !(p->flags & KEEP_SPACES); }
 
 static glesllm_status push(pretok_span **spans, size_t *count, size_t *cap, size_t off, size_t len)
 {
-    if (*count == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        pretok_span *s = realloc(*spans, c * sizeof *s);
-        if (!s)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory splitting text into words");
-        *spans = s;
-        *cap = c;
-    }
+    pretok_span *s = grow_array(*spans, cap, *count + 1, sizeof *s, 64);
+    if (!s)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory splitting text into words");
+    *spans = s;
     (*spans)[(*count)++] = (pretok_span){ off, len };
     return GLESLLM_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/util.h"
 #include "text/pretokenize.h"
 #include "text/unicode.h"
 
@@ -14,16 +15,17 @@ void tok_ids_free(tok_ids *t)
     memset(t, 0, sizeof *t);
 }
 
+static glesllm_status no_memory(void)
+{
+    return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
+}
+
 static glesllm_status push_id(tok_ids *t, int32_t id)
 {
-    if (t->n == t->cap) {
-        size_t c = t->cap ? t->cap * 2 : 256;
-        int32_t *p = realloc(t->ids, c * sizeof *p);
-        if (!p)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for %zu token ids", c);
-        t->ids = p;
-        t->cap = c;
-    }
+    int32_t *ids = grow_array(t->ids, &t->cap, t->n + 1, sizeof *ids, 256);
+    if (!ids)
+        return no_memory();
+    t->ids = ids;
     t->ids[t->n++] = id;
     return GLESLLM_OK;
 }
@@ -59,14 +61,10 @@ static bool before(const bigram *a, const bigram *b)
 
 static glesllm_status heap_push(merger *m, bigram b)
 {
-    if (m->n_heap == m->cap_heap) {
-        size_t c = m->cap_heap ? m->cap_heap * 2 : 64;
-        bigram *h = realloc(m->heap, c * sizeof *h);
-        if (!h)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
-        m->heap = h;
-        m->cap_heap = c;
-    }
+    bigram *heap = grow_array(m->heap, &m->cap_heap, m->n_heap + 1, sizeof *heap, 64);
+    if (!heap)
+        return no_memory();
+    m->heap = heap;
     size_t i = m->n_heap++;
     while (i > 0 && before(&b, &m->heap[(i - 1) / 2])) {
         m->heap[i] = m->heap[(i - 1) / 2];
@@ -101,13 +99,10 @@ static glesllm_status split_chars(merger *m, const char *s, size_t n)
 {
     m->n_sym = 0;
     m->n_heap = 0;
-    if (n > m->cap_sym) {
-        symbol *p = realloc(m->sym, n * sizeof *p);
-        if (!p)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
-        m->sym = p;
-        m->cap_sym = n;
-    }
+    symbol *sym = grow_array(m->sym, &m->cap_sym, n, sizeof *sym, 64);
+    if (!sym)
+        return no_memory();
+    m->sym = sym;
     for (size_t off = 0; off < n;) {
         size_t k = utf8_char_len((unsigned char)s[off]);
         if (k > n - off)
@@ -192,14 +187,10 @@ static glesllm_status spm_fallback(tok_ctx *c, const symbol *sy)
 static glesllm_status spm_fragment(tok_ctx *c, char **buf, size_t *cap, const char *text, size_t n,
                                    bool space_prefix)
 {
-    size_t need = 3 * (n + 1);
-    if (need > *cap) {
-        char *p = realloc(*buf, need);
-        if (!p)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
-        *buf = p;
-        *cap = need;
-    }
+    char *b = grow_array(*buf, cap, 3 * (n + 1), 1, 256);
+    if (!b)
+        return no_memory();
+    *buf = b;
     size_t o = 0;
     if (space_prefix) {
         memcpy(*buf, "\xe2\x96\x81", 3);
@@ -260,7 +251,7 @@ static glesllm_status bpe_fragment(tok_ctx *c, const char *text, size_t n)
     pretok_span *spans = NULL;
     size_t n_spans = 0, cap_spans = 0, cap_word = 0, m = 0;
     if (!clean)
-        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
+        return no_memory();
     for (size_t i = 0; i < n;)
         m += utf8_put(utf8_next(text, n, &i), clean + m);
     glesllm_status st = pretok_split(vocab_pretok(c->v), clean, m, &spans, &n_spans, &cap_spans);
@@ -272,15 +263,12 @@ static glesllm_status bpe_fragment(tok_ctx *c, const char *text, size_t n)
         const pretok_span *sp = &spans[k];
         if (!sp->len)
             continue;
-        if (2 * sp->len > cap_word) {
-            char *p = realloc(word, 2 * sp->len);
-            if (!p) {
-                st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
-                break;
-            }
-            word = p;
-            cap_word = 2 * sp->len;
+        char *w = grow_array(word, &cap_word, 2 * sp->len, 1, 64);
+        if (!w) {
+            st = no_memory();
+            break;
         }
+        word = w;
         size_t wl = 0;
         for (size_t j = 0; j < sp->len; j++) {
             unsigned char b = (unsigned char)clean[sp->off + j];
@@ -309,14 +297,10 @@ typedef struct fragments {
 
 static glesllm_status frag_push(fragments *fs, fragment f)
 {
-    if (fs->n == fs->cap) {
-        size_t c = fs->cap ? fs->cap * 2 : 16;
-        fragment *p = realloc(fs->f, c * sizeof *p);
-        if (!p)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory while tokenizing");
-        fs->f = p;
-        fs->cap = c;
-    }
+    fragment *f2 = grow_array(fs->f, &fs->cap, fs->n + 1, sizeof *f2, 16);
+    if (!f2)
+        return no_memory();
+    fs->f = f2;
     fs->f[fs->n++] = f;
     return GLESLLM_OK;
 }
