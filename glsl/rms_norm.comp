@@ -1,6 +1,7 @@
 // RMSNorm of each row: y = x * w / sqrt(mean(x^2) + eps).
 // Bindings: 0 x[rows][n] (read), 1 w[n] (read), 2 y[rows][n] (write).
-// Params: 0 n (columns), 1 eps (float bits).
+// Params: 0 n (columns), 1 eps (float bits), 2 floats from one row of x / y to
+//         the next (0: n), 3 / 4 float offsets of row 0 in x / y.
 // Work groups: one per row, WG_SIZE invocations striding the columns.
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -19,11 +20,12 @@ void main()
 {
     uint n = PARAM_U(0);
     float eps = PARAM_F(1);
-    uint base = gl_WorkGroupID.x * n;
+    uint row = gl_WorkGroupID.x * (PARAM_U(2) != 0u ? PARAM_U(2) : n);
+    uint xb = PARAM_U(3) + row, yb = PARAM_U(4) + row;
     float ss = 0.0;
     for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
-        ss += x[base + i] * x[base + i];
+        ss += x[xb + i] * x[xb + i];
     float scale = inversesqrt(wg_reduce_sum(ss) / float(n) + eps);
     for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
-        y[base + i] = x[base + i] * scale * w[i];
+        y[yb + i] = x[xb + i] * scale * w[i];
 }

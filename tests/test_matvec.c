@@ -1,6 +1,7 @@
 /* Weight kernels against the CPU reference on random data, for every GPU
  * format: matvec (plain, residual add, offsets into larger buffers; every
- * work split, shared-memory and subgroup reductions) and get_rows, over
+ * work split, shared-memory and subgroup reductions), the batched matmul of
+ * prefill (every tiling, the mediump tiles) and get_rows, over
  * shapes whose rows are not a multiple of a work group's rows and whose
  * columns are the smallest legal multiple of the block; tensors split over
  * several buffers, forced small and, under GLESLLM_LIMITS=min, by the
@@ -199,6 +200,92 @@ static void check_get_rows(const mv_case *c, uint64_t seed)
     free(got);
 }
 
+/* The batched product (prefill): Y[t] = W x[t] for n_tok tokens whose x rows
+ * sit act_stride(cols) apart after x_off, y rows y_stride apart after y_off;
+ * stored and added. */
+static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_tok, double tol,
+                         uint64_t seed)
+{
+    test_rng rng = { seed };
+    size_t wbytes;
+    void *wdata = random_tensor(&rng, c->type, c->rows, c->cols, &wbytes);
+    float *w = dequantized(c->type, wdata, c->rows, c->cols);
+    uint64_t xs = act_stride(c->cols), x_off = 8, y_off = 3, ys = c->rows + 5;
+    size_t xn = (size_t)(x_off + n_tok * xs), yn = (size_t)(y_off + n_tok * ys);
+    float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4);
+    double *ref = malloc((size_t)(c->rows * n_tok) * sizeof *ref),
+           *mag = malloc((size_t)(c->rows * n_tok) * sizeof *mag);
+    TEST_ASSERT_TRUE(x && y0 && got && ref && mag);
+    rng_fill(&rng, x, xn, -1.0f, 1.0f);
+    for (uint32_t t = 0; t < n_tok; t++) /* the padding may hold anything */
+        for (uint64_t i = c->cols; i < xs; i++)
+            x[x_off + t * xs + i] = NAN;
+    rng_fill(&rng, y0, yn, -1.0f, 1.0f);
+    for (uint32_t t = 0; t < n_tok; t++)
+        for (uint64_t r = 0; r < c->rows; r++) {
+            double sum = 0, m = 0;
+            for (uint64_t k = 0; k < c->cols; k++) {
+                double p = (double)w[r * c->cols + k] * x[x_off + t * xs + k];
+                sum += p;
+                m += fabs(p);
+            }
+            ref[t * c->rows + r] = sum;
+            mag[t * c->rows + r] = m > 1e-30 ? m : 1e-30;
+        }
+    gpu_weight gw;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
+    gpu_buffer bx, by;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
+    char msg[200];
+    for (int add = 0; add < 2; add++) {
+        matmul_kernel k;
+        TEST_ASSERT_EQUAL_INT_MESSAGE(
+            GLESLLM_OK,
+            matmul_build(ctx, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
+            glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
+        matmul_args a = { n_tok, x_off, y_off, ys };
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matmul_record(queue, &k, &gw, &bx, &by, &a),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
+        double worst = 0;
+        for (uint32_t t = 0; t < n_tok; t++) {
+            for (uint64_t r = 0; r < c->rows; r++) {
+                size_t o = (size_t)(y_off + t * ys + r);
+                double want = ref[t * c->rows + r] + (add ? y0[o] : 0.0);
+                double e = fabs(got[o] - want) / (mag[t * c->rows + r] + (add ? fabs(y0[o]) : 0));
+                if (!(e <= worst))
+                    worst = e;
+            }
+            for (uint64_t r = c->rows; r < ys; r++) /* the gaps between rows are untouched */
+                TEST_ASSERT_TRUE(got[y_off + t * ys + r] == y0[y_off + t * ys + r]);
+        }
+        snprintf(msg, sizeof msg,
+                 "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
+                 "error %.3g of sum|wx|",
+                 ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
+                 n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn, cfg->half, add, worst);
+        TEST_ASSERT_TRUE_MESSAGE(worst < tol, msg);
+        matmul_destroy(&k);
+    }
+    gpu_buffer_destroy(&bx);
+    gpu_buffer_destroy(&by);
+    gpu_weight_destroy(&gw);
+    free(wdata);
+    free(w);
+    free(x);
+    free(y0);
+    free(got);
+    free(ref);
+    free(mag);
+}
+
 static uint64_t min_cols(uint32_t t) { return is_float(t) ? 1 : ggml_block_size(t); }
 
 static void shapes_for(uint32_t t, mv_case *out, int *n)
@@ -261,6 +348,46 @@ static void test_matvec_subgroup_path(void)
     default_split_all(2); /* two subgroups per row */
 }
 
+/* every format x shape, token counts below, at and past a work group's
+ * tokens, with the default tiles */
+static void test_matmul_every_format(void)
+{
+    matmul_config cfg = matmul_default_config(ctx);
+    const uint32_t n_toks[] = { 1, 5, 70 };
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        mv_case cs[8];
+        int n;
+        shapes_for(formats[f], cs, &n);
+        for (int i = 0; i < n; i++)
+            for (size_t t = 0; t < 3; t++) {
+                if (cs[i].cols >= 4096 && t != 1)
+                    continue; /* the 4096-column shapes once: slow on llvmpipe */
+                check_matmul(&cs[i], &cfg, n_toks[t], MATVEC_REL_TOL, 5000 + 100 * f + 10 * i + t);
+            }
+    }
+}
+
+/* the other tilings, and the mediump tiles (f16 products where the driver
+ * has them: 11 mantissa bits, so each product is within 2^-11 of its
+ * magnitude; 2e-3 of sum |wx| leaves room for the rounding of both factors) */
+static void test_matmul_tilings_and_half(void)
+{
+    const matmul_config cfgs[] = { { 128, 4, 4, false }, { 128, 8, 4, false }, { 64, 4, 8, false },
+                                   { 128, 4, 4, true } };
+    const uint32_t some[] = { GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+                              GGML_TYPE_Q6_K };
+    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
+            if (32 * (16 * cfgs[c].tm + cfgs[c].wg / 16 * cfgs[c].tn) * 4 > shared)
+                continue; /* the tiles do not fit (GLESLLM_LIMITS=min) */
+            mv_case mc = { some[f], 45, 2 * ggml_block_size(some[f]), 0 };
+            check_matmul(&mc, &cfgs[c], 41, cfgs[c].half ? 2e-3 : MATVEC_REL_TOL, 8000 + 10 * c + f);
+        }
+    if (!gpu_context_caps(ctx)->mediump_is_fp16)
+        printf("note: mediump is 32-bit on this driver: the half tiles ran at full precision\n");
+}
+
 static void test_get_rows_every_format(void)
 {
     for (size_t f = 0; f < N_FORMATS; f++) {
@@ -286,6 +413,8 @@ static void test_split_tensors(void)
         cfg.subgroup = false;
         check_matvec(&mc, &cfg, 4000 + f);
         check_get_rows(&mc, 4100 + f);
+        matmul_config mcfg = matmul_default_config(ctx);
+        check_matmul(&mc, &mcfg, 9, MATVEC_REL_TOL, 4200 + f);
     }
 }
 
@@ -335,6 +464,8 @@ int main(void)
     RUN_TEST(test_matvec_every_format_default_split);
     RUN_TEST(test_matvec_work_splits);
     RUN_TEST(test_matvec_subgroup_path);
+    RUN_TEST(test_matmul_every_format);
+    RUN_TEST(test_matmul_tilings_and_half);
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);
     RUN_TEST(test_split_by_storage_block_limit);

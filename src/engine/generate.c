@@ -31,14 +31,11 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         st = gpu_model_set_sampling(gm, sampler_candidates(&o->sampling), penalty, last_n);
     unsigned pick = greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
     double t0 = now_seconds();
-    /* the prompt: every position but the last without logits, one fence each, no waits */
-    for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++) {
+    /* the prompt: one batched prefill (chunks of the model's batch size) */
+    for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++)
         st = gpu_model_set_token(gm, i, o->prompt[i]);
-        if (!st)
-            st = gpu_model_step(gm, i, i + 1 == o->n_prompt ? pick : 0);
-        if (!st && stop_requested(o))
-            break;
-    }
+    if (!st)
+        st = gpu_model_prefill(gm, 0, o->n_prompt, pick);
     if (!st)
         st = gpu_model_wait(gm);
     stats->n_prompt = o->n_prompt;

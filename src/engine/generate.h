@@ -1,5 +1,5 @@
-/* engine/: the generate loop. A prompt (token ids) goes through the decode
- * step one position at a time, then tokens are picked (greedy on the GPU,
+/* engine/: the generate loop. A prompt (token ids) goes through the batched
+ * prefill, then tokens are picked (greedy on the GPU,
  * or sampled from the GPU's candidates) until n_predict, an end-of-generation
  * token, the end of the context, or a stop request. */
 #ifndef GLESLLM_ENGINE_GENERATE_H

@@ -20,6 +20,7 @@ typedef struct segment {
     gpu_weight w;
     uint64_t row_base;  /* its first row in the fused matrix */
     const matvec_kernel *k;
+    const matmul_kernel *mk;
 } segment;
 
 typedef struct gpu_layer {
@@ -27,6 +28,7 @@ typedef struct gpu_layer {
     uint32_t n_qkv;
     gpu_weight wo, glu, down;
     const matvec_kernel *k_wo, *k_glu, *k_down;
+    const matmul_kernel *mk_wo, *mk_glu, *mk_down;
     gpu_buffer cache;                    /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias;  /* float offsets in act */
 } gpu_layer;
@@ -43,7 +45,11 @@ struct gpu_model {
     const matvec_kernel *k_out;
     matvec_kernel kernels[MAX_KERNELS];
     uint32_t n_kernels;
-    gpu_program attn, combine, argmax1, argmax2, topk1, topk2, penalty, rms;
+    matmul_kernel mkernels[MAX_KERNELS];
+    uint32_t n_mkernels;
+    matmul_config mcfg;
+    const matmul_kernel *mk_out;
+    gpu_program attn, combine, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
     bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
@@ -52,6 +58,14 @@ struct gpu_model {
     /* float offsets in act */
     uint64_t out_norm, rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
+    /* prefill: n_batch rows each (float offsets in act) */
+    uint32_t n_batch;
+    uint64_t bx, bxn, bq, battn, bhid;
+    uint32_t pre_bq; /* queries per attention work group */
+    /* logits of every position (GPU_STEP_ALL_LOGITS): n_batch rows of
+     * act_stride(n_vocab) in buffers of logits_rows rows, made on first use */
+    gpu_buffer *logits_all;
+    uint32_t n_logits_all, logits_rows;
     uint32_t argmax_groups, attn_wg, max_chunks;
     uint64_t weight_bytes;
     uint32_t last_dispatches;
@@ -131,6 +145,59 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
     return GLESLLM_OK;
 }
 
+static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v)
+{
+    return k->type == type && k->var.epilogue == v->epilogue && k->var.q_dim == v->q_dim &&
+           k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim && k->var.bias == v->bias;
+}
+
+static glesllm_status get_matmul(gpu_model *gm, uint32_t type, const matvec_variant *var,
+                                 const matmul_kernel **out)
+{
+    matvec_variant v = *var;
+    v.norm = false; /* prefill normalises in its own dispatch */
+    for (uint32_t i = 0; i < gm->n_mkernels; i++)
+        if (same_matmul(&gm->mkernels[i], type, &v)) {
+            *out = &gm->mkernels[i];
+            return GLESLLM_OK;
+        }
+    if (gm->n_mkernels == MAX_KERNELS)
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matmul variants",
+                       MAX_KERNELS);
+    glesllm_status st = matmul_build(gm->ctx, type, &gm->mcfg, &v, &gm->mkernels[gm->n_mkernels]);
+    if (st != GLESLLM_OK)
+        return st;
+    *out = &gm->mkernels[gm->n_mkernels++];
+    return GLESLLM_OK;
+}
+
+/* The prefill attention's tiles: the largest that fit the shared memory. */
+static glesllm_status build_prefill_attention(gpu_model *gm, const char *sg)
+{
+    (void)sg;
+    const model_hparams *hp = &gm->m->hp;
+    uint32_t hd = hp->head_dim, wg = 128, max_shared = gpu_context_limits(gm->ctx)->max_shared_bytes;
+    static const uint32_t tiles[][2] = { { 16, 32 }, { 8, 32 }, { 8, 16 }, { 4, 16 }, { 4, 8 } };
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        uint32_t bq = tiles[i][0], bkv = tiles[i][1];
+        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv + bq);
+        if (bytes > max_shared)
+            continue;
+        uint32_t lpq = 1;
+        while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
+            lpq *= 2;
+        char defs[256];
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
+                 wg, hd, hp->n_head / hp->n_head_kv, hp->n_head_kv * hd, bq, bkv, lpq);
+        gm->pre_bq = bq;
+        return gpu_program_build(gm->ctx, "attn_prefill.comp", defs, &gm->attn_pre);
+    }
+    return err_set(GLESLLM_ERR_UNSUPPORTED,
+                   "prefill attention: a head dimension of %u does not fit in %u bytes of shared "
+                   "memory",
+                   hd, max_shared);
+}
+
 static glesllm_status build_programs(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -142,7 +209,7 @@ static glesllm_status build_programs(gpu_model *gm)
              gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
              CHUNK_MAX, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
-    if (st)
+    if (st || (st = build_prefill_attention(gm, sg)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u", hp->head_dim < 128 ? 64u : 128u,
              hp->head_dim);
@@ -252,7 +319,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         g->n_qkv++;
         s->row_base = row_base;
         row_base += s->w.rows;
-        if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)))
+        if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)) ||
+            (st = get_matmul(gm, s->w.type, &qkv, &s->mk)))
             return st;
         for (uint32_t k = i; k < j; k++)
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
@@ -261,7 +329,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, gm->fuse_norm };
     if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
                                 0, &g->wo)) ||
-        (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)))
+        (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)) ||
+        (st = get_matmul(gm, l->wo.type, &add, &g->mk_wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     if (l->gate.type != l->up.type)
@@ -272,12 +341,14 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
     if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
-        (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)))
+        (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)) ||
+        (st = get_matmul(gm, g->glu.type, &glu, &g->mk_glu)))
         return st;
     progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
     if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
                                 l->down.data, 0, &g->down)) ||
-        (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)))
+        (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)) ||
+        (st = get_matmul(gm, l->down.type, &add, &g->mk_down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
     for (uint32_t i = 0; i < g->n_qkv; i++)
@@ -344,12 +415,29 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64(2ull * gm->argmax_groups);
     gm->lists = at;
     at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
+    /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
+     * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    uint64_t per_tok = 2 * act_stride(hp->n_embd) + 2 * act_stride(q_dim) + act_stride(hp->n_ff);
+    uint64_t room = limit / 4 > at + 256 ? (limit / 4 - at - 256) / per_tok : 0;
+    if (gm->n_batch > room)
+        gm->n_batch = room ? (uint32_t)room : 1;
+    uint64_t nb = gm->n_batch;
+    gm->bx = at;
+    at += align64(nb * act_stride(hp->n_embd));
+    gm->bxn = at;
+    at += align64(nb * act_stride(hp->n_embd));
+    gm->bq = at;
+    at += align64(nb * act_stride(q_dim));
+    gm->battn = at;
+    at += align64(nb * act_stride(q_dim));
+    gm->bhid = at;
+    at += align64(nb * act_stride(hp->n_ff));
     if (at * 4 > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "the activations and constants (%.1f MiB at context %u) exceed the GPU's "
-                       "storage-block limit of %.0f MiB; use a smaller -c",
-                       at * 4.0 / (1 << 20), gm->n_ctx, limit / 1048576.0);
+                       "the activations and constants (%.1f MiB at context %u, batch %u) exceed "
+                       "the GPU's storage-block limit of %.0f MiB; use a smaller -c or -b",
+                       at * 4.0 / (1 << 20), gm->n_ctx, gm->n_batch, limit / 1048576.0);
     float *host = calloc((size_t)at, sizeof(float));
     if (!host)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory");
@@ -434,6 +522,12 @@ void gpu_model_destroy(gpu_model *gm)
     get_rows_destroy(&gm->embed);
     for (uint32_t i = 0; i < gm->n_kernels; i++)
         matvec_destroy(&gm->kernels[i]);
+    for (uint32_t i = 0; i < gm->n_mkernels; i++)
+        matmul_destroy(&gm->mkernels[i]);
+    gpu_program_destroy(&gm->attn_pre);
+    for (uint32_t i = 0; i < gm->n_logits_all; i++)
+        gpu_buffer_destroy(&gm->logits_all[i]);
+    free(gm->logits_all);
     gpu_program_destroy(&gm->attn);
     gpu_program_destroy(&gm->combine);
     gpu_program_destroy(&gm->argmax1);
@@ -499,8 +593,10 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         progress(&pr, o->rows * model_tensor_row_bytes(o));
     }
     matvec_variant head = { MATVEC_STORE, gm->fuse_norm };
+    matvec_variant store = { MATVEC_STORE };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
-                         &gm->k_out)))
+                         &gm->k_out)) ||
+        (st = get_matmul(gm, gm->output->type, &store, &gm->mk_out)))
         return st;
     for (uint32_t i = 0; i < hp->n_layer; i++)
         if ((st = upload_layer(gm, i, &pr)))
@@ -520,6 +616,10 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->ctx = ctx;
     gm->m = m;
     gm->n_ctx = opt->n_ctx;
+    gm->n_batch = opt->n_batch ? opt->n_batch : 512;
+    if (gm->n_batch > opt->n_ctx)
+        gm->n_batch = opt->n_ctx;
+    gm->mcfg = matmul_default_config(ctx);
     gm->kv = opt->kv;
     gm->cand_k = 40;
     /* The norm inside each matvec work group (one sum of squares per group)
@@ -544,6 +644,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
 }
 
 uint32_t gpu_model_n_ctx(const gpu_model *gm) { return gm->n_ctx; }
+uint32_t gpu_model_n_vocab(const gpu_model *gm) { return gm->m->hp.n_vocab; }
 kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
 uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
 uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
@@ -690,6 +791,30 @@ static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
     return gpu_queue_dispatch(gm->q, &d);
 }
 
+/* y = RMSNorm(x) * w for `rows` rows of act_stride(n_embd) floats. */
+static glesllm_status record_rms(gpu_model *gm, uint64_t w_off, uint64_t x_off, uint64_t y_off,
+                                 uint32_t rows)
+{
+    uint32_t n = gm->m->hp.n_embd, stride = (uint32_t)act_stride(n);
+    uint64_t span = (uint64_t)(rows - 1) * stride + n;
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->rms;
+    /* ranges for the barrier tracking; the rows are found by params 3, 4 */
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, (x_off + span) * 4, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
+    d.bindings[2] = (gpu_binding){ 2, &gm->act, 0, (y_off + span) * 4, GPU_WRITE };
+    d.n_bindings = 3;
+    d.params[0] = n;
+    d.params[1] = gpu_f2u(gm->m->hp.eps);
+    d.params[2] = stride;
+    d.params[3] = (uint32_t)x_off;
+    d.params[4] = (uint32_t)y_off;
+    d.n_params = 5;
+    d.groups[0] = rows;
+    d.groups[1] = d.groups[2] = 1;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
 /* xn = RMSNorm(x) * w: its own dispatch when the norm is not fused. Returns
  * the offset the next matvec reads. */
 static glesllm_status record_norm(gpu_model *gm, uint64_t w_off, uint64_t *in)
@@ -698,19 +823,8 @@ static glesllm_status record_norm(gpu_model *gm, uint64_t w_off, uint64_t *in)
         *in = gm->x;
         return GLESLLM_OK;
     }
-    uint32_t n = gm->m->hp.n_embd;
-    gpu_dispatch d = { 0 };
-    d.prog = &gm->rms;
-    d.bindings[0] = (gpu_binding){ 0, &gm->act, gm->x * 4, n * 4, GPU_READ };
-    d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
-    d.bindings[2] = (gpu_binding){ 2, &gm->act, gm->xn * 4, n * 4, GPU_WRITE };
-    d.n_bindings = 3;
-    d.params[0] = n;
-    d.params[1] = gpu_f2u(gm->m->hp.eps);
-    d.n_params = 2;
-    d.groups[0] = d.groups[1] = d.groups[2] = 1;
     *in = gm->xn;
-    return gpu_queue_dispatch(gm->q, &d);
+    return record_rms(gm, w_off, gm->x, gm->xn, 1);
 }
 
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
@@ -772,4 +886,175 @@ glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
     if (st)
         return st;
     return gpu_buffer_read(gm->ctx, &gm->act, gm->logits * 4, out, gm->m->hp.n_vocab * 4ull);
+}
+
+/* ---- prefill ------------------------------------------------------------------------ */
+
+uint32_t gpu_model_n_batch(const gpu_model *gm) { return gm->n_batch; }
+
+static glesllm_status make_logits_all(gpu_model *gm)
+{
+    if (gm->logits_all)
+        return GLESLLM_OK;
+    uint64_t row = act_stride(gm->m->hp.n_vocab) * 4;
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    uint64_t per = limit / row;
+    if (!per)
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "one row of logits exceeds the storage-block limit");
+    if (per > gm->n_batch)
+        per = gm->n_batch;
+    gm->logits_rows = (uint32_t)per;
+    uint32_t n = (gm->n_batch + gm->logits_rows - 1) / gm->logits_rows;
+    gm->logits_all = calloc(n, sizeof *gm->logits_all);
+    if (!gm->logits_all)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    for (; gm->n_logits_all < n; gm->n_logits_all++) {
+        glesllm_status st = gpu_buffer_create(gm->ctx, (size_t)(per * row), NULL, GPU_BUFFER_DEVICE,
+                                              "logits of every position",
+                                              &gm->logits_all[gm->n_logits_all]);
+        if (st)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
+/* The attention of n new tokens at pos0.. over the cache. */
+static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g, uint32_t pos0,
+                                              uint32_t n)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->attn_pre;
+    d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 2;
+    uint32_t p[] = { n, pos0, (uint32_t)gm->bq, (uint32_t)gm->battn, q_stride,
+                     (uint32_t)gm->k_base, (uint32_t)gm->v_base };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 7;
+    d.groups[0] = hp->n_head;
+    d.groups[1] = (n + gm->pre_bq - 1) / gm->pre_bq;
+    d.groups[2] = 1;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
+/* One chunk of n <= n_batch tokens at pos0; `last`: the final chunk of the
+ * prefill, which computes what `flags` asks for the last token. */
+static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags,
+                                   bool last)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t emb = act_stride(hp->n_embd);
+    uint32_t q_dim = hp->n_head * hp->head_dim;
+    uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
+    glesllm_status st =
+        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act, gm->bx, emb);
+    for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
+        const gpu_layer *g = &gm->layers[li];
+        st = record_rms(gm, g->attn_norm, gm->bx, gm->bxn, n);
+        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++) {
+            matmul_args a = { n, gm->bxn, gm->bq, act_stride(q_dim), g->qkv[i].row_base,
+                              gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
+                              gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
+            st = matmul_record(gm->q, g->qkv[i].mk, &g->qkv[i].w, &gm->act, &g->cache, &a);
+        }
+        if (!st)
+            st = record_prefill_attention(gm, g, pos0, n);
+        if (!st) {
+            matmul_args a = { n, gm->battn, gm->bx, emb };
+            st = matmul_record(gm->q, g->mk_wo, &g->wo, &gm->act, &gm->act, &a);
+        }
+        if (!st)
+            st = record_rms(gm, g->ffn_norm, gm->bx, gm->bxn, n);
+        if (!st) {
+            matmul_args a = { n, gm->bxn, gm->bhid, act_stride(hp->n_ff) };
+            st = matmul_record(gm->q, g->mk_glu, &g->glu, &gm->act, &gm->act, &a);
+        }
+        if (!st) {
+            matmul_args a = { n, gm->bhid, gm->bx, emb };
+            st = matmul_record(gm->q, g->mk_down, &g->down, &gm->act, &gm->act, &a);
+        }
+    }
+    if (!st && (flags & GPU_STEP_ALL_LOGITS)) {
+        st = record_rms(gm, gm->out_norm, gm->bx, gm->bxn, n);
+        uint64_t vs = act_stride(hp->n_vocab);
+        for (uint32_t t0 = 0, b = 0; !st && t0 < n; t0 += gm->logits_rows, b++) {
+            uint32_t cnt = n - t0 < gm->logits_rows ? n - t0 : gm->logits_rows;
+            matmul_args a = { cnt, gm->bxn + t0 * emb, 0, vs };
+            st = matmul_record(gm->q, gm->mk_out, gm->output, &gm->act, &gm->logits_all[b], &a);
+        }
+    }
+    if (!st && last && (flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES))) {
+        /* the last token's logits as a decode step makes them */
+        uint64_t row = gm->bx + (uint64_t)(n - 1) * emb, in = row;
+        matvec_args a = { gm->out_norm, hp->eps };
+        if (!gm->fuse_norm) {
+            st = record_rms(gm, gm->out_norm, row, gm->xn, 1);
+            in = gm->xn;
+        }
+        if (!st)
+            st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act,
+                                    gm->logits, &a);
+        if (!st && (flags & GPU_STEP_ARGMAX))
+            st = record_argmax(gm, pos0 + n);
+        else if (!st && (flags & GPU_STEP_CANDIDATES))
+            st = record_candidates(gm, pos0 + n - 1);
+    }
+    if (!st)
+        st = gpu_queue_submit(gm->q);
+    return st;
+}
+
+glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
+{
+    if (!n || pos >= gm->n_ctx || n > gm->n_ctx - pos)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "prefill of %u tokens at position %u: past the context of %u", n, pos,
+                       gm->n_ctx);
+    if (flags & GPU_STEP_ALL_LOGITS) {
+        if (n > gm->n_batch)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "logits of every position: %u tokens, more than the batch of %u", n,
+                           gm->n_batch);
+        glesllm_status st = make_logits_all(gm);
+        if (st)
+            return st;
+    }
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t done = 0; st == GLESLLM_OK && done < n;) {
+        uint32_t c = n - done < gm->n_batch ? n - done : gm->n_batch;
+        st = record_chunk(gm, pos + done, c, flags, done + c == n);
+        done += c;
+    }
+    gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    return st;
+}
+
+glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t count, float *out)
+{
+    uint32_t nv = gm->m->hp.n_vocab;
+    if (!gm->logits_all || first > gm->n_batch || count > gm->n_batch - first)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "logits of positions %u..%u: no prefill with GPU_STEP_ALL_LOGITS made them",
+                       first, first + count);
+    glesllm_status st = gpu_model_wait(gm);
+    uint64_t stride = act_stride(nv);
+    float *tmp = stride == nv ? NULL : malloc((size_t)(gm->logits_rows * stride) * 4);
+    if (stride != nv && !tmp)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading logits");
+    /* runs of rows within one buffer, one read each */
+    for (uint32_t i = 0; st == GLESLLM_OK && i < count;) {
+        uint32_t r = first + i, in_buf = r % gm->logits_rows;
+        uint32_t run = gm->logits_rows - in_buf < count - i ? gm->logits_rows - in_buf : count - i;
+        float *dst = tmp ? tmp : out + (size_t)i * nv;
+        st = gpu_buffer_read(gm->ctx, &gm->logits_all[r / gm->logits_rows],
+                             (size_t)(in_buf * stride * 4), dst, (size_t)(run * stride * 4));
+        for (uint32_t k = 0; tmp && k < run; k++)
+            memcpy(out + (size_t)(i + k) * nv, tmp + (size_t)k * stride, (size_t)nv * 4);
+        i += run;
+    }
+    free(tmp);
+    return st;
 }

@@ -35,6 +35,8 @@ typedef struct gpu_model_options {
     /* called after each tensor upload; may be NULL */
     void (*progress)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_ud;
+    uint32_t n_batch;       /* prefill chunk (0: 512; at most n_ctx, less when the
+                               GPU's storage-block limit says so) */
 } gpu_model_options;
 
 typedef struct gpu_model gpu_model;
@@ -46,6 +48,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
 void gpu_model_destroy(gpu_model *gm);
 
 uint32_t gpu_model_n_ctx(const gpu_model *gm);
+uint32_t gpu_model_n_vocab(const gpu_model *gm);
 kv_placement gpu_model_kv(const gpu_model *gm);
 uint64_t gpu_model_weight_bytes(const gpu_model *gm);
 
@@ -58,7 +61,8 @@ int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos);
 typedef enum gpu_step_flags {
     GPU_STEP_LOGITS = 1,     /* compute the logits */
     GPU_STEP_ARGMAX = 2,     /* and write their argmax into slot pos + 1 */
-    GPU_STEP_CANDIDATES = 4  /* or apply the penalty and reduce them to the top K */
+    GPU_STEP_CANDIDATES = 4, /* or apply the penalty and reduce them to the top K */
+    GPU_STEP_ALL_LOGITS = 8  /* prefill: the logits of every position too */
 } gpu_step_flags;
 
 #define GPU_MAX_CANDIDATES 256
@@ -79,6 +83,20 @@ uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, fl
  * `pos` (every earlier position is in the cache). Does not wait. */
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags);
 glesllm_status gpu_model_wait(gpu_model *gm);
+
+/* Prefill: the tokens in slots pos .. pos + n - 1 at those positions (every
+ * earlier position is in the cache) as batched passes of at most n_batch
+ * tokens (matrix-matrix products, the weights read once per chunk), one
+ * submission each; K and V of every position go into the cache. `flags`
+ * as for gpu_model_step, for the last token (its argmax into slot pos + n);
+ * GPU_STEP_ALL_LOGITS also keeps the logits of every position (n <= n_batch),
+ * read with gpu_model_read_logits_all. Does not wait. */
+glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
+uint32_t gpu_model_n_batch(const gpu_model *gm);
+
+/* Rows first .. first + count - 1 (n_vocab floats each) of the last
+ * GPU_STEP_ALL_LOGITS prefill (slow: waits and copies). */
+glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t count, float *out);
 
 /* The last step's logits (slow: waits and copies; tests and tools). */
 glesllm_status gpu_model_read_logits(gpu_model *gm, float *out);

@@ -253,6 +253,129 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
     return GLESLLM_OK;
 }
 
+/* ---- matmul (prefill) ---------------------------------------------------- */
+
+static uint32_t matmul_shared_bytes(const matmul_config *c)
+{
+    return 32u * (16u * c->tm + c->wg / 16u * c->tn) * 4u;
+}
+
+matmul_config matmul_default_config(gpu_context *ctx)
+{
+    const gpu_limits *L = gpu_context_limits(ctx);
+    matmul_config c = { 128, 8, 8, false };
+    /* GLESLLM_MATMUL=wg,tm,tn: for benchmarks */
+    const char *env = getenv("GLESLLM_MATMUL");
+    unsigned wg, tm, tn;
+    if (env && sscanf(env, "%u,%u,%u", &wg, &tm, &tn) == 3) {
+        c.wg = wg;
+        c.tm = tm;
+        c.tn = tn;
+    }
+    if (c.wg > L->max_invocations)
+        c.wg = 128;
+    while (matmul_shared_bytes(&c) > L->max_shared_bytes * 3 / 4 && (c.tm > 4 || c.tn > 4)) {
+        if (c.tm > 4)
+            c.tm = 4;
+        else
+            c.tn = 4;
+    }
+    return c;
+}
+
+glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
+                            const matvec_variant *var, matmul_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    matvec_variant v = var ? *var : (matvec_variant){ MATVEC_STORE };
+    if (!quant_gpu_layout_of(type))
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matmul for tensor type %s",
+                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
+    const gpu_limits *L = gpu_context_limits(ctx);
+    if (v.norm || !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
+        (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) ||
+        matmul_shared_bytes(cfg) > L->max_shared_bytes)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matmul: invalid tiling (wg %u, tm %u, tn %u, %u bytes of shared memory "
+                       "of %u; no folded norm)",
+                       cfg->wg, cfg->tm, cfg->tn, matmul_shared_bytes(cfg), L->max_shared_bytes);
+    char tdef[32], epi[128] = "", defines[384];
+    type_define(type, tdef, sizeof tdef);
+    if (v.epilogue == MATVEC_ADD)
+        snprintf(epi, sizeof epi, "\nADD_Y 1");
+    else if (v.epilogue == MATVEC_GLU)
+        snprintf(epi, sizeof epi, "\nGLU 1");
+    else if (v.epilogue == MATVEC_QKV)
+        snprintf(epi, sizeof epi, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v.q_dim,
+                 v.kv_dim, v.head_dim, v.bias ? "\nQKV_BIAS 1" : "");
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s", tdef, cfg->wg, cfg->tm,
+             cfg->tn, cfg->half ? "\nHALF_TILES 1" : "", epi);
+    glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
+    if (st != GLESLLM_OK)
+        return st;
+    out->type = type;
+    out->cfg = *cfg;
+    out->var = v;
+    return GLESLLM_OK;
+}
+
+void matmul_destroy(matmul_kernel *k)
+{
+    gpu_program_destroy(&k->prog);
+    memset(k, 0, sizeof *k);
+}
+
+glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
+                             const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a)
+{
+    if (k->type != w->type)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matmul kernel for %s given tensor %s (%s)",
+                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t xs = act_stride(w->cols), n = a->n_tok;
+    uint64_t y_row = e == MATVEC_GLU ? (a->row_base + w->rows) / 2 : e == MATVEC_QKV ? 0 : w->rows;
+    uint64_t y_end = n ? a->y_off + (n - 1) * a->y_stride + y_row : 0;
+    uint64_t x_end = n ? a->x_off + n * xs : 0;
+    if (!n || a->x_off % 4 || x_end * 4 > x->size ||
+        (e == MATVEC_QKV ? (a->y_off + n * a->y_stride) * 4 > x->size : y_end * 4 > y->size) ||
+        x_end >= (1ull << 32) || y_end >= (1ull << 32))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matmul %s over %llu tokens: x (offset %llu, %zu bytes) or y (offset %llu, "
+                       "%zu bytes) out of range",
+                       w->name, (unsigned long long)n, (unsigned long long)a->x_off, x->size,
+                       (unsigned long long)a->y_off, y->size);
+    uint32_t bm = 16 * k->cfg.tm, bn = k->cfg.wg / 16 * k->cfg.tn;
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        gpu_dispatch d;
+        part_dispatch(&d, &k->prog, w, p, x, y,
+                      e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
+        if (e == MATVEC_QKV)
+            d.bindings[1].access = GPU_READ_WRITE;
+        d.params[0] = (uint32_t)p->rows;
+        d.params[1] = (uint32_t)((e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + p->row0);
+        d.params[2] = (uint32_t)(a->x_off / 4);
+        d.params[3] = (uint32_t)a->rope_off;
+        d.params[4] = (uint32_t)n;
+        d.params[5] = (uint32_t)a->y_off;
+        d.params[6] = (uint32_t)a->y_stride;
+        d.params[7] = (uint32_t)a->bias_off;
+        d.params[14] = (uint32_t)a->k_off;
+        d.params[15] = (uint32_t)a->v_off;
+        d.n_params = 16;
+        d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
+        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
+        d.groups[2] = 1;
+        if (d.groups[0] > 65535 || d.groups[1] > 65535)
+            return err_set(GLESLLM_ERR_UNSUPPORTED, "matmul %s: %u x %u work groups", w->name,
+                           d.groups[0], d.groups[1]);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
 glesllm_status get_rows_build(gpu_context *ctx, uint32_t type, get_rows_kernel *out)
 {
     memset(out, 0, sizeof *out);

@@ -4,6 +4,8 @@
  *                    and uploaded; split by whole rows into several buffers
  *                    when it is larger than the storage-block limit
  *   matvec kernel    y[y_off + r] (+)= sum_c W[r][c] x[x_off + c]  (glsl/matvec.comp)
+ *   matmul kernel    y[t][r] (+)= sum_c W[r][c] x[t][c] for a batch of tokens
+ *                    (prefill; glsl/matmul.comp)
  *   get_rows kernel  y[i] = W[ids[i]] dequantized: embeddings (glsl/get_rows.comp)
  *
  * Activations given to these kernels are f32 buffers whose rows are padded
@@ -103,6 +105,45 @@ typedef struct matvec_args {
 glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
                                   const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                                   uint64_t y_off, const matvec_args *a);
+
+/* How a matmul program tiles its work (glsl/matmul.comp): work groups of
+ * wg invocations (16 x wg/16 threads), each thread tm rows x tn tokens, so a
+ * work group covers 16 tm rows x (wg / 16) tn tokens. */
+typedef struct matmul_config {
+    uint32_t wg, tm, tn;  /* wg a multiple of 16; tm, tn 4 or 8 */
+    bool half;            /* tiles and products in mediump (f16 where the driver has it) */
+} matmul_config;
+
+/* The largest tiles the context's limits allow (shared memory, invocations). */
+matmul_config matmul_default_config(gpu_context *ctx);
+
+typedef struct matmul_kernel {
+    gpu_program prog;
+    uint32_t type;
+    matmul_config cfg;
+    matvec_variant var; /* the epilogue; norm must be false */
+} matmul_kernel;
+
+glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
+                            const matvec_variant *var, matmul_kernel *out);
+void matmul_destroy(matmul_kernel *k);
+
+/* The per-dispatch values of a matmul over n_tok tokens. Offsets count
+ * floats; token t's x is at x_off + t * act_stride(cols) in x's buffer. */
+typedef struct matmul_args {
+    uint32_t n_tok;
+    uint64_t x_off;
+    uint64_t y_off, y_stride; /* y row of token t at y_off + t * y_stride (QKV: Q, in x's buffer) */
+    uint64_t row_base;        /* global row of the weight's first row (GLU, QKV) */
+    uint64_t rope_off;        /* QKV: token 0's row of the RoPE table */
+    uint64_t bias_off;        /* QKV: Q|K|V biases */
+    uint64_t k_off, v_off;    /* QKV: uint offsets of token 0's K and V in the cache */
+} matmul_args;
+
+/* Records the product over every part of w. y is the output buffer (QKV:
+ * the cache). */
+glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
+                             const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a);
 
 typedef struct get_rows_kernel {
     gpu_program prog;
