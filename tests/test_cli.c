@@ -295,6 +295,74 @@ static void test_run_shared_model_greedy(void)
     TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 8, out); /* text */
 }
 
+static void test_bench_command(void)
+{
+    /* the demo model: a markdown table with one row per test */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 16,24 -n 4 -r 2"), err);
+    TEST_ASSERT_NOT_NULL(strstr(out, "| model "));
+    TEST_ASSERT_NOT_NULL(strstr(out, "t/s"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "pp16"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "pp24"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "tg4"));
+    TEST_ASSERT_NOT_NULL(strstr(out, "Q8_0"));
+    TEST_ASSERT_NOT_NULL(strstr(out, " ± "));
+    TEST_ASSERT_NULL(strstr(err, "error"));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 8 -n 2 -r 3 -o json"), err);
+    TEST_ASSERT_EQUAL_INT('[', out[0]);
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"pp8\""));
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"tg2\""));
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"avg_ts\": "));
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"stddev_ts\": "));
+    TEST_ASSERT_NOT_NULL(strstr(out, "]\n"));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 8 -n 0 -r 1 -o csv"), err);
+    TEST_ASSERT_EQUAL_INT(0, strncmp(out, "model_filename,", 15));
+    TEST_ASSERT_NOT_NULL(strstr(out, ",\"pp8\","));
+    TEST_ASSERT_NULL(strstr(out, "tg"));
+    /* bad input */
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -o xml"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "'xml'"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -p 0 -n 0"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "nothing to measure"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -p 1,x"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -r 0"));
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "bench -m /nonexistent/model.gguf -p 8 -n 0"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
+    TEST_ASSERT_EQUAL_STRING("", out); /* checked before the table starts */
+}
+
+static void test_perplexity_command(void)
+{
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "perplexity"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "-m MODEL.gguf"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "perplexity -m x.gguf -c 1"));
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "perplexity -m /nonexistent.gguf -f /nonexistent.txt"));
+    TEST_ASSERT_NOT_NULL(strstr(err, "/nonexistent.txt"));
+    TEST_NEEDS_SHARED(dir);
+    char text_path[300], args[1024];
+    snprintf(text_path, sizeof text_path, "%s.txt", out_path);
+    FILE *f = fopen(text_path, "w");
+    TEST_ASSERT_NOT_NULL(f);
+    for (int i = 0; i < 6; i++)
+        fputs("Once upon a time there was a little girl named Lily. She liked to play in the "
+              "garden with her dog, and one day they found a big red ball under the tree. ", f);
+    fclose(f);
+    snprintf(args, sizeof args, "perplexity -m %s/models/aidreams260K-f32.gguf -f %s -c 64 -b 32",
+             dir, text_path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, strncmp(out, "Final estimate: PPL = ", 22), out);
+    double ppl = atof(out + 22);
+    TEST_ASSERT_TRUE_MESSAGE(ppl > 1.0 && ppl < 512.0, out); /* within the 512-token vocabulary */
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "[1]"), err); /* progress on stderr */
+    TEST_ASSERT_NULL(strchr(strchr(out, '\n') + 1, 'P')); /* one line on stdout */
+    /* a text too short for two windows */
+    snprintf(args, sizeof args, "perplexity -m %s/models/aidreams260K-f32.gguf -f %s -c 4096",
+             dir, text_path);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "needs at"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+    remove(text_path);
+}
+
 static void test_tokenize_command(void)
 {
     /* bad input first: no model, both -p and -f, unknown flags, missing files */
@@ -411,6 +479,8 @@ int main(void)
     RUN_TEST(test_run_demo_and_flags);
     RUN_TEST(test_run_shared_model_greedy);
     RUN_TEST(test_tokenize_command);
+    RUN_TEST(test_bench_command);
+    RUN_TEST(test_perplexity_command);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);

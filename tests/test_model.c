@@ -5,16 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/perplexity.h"
 #include "model/demo_model.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/ref_model.h"
 #include "quant/quant.h"
 #include "reference_jsonl.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 #include "test_gpu.h"
 #include "unity.h"
 
 static gpu_context *ctx;
+static uint32_t n_batch; /* prefill chunk of the models loaded (0: the default) */
 
 void setUp(void) {}
 void tearDown(void) {}
@@ -42,6 +46,7 @@ static void load_file(gguf_file *f, uint32_t n_ctx, loaded *L)
     L->f = f;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &L->m), glesllm_last_error());
     gpu_model_options opt = { n_ctx };
+    opt.n_batch = n_batch;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_create(ctx, &L->m, &opt, &L->gm),
                                   glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L->m, n_ctx, &L->ref));
@@ -204,6 +209,256 @@ static void test_context_end_and_bad_tokens(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_set_token(L.gm, 0, 300));
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_set_token(L.gm, 0, -1));
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step(L.gm, 4, GPU_STEP_ARGMAX));
+    unload(&L);
+}
+
+/* ---- prefill --------------------------------------------------------------- */
+
+static double rel_diff(const float *got, const float *want, uint32_t n)
+{
+    double md = 0.0, mx = 1e-30;
+    for (uint32_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)got[i] - want[i]));
+        mx = fmax(mx, fabs((double)want[i]));
+    }
+    return md / mx;
+}
+
+/* The logits of `total` tokens decoded one step at a time, then the same
+ * tokens prefilled in the pieces given (each after the earlier ones are in
+ * the cache) with a chunk of `batch`: the logits of every position
+ * (GPU_STEP_ALL_LOGITS, for pieces that fit a chunk) and of each piece's last
+ * token must equal the step-by-step ones, and greedy decoding continued
+ * after the prefill must give the same ids. */
+static void check_prefill(const demo_spec *s, uint32_t batch, const uint32_t *pieces,
+                          uint32_t n_pieces)
+{
+    uint32_t total = 0, n_ctx = 64, cont = 6;
+    for (uint32_t i = 0; i < n_pieces; i++)
+        total += pieces[i];
+    loaded L;
+    n_batch = batch;
+    load_demo(s, n_ctx, &L);
+    n_batch = 0;
+    TEST_ASSERT_EQUAL_UINT(batch, gpu_model_n_batch(L.gm));
+    uint32_t nv = L.m.hp.n_vocab;
+    float *seq = malloc(sizeof(float) * nv * (total + cont)), *got = malloc(sizeof(float) * nv * batch);
+    TEST_ASSERT_TRUE(seq && got);
+    int32_t seq_ids[16], pre_ids[16];
+    /* step by step, then greedy past the prompt */
+    for (uint32_t pos = 0; pos < total + cont; pos++) {
+        if (pos < total)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, pos, (int32_t)((pos * 53u + 11u) % nv)));
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step(L.gm, pos, GPU_STEP_LOGITS | GPU_STEP_ARGMAX),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, seq + (size_t)pos * nv));
+        if (pos + 1 >= total)
+            seq_ids[pos + 1 - total] = gpu_model_get_token(L.gm, pos + 1);
+    }
+    char msg[200];
+    double worst = 0.0;
+    uint32_t pos = 0;
+    for (uint32_t p = 0; p < n_pieces; p++) {
+        uint32_t n = pieces[p];
+        for (uint32_t i = 0; i < n; i++)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, pos + i, (int32_t)(((pos + i) * 53u + 11u) % nv)));
+        unsigned flags = GPU_STEP_ARGMAX | (n <= batch ? GPU_STEP_ALL_LOGITS : 0);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(L.gm, pos, n, flags),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
+        const float *want = seq + (size_t)(pos + n - 1) * nv;
+        double e = rel_diff(got, want, nv);
+        worst = fmax(worst, e);
+        snprintf(msg, sizeof msg, "%s %s batch %u, piece %u (%u tokens at %u): last logits off by %.3g",
+                 s->arch, ggml_type_name(s->type), batch, p, n, pos, e);
+        /* both f32 accumulation over the same weights and the same F16 K/V:
+         * within 1e-4 of the largest logit */
+        TEST_ASSERT_TRUE_MESSAGE(e < 1e-4, msg);
+        if (top2_gap(want, nv) > 1e-3f * fabsf(want[argmax(want, nv)]))
+            TEST_ASSERT_EQUAL_INT((int)argmax(want, nv), gpu_model_get_token(L.gm, pos + n));
+        if (flags & GPU_STEP_ALL_LOGITS) {
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, got));
+            for (uint32_t i = 0; i < n; i++) {
+                e = rel_diff(got + (size_t)i * nv, seq + (size_t)(pos + i) * nv, nv);
+                worst = fmax(worst, e);
+                snprintf(msg, sizeof msg, "%s %s piece %u: logits of position %u off by %.3g",
+                         s->arch, ggml_type_name(s->type), p, pos + i, e);
+                TEST_ASSERT_TRUE_MESSAGE(e < 1e-4, msg);
+            }
+        }
+        pos += n;
+    }
+    /* greedy decoding goes on from the prefilled cache */
+    pre_ids[0] = gpu_model_get_token(L.gm, total);
+    for (uint32_t i = 0; i < cont; i++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, total + i, GPU_STEP_ARGMAX));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_wait(L.gm));
+        pre_ids[i + 1] = gpu_model_get_token(L.gm, total + i + 1);
+    }
+    for (uint32_t i = 0; i <= cont; i++) {
+        snprintf(msg, sizeof msg, "greedy id %u after the prompt", i);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(seq_ids[i], pre_ids[i], msg);
+    }
+    printf("prefill %s %s batch %u, %u pieces, %u tokens: worst relative logit error %.3g, "
+           "%u dispatches in the last piece\n",
+           s->arch, ggml_type_name(s->type), batch, n_pieces, total, worst,
+           gpu_model_last_dispatches(L.gm));
+    free(seq);
+    free(got);
+    unload(&L);
+}
+
+static void test_prefill_equals_decode_f32(void)
+{
+    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    s.n_embd = 128;
+    s.n_ff = 172; /* rows with a zero-padded tail */
+    s.tied = false;
+    const uint32_t shorter[] = { 5 }, equal[] = { 8 }, longer[] = { 19 }, prefix[] = { 6, 9 },
+                   mixed[] = { 3, 8, 1, 20 };
+    check_prefill(&s, 8, shorter, 1);
+    check_prefill(&s, 8, equal, 1);
+    check_prefill(&s, 8, longer, 1);
+    check_prefill(&s, 8, prefix, 2);
+    check_prefill(&s, 8, mixed, 4);
+    demo_spec q = small_spec("qwen2", GGML_TYPE_F32);
+    q.n_embd = 120; /* head dimension 30 */
+    q.n_ff = 172;
+    check_prefill(&q, 16, prefix, 2);
+    check_prefill(&q, 64, longer, 1);
+}
+
+static void test_prefill_equals_decode_quantized(void)
+{
+    uint32_t types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                         GGML_TYPE_F16 };
+    const uint32_t pieces[] = { 21, 4 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        demo_spec s = small_spec(i % 2 ? "qwen2" : "llama", types[i]);
+        if (types[i] == GGML_TYPE_Q4_K) {
+            s.v_type = s.down_type = GGML_TYPE_Q6_K;
+            s.embd_type = GGML_TYPE_Q6_K;
+        }
+        check_prefill(&s, 16, pieces, 2);
+    }
+}
+
+static void test_prefill_bad_ranges(void)
+{
+    demo_spec s = small_spec("llama", GGML_TYPE_Q8_0);
+    loaded L;
+    n_batch = 4;
+    load_demo(&s, 16, &L);
+    n_batch = 0;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_prefill(L.gm, 10, 7, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_prefill(L.gm, 0, 0, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_prefill(L.gm, 0, 5, GPU_STEP_ALL_LOGITS));
+    float row[300];
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_read_logits_all(L.gm, 0, 1, row));
+    unload(&L);
+}
+
+/* ---- perplexity ------------------------------------------------------------- */
+
+/* llama.cpp's perplexity on the CPU reference: windows of n_ctx from an
+ * empty cache, first token BOS (when bos >= 0), second half scored. */
+static double cpu_perplexity(ref_model *ref, uint32_t nv, const int32_t *tok, uint32_t n,
+                             uint32_t n_ctx, int32_t bos)
+{
+    float *lg = malloc(sizeof(float) * nv);
+    TEST_ASSERT_NOT_NULL(lg);
+    double nll = 0.0;
+    uint32_t count = 0;
+    for (uint32_t c = 0; c < n / n_ctx; c++) {
+        const int32_t *w = tok + (size_t)c * n_ctx;
+        for (uint32_t j = 0; j + 1 < n_ctx; j++) {
+            int32_t t = j == 0 && bos >= 0 ? bos : w[j];
+            bool scored = j >= n_ctx / 2;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref, t, j, scored ? lg : NULL));
+            if (!scored)
+                continue;
+            double mx = lg[0], sum = 0.0;
+            for (uint32_t i = 1; i < nv; i++)
+                mx = fmax(mx, lg[i]);
+            for (uint32_t i = 0; i < nv; i++)
+                sum += exp(lg[i] - mx);
+            nll -= lg[w[j + 1]] - mx - log(sum);
+            count++;
+        }
+    }
+    free(lg);
+    return exp(nll / count);
+}
+
+static void check_perplexity(loaded *L, const int32_t *tok, uint32_t n, uint32_t n_ctx,
+                             int32_t bos, const char *what)
+{
+    ppl_options po = { n_ctx, bos };
+    ppl_result r;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, engine_perplexity(L->gm, tok, n, &po, &r),
+                                  glesllm_last_error());
+    double want = cpu_perplexity(L->ref, L->m.hp.n_vocab, tok, n, n_ctx, bos);
+    TEST_ASSERT_EQUAL_UINT(n / n_ctx, r.n_chunks);
+    TEST_ASSERT_EQUAL_UINT(r.n_chunks * (n_ctx - 1 - n_ctx / 2), r.n_scored);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: GPU perplexity %.6f, CPU reference %.6f", what, r.ppl, want);
+    printf("%s\n", msg);
+    /* f32 logits within 1e-4 of their magnitude both ways: the mean log
+     * probability moves by far less than 1e-4 */
+    TEST_ASSERT_TRUE_MESSAGE(fabs(r.ppl - want) < 1e-4 * want, msg);
+    TEST_ASSERT_TRUE(r.ppl_err > 0.0);
+}
+
+static void test_perplexity_matches_cpu(void)
+{
+    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    s.n_vocab = 64; /* a small vocabulary: the random model's perplexity is not huge */
+    loaded L;
+    n_batch = 16; /* windows of 24: two prefill chunks each */
+    load_demo(&s, 24, &L);
+    n_batch = 0;
+    int32_t tok[75];
+    for (uint32_t i = 0; i < 75; i++)
+        tok[i] = (int32_t)((i * 7u + (i * i) % 5u) % 64u);
+    check_perplexity(&L, tok, 75, 24, 1, "random llama, windows of 24");
+    ppl_options po = { 24, 1 };
+    ppl_result r;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, engine_perplexity(L.gm, tok, 47, &po, &r));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "at least 48"));
+    unload(&L);
+}
+
+static const char ppl_text[] =
+    "Once upon a time there was a little girl named Lily. She liked to play in the garden "
+    "with her dog. One day the sun was hot and the flowers were tall. Lily saw a big red "
+    "ball under the tree. She ran to get it, and her dog ran with her. They played all day "
+    "until the sky was dark. Then her mom called her home for dinner, and Lily was happy. "
+    "The next morning Lily woke up early. She looked out of the window and saw rain. She "
+    "was sad because she could not play outside. Her mom said they could bake a cake "
+    "together. Lily smiled and helped her mom mix the flour and the eggs.";
+
+static void test_perplexity_aidreams_matches_cpu(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/aidreams260K-f32.gguf", dir);
+    gguf_file *f;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open(path, &f), glesllm_last_error());
+    loaded L;
+    memset(&L, 0, sizeof L);
+    n_batch = 32;
+    load_file(f, 64, &L);
+    n_batch = 0;
+    vocab *v;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, vocab_load(f, &v));
+    tok_ids t = { 0 };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, tok_encode(v, ppl_text, strlen(ppl_text), TOK_ADD_SPECIAL, &t));
+    TEST_ASSERT_TRUE(t.n >= 128);
+    check_perplexity(&L, t.ids, (uint32_t)t.n, 64, vocab_adds_bos(v) ? vocab_bos(v) : -1,
+                     "aidreams260K-f32, windows of 64");
+    tok_ids_free(&t);
+    vocab_free(v);
     unload(&L);
 }
 
@@ -388,6 +643,11 @@ int main(void)
     RUN_TEST(test_norm_as_its_own_dispatch);
     RUN_TEST(test_long_context_splits_attention);
     RUN_TEST(test_context_end_and_bad_tokens);
+    RUN_TEST(test_prefill_equals_decode_f32);
+    RUN_TEST(test_prefill_equals_decode_quantized);
+    RUN_TEST(test_prefill_bad_ranges);
+    RUN_TEST(test_perplexity_matches_cpu);
+    RUN_TEST(test_perplexity_aidreams_matches_cpu);
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_shared_models_match_llama_cpp);

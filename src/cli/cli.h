@@ -5,11 +5,19 @@
 #define GLESLLM_CLI_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "glesllm.h"
+#include "gguf/gguf.h"
+#include "gpu/gpu.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "text/vocab.h"
 
+int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -29,5 +37,30 @@ int cli_read_text(const char *path, char **text, size_t *len);
 
 /* "glesllm: <what>: <last error>" on stderr; returns 1. */
 int cli_fail(const char *what, glesllm_status st);
+
+/* A decimal number within [lo, hi] and nothing else. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+bool cli_parse_float(const char *s, float lo, float hi, float *out);
+
+/* A model a command works on: the file (or the built-in demo when path is
+ * NULL), its metadata, optionally its vocabulary, and once uploaded the GPU
+ * model. The functions return 0, or an exit code after saying why on stderr. */
+typedef struct cli_model {
+    const char *name;  /* the path, or "demo" */
+    uint8_t *demo;
+    gguf_file *f;
+    model m;
+    bool opened;
+    vocab *voc;
+    gpu_model *gm;
+    double t0, load_s; /* when opening began; seconds until uploaded */
+} cli_model;
+
+enum { CLI_NEED_VOCAB = 1 };
+int cli_model_open(const char *path, unsigned need, cli_model *cm);
+int cli_open_gpu(gpu_context **ctx);
+/* Uploads with a load progress bar on a terminal (n_batch 0: the default). */
+int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch);
+void cli_model_close(cli_model *cm);
 
 #endif

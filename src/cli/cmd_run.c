@@ -41,6 +41,7 @@ static void usage(FILE *f)
             "  -n, --n-predict N       tokens to generate (default 128; -1: until the end of\n"
             "                          the context or an end-of-generation token)\n"
             "  -c, --ctx-size N        context size (default: the model's, at most 4096)\n"
+            "  -b, --batch-size N      prompt tokens per batched pass (default 512)\n"
             "  --temp T                temperature (default 0.8; 0: greedy)\n"
             "  --top-k N               keep the N most likely tokens (default 40; 0: off)\n"
             "  --top-p P               keep the smallest set of probability P (default 0.95)\n"
@@ -54,33 +55,11 @@ static void usage(FILE *f)
 
 typedef struct run_args {
     const char *model, *prompt, *prompt_file, *prompt_ids;
-    long n_predict, n_ctx;
+    long n_predict, n_ctx, n_batch;
     sampler_params sp;
     long long seed;
     bool ignore_eos, print_ids, special;
 } run_args;
-
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, float lo, float hi, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
 
 /* 0 parsed, else an exit code */
 static int parse_args(int argc, char **argv, run_args *a)
@@ -124,21 +103,23 @@ static int parse_args(int argc, char **argv, run_args *a)
         else if (strcmp(o, "--prompt-ids") == 0)
             a->prompt_ids = v;
         else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-predict") == 0)
-            ok = parse_long(v, -1, 1L << 30, &a->n_predict);
+            ok = cli_parse_long(v, -1, 1L << 30, &a->n_predict);
         else if (strcmp(o, "-c") == 0 || strcmp(o, "--ctx-size") == 0)
-            ok = parse_long(v, 0, 1L << 24, &a->n_ctx);
+            ok = cli_parse_long(v, 0, 1L << 24, &a->n_ctx);
+        else if (strcmp(o, "-b") == 0 || strcmp(o, "--batch-size") == 0)
+            ok = cli_parse_long(v, 1, 1L << 16, &a->n_batch);
         else if (strcmp(o, "--temp") == 0)
-            ok = parse_float(v, -1e9f, 1e9f, &a->sp.temp);
+            ok = cli_parse_float(v, -1e9f, 1e9f, &a->sp.temp);
         else if (strcmp(o, "--top-k") == 0)
-            ok = parse_long(v, -1, 1L << 30, &l) && ((a->sp.top_k = (int32_t)l), true);
+            ok = cli_parse_long(v, -1, 1L << 30, &l) && ((a->sp.top_k = (int32_t)l), true);
         else if (strcmp(o, "--top-p") == 0)
-            ok = parse_float(v, 0.0f, 1.0f, &a->sp.top_p);
+            ok = cli_parse_float(v, 0.0f, 1.0f, &a->sp.top_p);
         else if (strcmp(o, "--min-p") == 0)
-            ok = parse_float(v, 0.0f, 1.0f, &a->sp.min_p);
+            ok = cli_parse_float(v, 0.0f, 1.0f, &a->sp.min_p);
         else if (strcmp(o, "--repeat-penalty") == 0)
-            ok = parse_float(v, 1e-6f, 1e6f, &a->sp.repeat_penalty);
+            ok = cli_parse_float(v, 1e-6f, 1e6f, &a->sp.repeat_penalty);
         else if (strcmp(o, "--repeat-last-n") == 0)
-            ok = parse_long(v, -1, 1L << 24, &l) && ((a->sp.repeat_last_n = (int32_t)l), true);
+            ok = cli_parse_long(v, -1, 1L << 24, &l) && ((a->sp.repeat_last_n = (int32_t)l), true);
         else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
             char *end;
             errno = 0;
@@ -223,20 +204,6 @@ static bool print_token(void *ud, int32_t id)
     return true;
 }
 
-static void load_progress(void *ud, uint64_t done, uint64_t total)
-{
-    (void)ud;
-    if (!isatty(2))
-        return;
-    int pct = total ? (int)(100.0 * done / total) : 100;
-    char bar[31];
-    cli_progress_bar(pct, bar);
-    fprintf(stderr, "\r\033[K[%s] %3d%% loading %.0f / %.0f MiB", bar, pct, done / 1048576.0,
-            total / 1048576.0);
-    if (done >= total)
-        fprintf(stderr, "\r\033[K");
-}
-
 static uint64_t random_seed(void)
 {
     struct timespec ts;
@@ -265,41 +232,18 @@ int cmd_run(int argc, char **argv)
     if (a.prompt_file && (rc = cli_read_text(a.prompt_file, &file_text, &file_len)))
         return rc;
     a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
-    double t0 = now_seconds();
-    uint8_t *demo = NULL;
-    gguf_file *f = NULL;
-    vocab *voc = NULL;
+    cli_model cm;
     gpu_context *ctx = NULL;
-    gpu_model *gm = NULL;
-    model m = { 0 };
+    vocab *voc = NULL;
     int32_t *ids = NULL;
     uint32_t n_ids = 0;
     glesllm_status st;
-    const char *what = "loading the model";
+    if ((rc = cli_model_open(a.model, 0, &cm)))
+        goto out;
     rc = 1;
-    if (a.model) {
-        st = gguf_open(a.model, &f);
-    } else {
-        demo_spec spec = demo_spec_default();
-        fprintf(stderr, "glesllm: no -m given: running the built-in demo model (%s, %u layers, "
-                        "%u hidden, %s; random weights, so the text means nothing)\n",
-                spec.arch, spec.n_layer, spec.n_embd, ggml_type_name(spec.type));
-        size_t size;
-        what = "making the demo model";
-        st = demo_model_to_memory(&spec, &demo, &size);
-        if (!st)
-            st = gguf_open_memory(demo, size, &f);
-    }
-    if (st) {
-        cli_fail(what, st);
-        goto out;
-    }
-    if ((st = model_open(f, &m))) {
-        cli_fail(a.model ? a.model : "demo model", st);
-        goto out;
-    }
+    model m = cm.m;
     bool text_prompt = a.prompt || a.prompt_file;
-    if ((st = vocab_load(f, &voc))) {
+    if ((st = vocab_load(cm.f, &voc))) {
         if (!a.print_ids || text_prompt) {
             cli_fail(text_prompt ? "the model's vocabulary"
                                  : "the model's vocabulary (--print-ids prints ids without it)", st);
@@ -355,19 +299,10 @@ int cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    gpu_options go;
-    if ((st = gpu_options_from_env(&go)) || (st = gpu_context_create(&go, &ctx))) {
-        cli_fail("opening the GPU", st);
+    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, n_ctx, (uint32_t)a.n_batch))
         goto out;
-    }
-    gpu_model_options mo = { n_ctx, KV_AUTO, load_progress, NULL };
-    if ((st = gpu_model_create(ctx, &m, &mo, &gm))) {
-        if (isatty(2))
-            fprintf(stderr, "\r\033[K");
-        cli_fail(a.model ? a.model : "demo model", st);
-        goto out;
-    }
-    double load_s = now_seconds() - t0;
+    gpu_model *gm = cm.gm;
+    double load_s = cm.load_s;
     fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
                     "buffers; loaded in %.2f s\n",
             a.model ? a.model : "demo", m.hp.arch_name, m.hp.n_layer,
@@ -406,12 +341,9 @@ int cmd_run(int argc, char **argv)
                         "more\n", n_ctx);
     rc = gs.stop == GEN_STOP_REQUESTED && cli_interrupted ? 130 : 0;
 out:
-    gpu_model_destroy(gm);
+    cli_model_close(&cm);
     gpu_context_destroy(ctx);
-    model_close(&m);
     vocab_free(voc);
-    gguf_close(f);
-    free(demo);
     free(ids);
     free(file_text);
     return rc;

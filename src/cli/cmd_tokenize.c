@@ -48,7 +48,7 @@ static void print_piece(const char *p, size_t n)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = NULL, *file = NULL;
+    const char *model_path = NULL, *prompt = NULL, *file = NULL;
     bool ids_only = false, no_bos = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -69,7 +69,7 @@ int cmd_tokenize(int argc, char **argv)
             }
             const char *v = argv[++i];
             if (o[1] == 'm' || o[2] == 'm')
-                model = v;
+                model_path = v;
             else if (o[1] == 'p' || o[2] == 'p')
                 prompt = v;
             else
@@ -80,7 +80,7 @@ int cmd_tokenize(int argc, char **argv)
             return 2;
         }
     }
-    if (!model) {
+    if (!model_path) {
         fprintf(stderr, "glesllm tokenize: no model: give the GGUF file with -m\n");
         return 2;
     }
@@ -101,13 +101,13 @@ int cmd_tokenize(int argc, char **argv)
     vocab *v = NULL;
     tok_ids t = { 0 };
     int rc = 1;
-    glesllm_status st = gguf_open(model, &f);
+    glesllm_status st = gguf_open(model_path, &f);
     if (st) {
-        cli_fail(model, st);
+        cli_fail(model_path, st);
         goto out;
     }
     if ((st = vocab_load(f, &v))) {
-        cli_fail(model, st);
+        cli_fail(model_path, st);
         goto out;
     }
     if (*vocab_warnings(v))

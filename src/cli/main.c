@@ -20,6 +20,8 @@ static void usage(FILE *f)
             "  info MODEL.gguf     show a model's architecture, shape, tensor types and GPU memory\n"
             "  quantize IN OUT T   write IN's weights quantized to T (Q4_0 Q8_0 Q4_K Q6_K Q4_K_M)\n"
             "  tokenize -m MODEL   text to token ids with the model's vocabulary; see 'tokenize --help'\n"
+            "  bench [-m MODEL]    prompt and generation tokens/s, like llama-bench; see 'bench --help'\n"
+            "  perplexity -m MODEL -f TEXT   perplexity of a text, as llama.cpp computes it\n"
             "\n"
             "environment:\n"
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
@@ -133,6 +135,10 @@ int main(int argc, char **argv)
         return cmd_quantize(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0)
         return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "perplexity") == 0)
+        return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
     return 2;
 }

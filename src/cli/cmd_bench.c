@@ -1,0 +1,362 @@
+/* glesllm bench: prompt processing (pp) and generation (tg) speed, in the
+ * manner of llama-bench: every model x every -p and -n value, a warm-up run
+ * excluded, then -r repetitions; mean and standard deviation of tokens/s in
+ * a markdown table, JSON or CSV on stdout. Progress goes to stderr. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+
+#define MAX_LIST 16
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: glesllm bench [-m MODEL.gguf]... [-p N[,N...]] [-n N[,N...]] [-r N]\n"
+            "                     [-b N] [-o md|json|csv]\n"
+            "\n"
+            "Measures prompt processing (ppN: N prompt tokens as one batched prefill) and\n"
+            "generation (tgN: N tokens one step at a time, each waited for) in tokens/s,\n"
+            "like llama-bench. Without -m it measures the built-in demo model.\n"
+            "\n"
+            "options:\n"
+            "  -m, --model FILE       a model; repeat, or separate with commas, for several\n"
+            "  -p, --n-prompt N,...   prompt lengths (default 512; 0: none)\n"
+            "  -n, --n-gen N,...      generation lengths (default 128; 0: none)\n"
+            "  -r, --repetitions N    runs of each test after one warm-up run (default 5)\n"
+            "  -b, --batch-size N     prefill batch (default 512)\n"
+            "  -o, --output FORMAT    md (default), json or csv\n");
+}
+
+typedef enum out_format { OUT_MD, OUT_JSON, OUT_CSV } out_format;
+
+typedef struct bench_args {
+    const char *models[MAX_LIST];
+    uint32_t n_models;
+    long pp[MAX_LIST], tg[MAX_LIST];
+    uint32_t n_pp, n_tg;
+    long reps, n_batch;
+    out_format fmt;
+} bench_args;
+
+/* "a,b,c" appended to list; false on a bad value */
+static bool parse_list(const char *s, long *list, uint32_t *n, bool *cleared)
+{
+    if (!*cleared) {
+        *n = 0;
+        *cleared = true;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_LIST || !cli_parse_long(tok, 0, 1L << 20, &list[*n]))
+            return false;
+        (*n)++;
+    }
+    return true;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->pp[0] = 512;
+    a->tg[0] = 128;
+    a->n_pp = a->n_tg = 1;
+    a->reps = 5;
+    a->n_batch = 512;
+    bool pp_set = false, tg_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            usage(stdout);
+            return -1;
+        }
+        if (i + 1 >= argc || o[0] != '-') {
+            fprintf(stderr, "glesllm bench: %s '%s'; see 'glesllm bench --help'\n",
+                    o[0] == '-' ? "missing value after" : "unexpected argument", o);
+            return 2;
+        }
+        char *v = argv[++i];
+        bool ok = true;
+        if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0) {
+            for (char *save = NULL, *tok = strtok_r(v, ",", &save); ok && tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                ok = a->n_models < MAX_LIST;
+                if (ok)
+                    a->models[a->n_models++] = tok;
+            }
+        } else if (strcmp(o, "-p") == 0 || strcmp(o, "--n-prompt") == 0) {
+            ok = parse_list(v, a->pp, &a->n_pp, &pp_set);
+        } else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-gen") == 0) {
+            ok = parse_list(v, a->tg, &a->n_tg, &tg_set);
+        } else if (strcmp(o, "-r") == 0 || strcmp(o, "--repetitions") == 0) {
+            ok = cli_parse_long(v, 1, 1000, &a->reps);
+        } else if (strcmp(o, "-b") == 0 || strcmp(o, "--batch-size") == 0) {
+            ok = cli_parse_long(v, 1, 1L << 16, &a->n_batch);
+        } else if (strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0) {
+            if (strcmp(v, "md") == 0)
+                a->fmt = OUT_MD;
+            else if (strcmp(v, "json") == 0)
+                a->fmt = OUT_JSON;
+            else if (strcmp(v, "csv") == 0)
+                a->fmt = OUT_CSV;
+            else
+                ok = false;
+        } else {
+            fprintf(stderr, "glesllm bench: unknown option '%s'; see 'glesllm bench --help'\n", o);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "glesllm bench: invalid value '%s' for %s (at most %d values)\n", v, o,
+                    MAX_LIST);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* What a row of the table says about its model. */
+typedef struct model_desc {
+    char name[128], quant[64], gpu[128];
+    uint64_t bytes, params;
+} model_desc;
+
+static void describe(const cli_model *cm, gpu_context *ctx, model_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    const char *base = strrchr(cm->name, '/');
+    snprintf(d->name, sizeof d->name, "%s", base ? base + 1 : cm->name);
+    snprintf(d->gpu, sizeof d->gpu, "%s", gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */));
+    /* the matrix types by element count, largest first */
+    uint64_t per_type[64] = { 0 };
+    for (uint64_t i = 0; i < gguf_tensor_count(cm->f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(cm->f, i);
+        d->bytes += t->size;
+        d->params += t->n_elements;
+        if (t->n_dims >= 2 && t->type < 64)
+            per_type[t->type] += t->n_elements;
+    }
+    for (size_t len = 0;;) {
+        uint32_t best = 64;
+        for (uint32_t ty = 0; ty < 64; ty++)
+            if (per_type[ty] && (best == 64 || per_type[ty] > per_type[best]))
+                best = ty;
+        if (best == 64)
+            break;
+        const char *nm = ggml_type_name(best);
+        len += (size_t)snprintf(d->quant + len, sizeof d->quant - len, "%s%s", len ? "+" : "",
+                                nm ? nm : "?");
+        per_type[best] = 0;
+        if (len >= sizeof d->quant)
+            break;
+    }
+}
+
+typedef struct result {
+    char test[32];
+    uint32_t n_prompt, n_gen;
+    double avg, sd;
+    double samples[1000];
+    uint32_t n;
+} result;
+
+/* one run of a test: seconds */
+static glesllm_status run_once(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen, uint64_t *rng,
+                               double *secs)
+{
+    uint32_t nv = gpu_model_n_vocab(gm);
+    glesllm_status st = GLESLLM_OK;
+    if (n_prompt) {
+        for (uint32_t i = 0; st == GLESLLM_OK && i < n_prompt; i++) {
+            *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+            st = gpu_model_set_token(gm, i, (int32_t)((*rng >> 33) % nv));
+        }
+        double t0 = now_seconds();
+        if (!st)
+            st = gpu_model_prefill(gm, 0, n_prompt, GPU_STEP_ARGMAX);
+        if (!st)
+            st = gpu_model_wait(gm);
+        *secs = now_seconds() - t0;
+        return st;
+    }
+    /* generation from a one-token context, each step's argmax the next token */
+    st = gpu_model_set_token(gm, 0, (int32_t)(*rng % nv));
+    double t0 = now_seconds();
+    for (uint32_t i = 0; st == GLESLLM_OK && i < n_gen; i++) {
+        st = gpu_model_step(gm, i, GPU_STEP_ARGMAX);
+        if (!st)
+            st = gpu_model_wait(gm);
+    }
+    *secs = now_seconds() - t0;
+    return st;
+}
+
+static glesllm_status run_test(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen, uint32_t reps,
+                               result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n_prompt = n_prompt;
+    r->n_gen = n_gen;
+    snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u", n_prompt ? n_prompt : n_gen);
+    uint64_t rng = 12345 + n_prompt * 31 + n_gen;
+    double s, sum = 0.0;
+    glesllm_status st = run_once(gm, n_prompt, n_gen, &rng, &s); /* warm-up */
+    for (uint32_t i = 0; st == GLESLLM_OK && i < reps && !cli_interrupted; i++) {
+        if ((st = run_once(gm, n_prompt, n_gen, &rng, &s)))
+            break;
+        r->samples[r->n] = (n_prompt + n_gen) / s;
+        sum += r->samples[r->n++];
+    }
+    if (st || !r->n)
+        return st;
+    r->avg = sum / r->n;
+    double v = 0.0;
+    for (uint32_t i = 0; i < r->n; i++)
+        v += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
+    r->sd = r->n > 1 ? sqrt(v / (r->n - 1)) : 0.0;
+    return GLESLLM_OK;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, const result *r,
+                      bool first)
+{
+    double ms = r->avg > 0 ? (r->n_prompt + r->n_gen) / r->avg * 1e3 : 0.0;
+    if (fmt == OUT_MD) {
+        char size[32], params[32], ts[48];
+        snprintf(size, sizeof size, "%.2f %s", d->bytes >= (1ull << 30) ? d->bytes / 1073741824.0
+                                                                      : d->bytes / 1048576.0,
+                 d->bytes >= (1ull << 30) ? "GiB" : "MiB");
+        snprintf(params, sizeof params, "%.2f %s",
+                 d->params >= 1000000000ull ? d->params / 1e9 : d->params / 1e6,
+                 d->params >= 1000000000ull ? "B" : "M");
+        snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg, r->sd);
+        printf("| %-30s | %10s | %10s | %-12s | %-24.24s | %8s | %20s |\n", d->name, size, params,
+               d->quant, d->gpu, r->test, ts);
+    } else if (fmt == OUT_CSV) {
+        printf("\"%s\",%llu,%llu,\"%s\",\"%s\",%u,%u,%u,\"%s\",%.3f,%.3f,%.3f\n", d->name,
+               (unsigned long long)d->bytes, (unsigned long long)d->params, d->quant, d->gpu,
+               n_batch, r->n_prompt, r->n_gen, r->test, ms, r->avg, r->sd);
+    } else {
+        printf("%s  {\"model_filename\": ", first ? "" : ",\n");
+        json_string(d->name);
+        printf(", \"model_size\": %llu, \"model_n_params\": %llu, \"quant\": ",
+               (unsigned long long)d->bytes, (unsigned long long)d->params);
+        json_string(d->quant);
+        printf(", \"gpu_info\": ");
+        json_string(d->gpu);
+        printf(", \"n_batch\": %u, \"n_prompt\": %u, \"n_gen\": %u, \"test\": \"%s\", "
+               "\"avg_ms\": %.3f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"samples_ts\": [",
+               n_batch, r->n_prompt, r->n_gen, r->test, ms, r->avg, r->sd);
+        for (uint32_t i = 0; i < r->n; i++)
+            printf("%s%.3f", i ? ", " : "", r->samples[i]);
+        printf("]}");
+    }
+    fflush(stdout);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    uint32_t n_tests = 0;
+    long need_ctx = 1;
+    for (uint32_t i = 0; i < a.n_pp; i++)
+        if (a.pp[i]) {
+            n_tests++;
+            need_ctx = a.pp[i] > need_ctx ? a.pp[i] : need_ctx;
+        }
+    for (uint32_t i = 0; i < a.n_tg; i++)
+        if (a.tg[i]) {
+            n_tests++;
+            need_ctx = a.tg[i] > need_ctx ? a.tg[i] : need_ctx;
+        }
+    if (!n_tests) {
+        fprintf(stderr, "glesllm bench: nothing to measure: every -p and -n value is 0\n");
+        return 2;
+    }
+    if (!a.n_models)
+        a.models[a.n_models++] = NULL; /* the demo */
+    for (uint32_t i = 0; i < a.n_models; i++) { /* every file readable before the table starts */
+        FILE *f = a.models[i] ? fopen(a.models[i], "rb") : NULL;
+        if (a.models[i] && !f) {
+            fprintf(stderr, "glesllm bench: cannot open '%s': %s\n", a.models[i], strerror(errno));
+            return 1;
+        }
+        if (f)
+            fclose(f);
+    }
+    gpu_context *ctx = NULL;
+    if ((rc = cli_open_gpu(&ctx)))
+        return rc;
+    static result r;
+    bool first = true;
+    if (a.fmt == OUT_MD) {
+        printf("| %-30s | %10s | %10s | %-12s | %-24s | %8s | %20s |\n", "model", "size", "params",
+               "quant", "gpu", "test", "t/s");
+        printf("| ------------------------------ | ---------: | ---------: | ------------ | "
+               "------------------------ | -------: | -------------------: |\n");
+    } else if (a.fmt == OUT_CSV) {
+        printf("model_filename,model_size,model_n_params,quant,gpu_info,n_batch,n_prompt,n_gen,"
+               "test,avg_ms,avg_ts,stddev_ts\n");
+    } else {
+        printf("[\n");
+    }
+    fflush(stdout);
+    cli_catch_signals();
+    for (uint32_t mi = 0; mi < a.n_models && !rc && !cli_interrupted; mi++) {
+        cli_model cm;
+        if ((rc = cli_model_open(a.models[mi], 0, &cm)))
+            break;
+        if ((rc = cli_model_upload(&cm, ctx, (uint32_t)need_ctx, (uint32_t)a.n_batch))) {
+            cli_model_close(&cm);
+            break;
+        }
+        model_desc d;
+        describe(&cm, ctx, &d);
+        fprintf(stderr, "glesllm: %s loaded in %.2f s\n", cm.name, cm.load_s);
+        for (uint32_t k = 0; k < a.n_pp + a.n_tg && !rc && !cli_interrupted; k++) {
+            uint32_t np = k < a.n_pp ? (uint32_t)a.pp[k] : 0;
+            uint32_t ng = k < a.n_pp ? 0 : (uint32_t)a.tg[k - a.n_pp];
+            if (!np && !ng)
+                continue;
+            glesllm_status st = run_test(cm.gm, np, ng, (uint32_t)a.reps, &r);
+            if (st) {
+                rc = cli_fail(cm.name, st);
+                break;
+            }
+            if (r.n) {
+                print_row(a.fmt, &d, gpu_model_n_batch(cm.gm), &r, first);
+                first = false;
+            }
+        }
+        cli_model_close(&cm);
+    }
+    cli_release_signals();
+    if (a.fmt == OUT_JSON)
+        printf("%s]\n", first ? "" : "\n");
+    gpu_context_destroy(ctx);
+    if (!rc && cli_interrupted)
+        rc = 130;
+    return rc;
+}
