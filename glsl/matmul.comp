@@ -19,14 +19,18 @@
 // cache as packed halves.
 // Tiling: a work group computes BM rows x BN tokens. Per step of one 32-value
 // unit, its threads dequantize BM rows' units into shared memory (one unit
-// per thread) and copy the BN tokens' 32 values beside them, then each
-// thread accumulates TM rows x TN tokens as vec4 outer products. Threads are
-// a TX x TY grid (TX = 16); thread (tx, ty) holds rows 4 tx + 4 TX i + 0..3
-// (i < TM / 4) and tokens 4 ty + 4 TY j + 0..3 (j < TN / 4), so GLU/QKV row
-// pairs stay in one thread.
+// per thread, stored as the row's 8 vec4) and copy the BN tokens' 8 vec4
+// beside them, then each thread accumulates TM rows x TN tokens as dot
+// products of vec4. Threads are a TX x TY grid (TX = 16); thread (tx, ty)
+// holds the row slots tx + TX i (i < TM) and the token slots ty + TY j
+// (j < TN): eight neighbouring threads read eight neighbouring slots, whose
+// 36-float rows fall on distinct banks. With PAIRS (GLU, QKV) slot s < BM / 2
+// holds row 2 s of the tile and slot s + BM / 2 row 2 s + 1, so a thread's
+// slots i and i + TM / 2 are a pair of rows.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp.
+#pragma optionNV(unroll all)
 #include "common.glsl"
 #include "weights.glsl"
 
@@ -40,26 +44,36 @@ layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
 layout(std430, binding = 2) restrict buffer Y { float y[]; };
 #endif
 
+#if defined(GLU) || defined(QKV)
+#define PAIRS 1
+#endif
+
 #define TX 16u
 #define TY (uint(WG_SIZE) / TX)
 #define BM (TX * uint(TM))
 #define BN (TY * uint(TN))
-#define MI (TM / 4)
-#define NJ (TN / 4)
+#define RS 9u  // vec4 per tile row: 8 and one of padding
 
 #ifdef HALF_TILES
 #define TVEC mediump vec4
-#define TFLOAT mediump float
 #else
 #define TVEC vec4
-#define TFLOAT float
 #endif
 
-// [k][row] and [k][token], k the value within the unit, four rows / tokens a vec4
-shared TVEC ws[32u * BM / 4u];
-shared TVEC xs[32u * BN / 4u];
+shared TVEC ws[BM * RS];
+shared TVEC xs[BN * RS];
 
 float x_at(uint i) { return xv[i >> 2][i & 3u]; }
+
+// the tile row held by row slot s
+uint slot_row(uint s)
+{
+#ifdef PAIRS
+    return s < BM / 2u ? 2u * s : 2u * (s - BM / 2u) + 1u;
+#else
+    return s;
+#endif
+}
 
 void main()
 {
@@ -68,27 +82,22 @@ void main()
     uint t = gl_LocalInvocationIndex, tx = t % TX, ty = t / TX;
     uint xstride = W_UNITS * 8u, xo = PARAM_U(2);
 
-    vec4 acc[TM][NJ];
+    float acc[TM][TN];
     for (int i = 0; i < TM; i++)
-        for (int j = 0; j < NJ; j++)
-            acc[i][j] = vec4(0.0);
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = 0.0;
 
     for (uint u = 0u; u < W_UNITS; u++) {
         // the weight tile: one row's unit per thread
-        for (uint r = t; r < BM; r += uint(WG_SIZE)) {
+        for (uint sl = t; sl < BM; sl += uint(WG_SIZE)) {
             vec4 v[8];
-            w_unit_values(min(row0 + r, rows - 1u), u, v);
-            for (int k = 0; k < 8; k++) {
-                uint c = uint((k & 3) * 4 + (k >> 2) * 16);
-                for (int j = 0; j < 4; j++) {
-                    uint s = (c + uint(j)) * BM + r;
-                    ws[s >> 2][s & 3u] = v[k][j];
-                }
-            }
+            w_unit_values(min(row0 + slot_row(sl), rows - 1u), u, v);
+            for (int k = 0; k < 8; k++)
+                ws[sl * RS + uint(k)] = v[k];
         }
-        // the tokens' tile: consecutive threads take consecutive tokens
+        // the tokens' tile
         for (uint i = t; i < BN * 8u; i += uint(WG_SIZE)) {
-            uint tok = i % BN, k4 = i / BN;
+            uint tok = i / 8u, k4 = i % 8u;
             vec4 v = vec4(0.0);
             if (tok0 + tok < n_tok) {
                 v = xv[xo + (tok0 + tok) * xstride + u * 8u + k4];
@@ -97,83 +106,74 @@ void main()
                 v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
 #endif
             }
-            for (int j = 0; j < 4; j++) {
-                uint s = (k4 * 4u + uint(j)) * BN + tok;
-                xs[s >> 2][s & 3u] = v[j];
-            }
+            xs[tok * RS + k4] = v;
         }
         barrier();
-        for (uint k = 0u; k < 32u; k++) {
-            TVEC a[MI], b[NJ];
-            for (int i = 0; i < MI; i++)
-                a[i] = ws[k * (BM / 4u) + tx + TX * uint(i)];
-            for (int j = 0; j < NJ; j++)
-                b[j] = xs[k * (BN / 4u) + ty + TY * uint(j)];
-            for (int i = 0; i < MI; i++)
-                for (int r = 0; r < 4; r++)
-                    for (int j = 0; j < NJ; j++)
-                        acc[i * 4 + r][j] += vec4(a[i][r] * b[j]);
+        for (uint k4 = 0u; k4 < 8u; k4++) {
+            TVEC a[TM], b[TN];
+            for (int i = 0; i < TM; i++)
+                a[i] = ws[(tx + TX * uint(i)) * RS + k4];
+            for (int j = 0; j < TN; j++)
+                b[j] = xs[(ty + TY * uint(j)) * RS + k4];
+            for (int i = 0; i < TM; i++)
+                for (int j = 0; j < TN; j++)
+                    acc[i][j] += float(dot(a[i], b[j]));
         }
         barrier();
     }
 
-    for (int i = 0; i < MI; i++) {
-        uint rbase = row0 + 4u * tx + 4u * TX * uint(i);
-        for (int j = 0; j < NJ; j++) {
-            for (int c = 0; c < 4; c++) {
-                uint tok = tok0 + 4u * ty + 4u * TY * uint(j) + uint(c);
-                if (tok >= n_tok)
-                    continue;
-#if defined(GLU) || defined(QKV)
-                for (int r = 0; r < 4; r += 2) {
-                    uint row = rbase + uint(r);
-                    if (row >= rows)
-                        continue;
-                    uint g = PARAM_U(1) + row;
-                    float a = acc[i * 4 + r][j][c], b = acc[i * 4 + r + 1][j][c];
+    for (int j = 0; j < TN; j++) {
+        uint tok = tok0 + ty + TY * uint(j);
+        if (tok >= n_tok)
+            continue;
+#ifdef PAIRS
+        for (int i = 0; i < TM / 2; i++) {
+            uint row = row0 + slot_row(tx + TX * uint(i));  // even; its pair is slot i + TM / 2
+            if (row >= rows)
+                continue;
+            uint g = PARAM_U(1) + row;
+            float a = acc[i][j], b = acc[i + TM / 2][j];
 #ifdef GLU
-                    y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = a / (1.0 + exp(-a)) * b;
+            y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = a / (1.0 + exp(-a)) * b;
 #else
 #ifdef QKV_BIAS
-                    a += x_at(PARAM_U(7) + g);
-                    b += x_at(PARAM_U(7) + g + 1u);
+            a += x_at(PARAM_U(7) + g);
+            b += x_at(PARAM_U(7) + g + 1u);
 #endif
-                    if (g < uint(Q_DIM + KV_DIM)) {
-                        uint cs = PARAM_U(3) + tok * uint(HEAD_DIM) + (g % uint(HEAD_DIM));
-                        float co = x_at(cs), si = x_at(cs + 1u);
-                        float a2 = a * co - b * si;
-                        b = a * si + b * co;
-                        a = a2;
-                    }
-                    if (g < uint(Q_DIM)) {
-                        uint f = PARAM_U(5) + tok * PARAM_U(6) + g;  // even: one half of a vec4
-                        if ((f & 2u) == 0u)
-                            xv[f >> 2].xy = vec2(a, b);
-                        else
-                            xv[f >> 2].zw = vec2(a, b);
-                    } else if (g < uint(Q_DIM + KV_DIM)) {
-                        yu[PARAM_U(14) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM)) / 2u] =
-                            packHalf2x16(vec2(a, b));
-                    } else {
-                        yu[PARAM_U(15) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM + KV_DIM)) / 2u] =
-                            packHalf2x16(vec2(a, b));
-                    }
-#endif
-                }
-#else
-                for (int r = 0; r < 4; r++) {
-                    uint row = rbase + uint(r);
-                    if (row >= rows)
-                        continue;
-                    uint o = PARAM_U(5) + tok * PARAM_U(6) + PARAM_U(1) + row;
-#ifdef ADD_Y
-                    y[o] += acc[i * 4 + r][j][c];
-#else
-                    y[o] = acc[i * 4 + r][j][c];
-#endif
-                }
-#endif
+            if (g < uint(Q_DIM + KV_DIM)) {
+                uint cs = PARAM_U(3) + tok * uint(HEAD_DIM) + (g % uint(HEAD_DIM));
+                float co = x_at(cs), si = x_at(cs + 1u);
+                float a2 = a * co - b * si;
+                b = a * si + b * co;
+                a = a2;
             }
+            if (g < uint(Q_DIM)) {
+                uint f = PARAM_U(5) + tok * PARAM_U(6) + g;  // even: one half of a vec4
+                if ((f & 2u) == 0u)
+                    xv[f >> 2].xy = vec2(a, b);
+                else
+                    xv[f >> 2].zw = vec2(a, b);
+            } else if (g < uint(Q_DIM + KV_DIM)) {
+                yu[PARAM_U(14) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM)) / 2u] =
+                    packHalf2x16(vec2(a, b));
+            } else {
+                yu[PARAM_U(15) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM + KV_DIM)) / 2u] =
+                    packHalf2x16(vec2(a, b));
+            }
+#endif
         }
+#else
+        for (int i = 0; i < TM; i++) {
+            uint row = row0 + tx + TX * uint(i);
+            if (row >= rows)
+                continue;
+            uint o = PARAM_U(5) + tok * PARAM_U(6) + PARAM_U(1) + row;
+#ifdef ADD_Y
+            y[o] += acc[i][j];
+#else
+            y[o] = acc[i][j];
+#endif
+        }
+#endif
     }
 }

@@ -257,13 +257,15 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
 
 static uint32_t matmul_shared_bytes(const matmul_config *c)
 {
-    return 32u * (16u * c->tm + c->wg / 16u * c->tn) * 4u;
+    return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }
 
 matmul_config matmul_default_config(gpu_context *ctx)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
-    matmul_config c = { 128, 8, 8, false };
+    /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
+     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. */
+    matmul_config c = { 128, 8, 4, false };
     /* GLESLLM_MATMUL=wg,tm,tn: for benchmarks */
     const char *env = getenv("GLESLLM_MATMUL");
     unsigned wg, tm, tn;
