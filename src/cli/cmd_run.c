@@ -241,7 +241,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = cli_model_open(a.model, 0, &cm)))
         goto out;
     rc = 1;
-    model m = cm.m;
+    const model *m = &cm.m;
     bool text_prompt = a.prompt || a.prompt_file;
     if ((st = vocab_load(cm.f, &voc))) {
         if (!a.print_ids || text_prompt) {
@@ -277,9 +277,9 @@ int cmd_run(int argc, char **argv)
             goto out;
         rc = 1;
         for (uint32_t i = 0; i < n_ids; i++)
-            if ((uint32_t)ids[i] >= m.hp.n_vocab) {
+            if ((uint32_t)ids[i] >= m->hp.n_vocab) {
                 fprintf(stderr, "glesllm run: --prompt-ids: token %d is outside the model's "
-                                "vocabulary of %u\n", ids[i], m.hp.n_vocab);
+                                "vocabulary of %u\n", ids[i], m->hp.n_vocab);
                 rc = 2;
                 goto out;
             }
@@ -287,12 +287,12 @@ int cmd_run(int argc, char **argv)
         ids = malloc(sizeof *ids);
         if (!ids)
             goto out;
-        ids[0] = m.hp.bos >= 0 ? m.hp.bos : 0;
+        ids[0] = m->hp.bos >= 0 ? m->hp.bos : 0;
         n_ids = 1;
     }
     uint32_t n_ctx = (uint32_t)a.n_ctx;
     if (!n_ctx)
-        n_ctx = m.hp.n_ctx_train && m.hp.n_ctx_train < 4096 ? m.hp.n_ctx_train : 4096;
+        n_ctx = m->hp.n_ctx_train && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     if (n_ids > n_ctx) {
         fprintf(stderr, "glesllm run: the prompt has %u tokens, more than the context of %u; "
                         "use a larger -c\n", n_ids, n_ctx);
@@ -305,7 +305,7 @@ int cmd_run(int argc, char **argv)
     double load_s = cm.load_s;
     fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
                     "buffers; loaded in %.2f s\n",
-            a.model ? a.model : "demo", m.hp.arch_name, m.hp.n_layer,
+            a.model ? a.model : "demo", m->hp.arch_name, m->hp.n_layer,
             gpu_model_weight_bytes(gm) / 1048576.0, gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */),
             n_ctx, kv_placement_name(gpu_model_kv(gm)), load_s);
     if (a.sp.temp > 0.0f)

@@ -172,9 +172,8 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, const matvec_vari
 }
 
 /* The prefill attention's tiles: the largest that fit the shared memory. */
-static glesllm_status build_prefill_attention(gpu_model *gm, const char *sg)
+static glesllm_status build_prefill_attention(gpu_model *gm)
 {
-    (void)sg;
     const model_hparams *hp = &gm->m->hp;
     uint32_t hd = hp->head_dim, wg = 128, max_shared = gpu_context_limits(gm->ctx)->max_shared_bytes;
     static const uint32_t tiles[][2] = { { 16, 32 }, { 8, 32 }, { 8, 16 }, { 4, 16 }, { 4, 8 } };
@@ -209,7 +208,7 @@ static glesllm_status build_programs(gpu_model *gm)
              gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
              CHUNK_MAX, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
-    if (st || (st = build_prefill_attention(gm, sg)))
+    if (st || (st = build_prefill_attention(gm)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u", hp->head_dim < 128 ? 64u : 128u,
              hp->head_dim);

@@ -121,6 +121,19 @@ static void type_define(uint32_t type, char *buf, size_t n)
     snprintf(buf, n, "WTYPE_%s 1", ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN");
 }
 
+/* The defines of an epilogue (matvec.comp and matmul.comp share them). */
+static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (v->epilogue == MATVEC_ADD)
+        snprintf(buf, n, "\nADD_Y 1");
+    else if (v->epilogue == MATVEC_GLU)
+        snprintf(buf, n, "\nGLU 1");
+    else if (v->epilogue == MATVEC_QKV)
+        snprintf(buf, n, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v->q_dim, v->kv_dim,
+                 v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");
+}
+
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                             const matvec_variant *var, matvec_kernel *out)
 {
@@ -146,15 +159,9 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
                            "a multiple of the subgroup size");
     }
-    char tdef[32], epi[128] = "", defines[384];
+    char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
-    if (v.epilogue == MATVEC_ADD)
-        snprintf(epi, sizeof epi, "\nADD_Y 1");
-    else if (v.epilogue == MATVEC_GLU)
-        snprintf(epi, sizeof epi, "\nGLU 1");
-    else if (v.epilogue == MATVEC_QKV)
-        snprintf(epi, sizeof epi, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v.q_dim,
-                 v.kv_dim, v.head_dim, v.bias ? "\nQKV_BIAS 1" : "");
+    epilogue_defines(&v, epi, sizeof epi);
     snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u%s%s%s", tdef, cfg->wg,
              cfg->tpr, cfg->nr, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", epi,
              v.norm ? "\nNORM 1" : "");
@@ -266,13 +273,16 @@ matmul_config matmul_default_config(gpu_context *ctx)
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
      * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. */
     matmul_config c = { 128, 8, 4, false };
-    /* GLESLLM_MATMUL=wg,tm,tn: for benchmarks */
+    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 1 puts the tiles in
+     * mediump (f16 arithmetic where the driver has it: faster on mobile GPUs,
+     * about 3 decimal digits per product) */
     const char *env = getenv("GLESLLM_MATMUL");
-    unsigned wg, tm, tn;
-    if (env && sscanf(env, "%u,%u,%u", &wg, &tm, &tn) == 3) {
+    unsigned wg, tm, tn, half = 0;
+    if (env && sscanf(env, "%u,%u,%u,%u", &wg, &tm, &tn, &half) >= 3) {
         c.wg = wg;
         c.tm = tm;
         c.tn = tn;
+        c.half = half == 1;
     }
     if (c.wg > L->max_invocations)
         c.wg = 128;
@@ -301,15 +311,9 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
                        "matmul: invalid tiling (wg %u, tm %u, tn %u, %u bytes of shared memory "
                        "of %u; no folded norm)",
                        cfg->wg, cfg->tm, cfg->tn, matmul_shared_bytes(cfg), L->max_shared_bytes);
-    char tdef[32], epi[128] = "", defines[384];
+    char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
-    if (v.epilogue == MATVEC_ADD)
-        snprintf(epi, sizeof epi, "\nADD_Y 1");
-    else if (v.epilogue == MATVEC_GLU)
-        snprintf(epi, sizeof epi, "\nGLU 1");
-    else if (v.epilogue == MATVEC_QKV)
-        snprintf(epi, sizeof epi, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v.q_dim,
-                 v.kv_dim, v.head_dim, v.bias ? "\nQKV_BIAS 1" : "");
+    epilogue_defines(&v, epi, sizeof epi);
     snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s", tdef, cfg->wg, cfg->tm,
              cfg->tn, cfg->half ? "\nHALF_TILES 1" : "", epi);
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
