@@ -63,6 +63,23 @@ typedef struct mv_case {
     uint64_t max_part_bytes;
 } mv_case;
 
+/* ref[r] = W[r] . x in double, and mag[r] = sum |W[r][k] x[k]| (at least
+ * 1e-30): the scale the tolerances are relative to. */
+static void reference_rows(const float *w, const float *x, uint64_t rows, uint64_t cols,
+                           double *ref, double *mag)
+{
+    for (uint64_t r = 0; r < rows; r++) {
+        double s = 0, m = 0;
+        for (uint64_t k = 0; k < cols; k++) {
+            double p = (double)w[r * cols + k] * x[k];
+            s += p;
+            m += fabs(p);
+        }
+        ref[r] = s;
+        mag[r] = m > 1e-30 ? m : 1e-30;
+    }
+}
+
 /* Runs y = W x (and y += W x at an offset) with kernel config cfg. */
 static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed)
 {
@@ -80,16 +97,7 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
     for (size_t i = x_off + c->cols; i < xn; i++) /* the padding may hold anything */
         x[i] = NAN;
     rng_fill(&rng, y0, (size_t)(c->rows + 2 * y_off), -1.0f, 1.0f);
-    for (uint64_t r = 0; r < c->rows; r++) {
-        double s = 0, m = 0;
-        for (uint64_t k = 0; k < c->cols; k++) {
-            double p = (double)w[r * c->cols + k] * x[x_off + k];
-            s += p;
-            m += fabs(p);
-        }
-        ref[r] = s;
-        mag[r] = m > 1e-30 ? m : 1e-30;
-    }
+    reference_rows(w, x + x_off, c->rows, c->cols, ref, mag);
 
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
@@ -222,16 +230,8 @@ static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_
             x[x_off + t * xs + i] = NAN;
     rng_fill(&rng, y0, yn, -1.0f, 1.0f);
     for (uint32_t t = 0; t < n_tok; t++)
-        for (uint64_t r = 0; r < c->rows; r++) {
-            double sum = 0, m = 0;
-            for (uint64_t k = 0; k < c->cols; k++) {
-                double p = (double)w[r * c->cols + k] * x[x_off + t * xs + k];
-                sum += p;
-                m += fabs(p);
-            }
-            ref[t * c->rows + r] = sum;
-            mag[t * c->rows + r] = m > 1e-30 ? m : 1e-30;
-        }
+        reference_rows(w, x + x_off + t * xs, c->rows, c->cols, ref + t * c->rows,
+                       mag + t * c->rows);
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
                                   gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
