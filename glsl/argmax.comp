@@ -7,6 +7,10 @@
 // Params: 0 values to reduce (logits, or partial pairs with FINAL),
 //         1 logits float offset, 2 partials float offset, 3 values per group,
 //         4 FINAL: index in the token ids to write.
+//         5 (first pass) floats between rows of logits.
+// Several rows at once: work group row gl_WorkGroupID.y takes logits row y
+// and its own partials (2 x groups floats further each); FINAL writes token
+// index param 4 + y.
 // Defines: WG_SIZE (a power of two), FINAL.
 #include "common.glsl"
 
@@ -27,8 +31,9 @@ void main()
     uint bi = 0xffffffffu;
 #ifdef FINAL
     for (uint i = t; i < n; i += uint(WG_SIZE)) {
-        float v = act[PARAM_U(2) + 2u * i];
-        uint idx = uint(act[PARAM_U(2) + 2u * i + 1u]);
+        uint pi = PARAM_U(2) + 2u * (gl_WorkGroupID.y * n + i);
+        float v = act[pi];
+        uint idx = uint(act[pi + 1u]);
         if (v > best || (v == best && idx < bi)) {
             best = v;
             bi = idx;
@@ -37,7 +42,7 @@ void main()
 #else
     uint i0 = gl_WorkGroupID.x * PARAM_U(3), i1 = min(i0 + PARAM_U(3), n);
     for (uint i = i0 + t; i < i1; i += uint(WG_SIZE)) {
-        float v = act[PARAM_U(1) + i];
+        float v = act[PARAM_U(1) + gl_WorkGroupID.y * PARAM_U(5) + i];
         if (v > best) {  // i rises: the first of equals stays
             best = v;
             bi = i;
@@ -60,10 +65,11 @@ void main()
     }
     if (t == 0u) {
 #ifdef FINAL
-        tokens[PARAM_U(4)] = si[0];
+        tokens[PARAM_U(4) + gl_WorkGroupID.y] = si[0];
 #else
-        act[PARAM_U(2) + 2u * gl_WorkGroupID.x] = sv[0];
-        act[PARAM_U(2) + 2u * gl_WorkGroupID.x + 1u] = float(si[0]);
+        uint pi = PARAM_U(2) + 2u * (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+        act[pi] = sv[0];
+        act[pi + 1u] = float(si[0]);
 #endif
     }
 }

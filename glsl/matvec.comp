@@ -21,6 +21,12 @@
 // work group sums x^2 over the row, x is multiplied by the norm weight at
 // x's buffer vec4 offset param 3 and the sum by 1/sqrt(mean + eps), eps the
 // float bits of param 4.
+// NT > 1: the same for up to NT tokens at once (the weights read once for
+// all): param 0 holds the rows in its low 24 bits and the token count
+// (1..NT) in its high 8; token t's x is at x offset + t * (W_UNITS * 8) vec4
+// (rows of act_stride(columns) floats); its y row at + t * param 6 floats;
+// QKV: Q goes to X's buffer at float offset param 6 + t * act_stride(Q_DIM),
+// RoPE from the table row + t * HEAD_DIM, K/V at + t * KV_DIM / 2 uints.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -36,7 +42,14 @@
 
 layout(local_size_x = WG_SIZE) in;
 
+#ifndef NT
+#define NT 1
+#endif
+#if defined(QKV) && NT > 1
+layout(std430, binding = 1) restrict buffer X { vec4 xv[]; };  // Q is written here
+#else
 layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
+#endif
 #ifdef QKV
 layout(std430, binding = 2) writeonly restrict buffer Y { uint yu[]; };
 #else
@@ -83,9 +96,126 @@ float slot_sum(float v)
 #endif
 }
 
+// x's unit u of the token at vec4 offset xo (the norm weight applied, and
+// the zero padding of a float row's tail), with the sums of its two halves.
+void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi)
+{
+    for (int k = 0; k < 8; k++)
+        x[k] = xv[xo + u * 8u + uint(k)];
+#ifdef NORM
+    uint no = PARAM_U(3);
+    for (int k = 0; k < 8; k++)
+        x[k] *= xv[no + u * 8u + uint(k)];
+#endif
+#ifdef W_IS_FLOAT
+    if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
+        for (int k = 0; k < 8; k++) {
+            uvec4 idx = u * 32u + uint((k & 3) * 4 + (k >> 2) * 16) + uvec4(0u, 1u, 2u, 3u);
+            x[k] = mix(vec4(0.0), x[k], lessThan(idx, uvec4(W_COLS)));
+        }
+    }
+#endif
+    // sums of the unit's two halves of x, for the affine maps' offsets
+    sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
+    sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
+}
+
+#ifdef NORM
+// 1 / RMS of each of the ntok tokens' x (x rows xs vec4 apart from vec4
+// offset xo): every work group sums x^2 over the rows (one read of x from
+// cache each)
+#if NT > 1
+shared float nred[NT * WG_SIZE];
+#endif
+void norm_scales(uint xo, uint xs, uint ntok, out float scale[NT])
+{
+    float ss[NT];
+    for (int k = 0; k < NT; k++)
+        ss[k] = 0.0;
+    for (uint i = gl_LocalInvocationIndex; i < (W_COLS + 3u) / 4u; i += uint(WG_SIZE)) {
+        bvec4 in_row = lessThan(i * 4u + uvec4(0u, 1u, 2u, 3u), uvec4(W_COLS));
+        for (int k = 0; k < NT; k++) {
+            if (uint(k) < ntok) {
+                vec4 v = mix(vec4(0.0), xv[xo + uint(k) * xs + i], in_row);
+                ss[k] += dot(v, v);
+            }
+        }
+    }
+#if NT == 1
+    scale[0] = inversesqrt(wg_reduce_sum(ss[0]) / float(W_COLS) + PARAM_F(4));
+#else
+    // the NT sums in one shared-memory tree
+    uint t = gl_LocalInvocationIndex;
+    for (int k = 0; k < NT; k++)
+        nred[k * WG_SIZE + int(t)] = ss[k];
+    barrier();
+    for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
+        if (t < s)
+            for (int k = 0; k < NT; k++)
+                nred[k * WG_SIZE + int(t)] += nred[k * WG_SIZE + int(t + s)];
+        barrier();
+    }
+    for (int k = 0; k < NT; k++)
+        scale[k] = inversesqrt(nred[k * WG_SIZE] / float(W_COLS) + PARAM_F(4));
+    barrier();
+#endif
+}
+#endif
+
+// The epilogue of row `row` (counted from this dispatch's first) of token t:
+// one row, or with GLU/QKV the pair (row, row + 1) as (a, b).
+#if defined(GLU) || defined(QKV)
+void put_pair(uint row, uint t, float a, float b)
+{
+    uint g = PARAM_U(1) + row;
+#ifdef GLU
+    y[g / 2u + t * PARAM_U(6)] = a / (1.0 + exp(-a)) * b;
+#else
+#ifdef QKV_BIAS
+    a += x_at(PARAM_U(7) + g);
+    b += x_at(PARAM_U(7) + g + 1u);
+#endif
+    if (g < uint(Q_DIM + KV_DIM)) {
+        uint cs = PARAM_U(5) + t * uint(HEAD_DIM) + (g % uint(HEAD_DIM));  // pair j at 2j: cos, sin
+        float c = x_at(cs), s = x_at(cs + 1u);
+        float a2 = a * c - b * s;
+        b = a * s + b * c;
+        a = a2;
+    }
+    uint kv = t * uint(KV_DIM / 2);
+    if (g < uint(Q_DIM)) {
+#if NT > 1
+        uint i = PARAM_U(6) + t * ((uint(Q_DIM) + 31u) / 32u * 32u) + g;  // even
+        if ((i & 2u) == 0u)
+            xv[i >> 2].xy = vec2(a, b);
+        else
+            xv[i >> 2].zw = vec2(a, b);
+#else
+        yu[g] = floatBitsToUint(a);
+        yu[g + 1u] = floatBitsToUint(b);
+#endif
+    } else if (g < uint(Q_DIM + KV_DIM)) {
+        yu[PARAM_U(14) + kv + (g - uint(Q_DIM)) / 2u] = packHalf2x16(vec2(a, b));
+    } else {
+        yu[PARAM_U(15) + kv + (g - uint(Q_DIM + KV_DIM)) / 2u] = packHalf2x16(vec2(a, b));
+    }
+#endif
+}
+#else
+void put_one(uint row, uint t, float v)
+{
+    uint o = PARAM_U(1) + row + t * PARAM_U(6);
+#ifdef ADD_Y
+    y[o] += v;
+#else
+    y[o] = v;
+#endif
+}
+#endif
+
 void main()
 {
-    uint rows = PARAM_U(0);
+    uint rows = PARAM_U(0) & 0xFFFFFFu;
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     uint row0 = wg * uint(ROWS_WG);
     if (row0 >= rows)
@@ -93,40 +223,24 @@ void main()
     uint t = gl_LocalInvocationIndex, lane = t % uint(TPR), slot = t / uint(TPR);
     uint first = row0 + slot * uint(NR);
     uint xo = PARAM_U(2);
+#if NT > 1
+    uint ntok = PARAM_U(0) >> 24, xs = W_UNITS * 8u;
+#else
+    const uint ntok = 1u, xs = 0u;
+#endif
 
-    float acc[NR];
-    for (int r = 0; r < NR; r++)
-        acc[r] = 0.0;
+    float acc[NR * NT];
+    for (int i = 0; i < NR * NT; i++)
+        acc[i] = 0.0;
 #ifdef NORM
-    // sum of x^2 over the row (every work group: one read of x from cache)
-    float ss = 0.0;
-    for (uint i = t; i < (W_COLS + 3u) / 4u; i += uint(WG_SIZE)) {
-        vec4 v = xv[xo + i];
-        v = mix(vec4(0.0), v, lessThan(i * 4u + uvec4(0u, 1u, 2u, 3u), uvec4(W_COLS)));
-        ss += dot(v, v);
-    }
-    float norm_scale = inversesqrt(wg_reduce_sum(ss) / float(W_COLS) + PARAM_F(4));
-    uint no = PARAM_U(3);
+    float nscale[NT];
+    norm_scales(xo, xs, ntok, nscale);
 #endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
+#if NT == 1
         vec4 x[8];
-        for (int k = 0; k < 8; k++)
-            x[k] = xv[xo + u * 8u + uint(k)];
-#ifdef NORM
-        for (int k = 0; k < 8; k++)
-            x[k] *= xv[no + u * 8u + uint(k)];
-#endif
-#ifdef W_IS_FLOAT
-        if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
-            for (int k = 0; k < 8; k++) {
-                uvec4 idx = u * 32u + uint((k & 3) * 4 + (k >> 2) * 16) + uvec4(0u, 1u, 2u, 3u);
-                x[k] = mix(vec4(0.0), x[k], lessThan(idx, uvec4(W_COLS)));
-            }
-        }
-#endif
-        // sums of the unit's two halves of x, for the affine maps' offsets
-        float sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
-        float sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
+        float sx_lo, sx_hi;
+        load_x(xo, u, x, sx_lo, sx_hi);
         for (int r = 0; r < NR; r++) {
             vec4 q[8], ab;
             w_unit(min(first + uint(r), rows - 1u), u, q, ab);
@@ -134,58 +248,61 @@ void main()
             float hi = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
             acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
         }
+#else
+        // the NR rows' unit once, then every token's x against it
+        vec4 q[NR * 8], ab[NR];
+        for (int r = 0; r < NR; r++) {
+            vec4 qr[8];
+            w_unit(min(first + uint(r), rows - 1u), u, qr, ab[r]);
+            for (int k = 0; k < 8; k++)
+                q[r * 8 + k] = qr[k];
+        }
+        for (int k = 0; k < NT; k++) {
+            if (uint(k) >= ntok)
+                break;
+            vec4 x[8];
+            float sx_lo, sx_hi;
+            load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi);
+            for (int r = 0; r < NR; r++) {
+                float lo = dot(q[r * 8], x[0]) + dot(q[r * 8 + 1], x[1]) +
+                           dot(q[r * 8 + 2], x[2]) + dot(q[r * 8 + 3], x[3]);
+                float hi = dot(q[r * 8 + 4], x[4]) + dot(q[r * 8 + 5], x[5]) +
+                           dot(q[r * 8 + 6], x[6]) + dot(q[r * 8 + 7], x[7]);
+                acc[r * NT + k] += ab[r].x * lo + ab[r].y * sx_lo + ab[r].z * hi + ab[r].w * sx_hi;
+            }
+        }
+#endif
     }
-    float tot[NR];
-    for (int r = 0; r < NR; r++)
-        tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
+    float tot[NR * NT];
+    for (int i = 0; i < NR * NT; i++)
+        tot[i] = slot_sum(acc[i]);  // every lane calls it: it holds barriers
     if (lane != 0u)
         return;
-#ifdef NORM
-    for (int r = 0; r < NR; r++)
-        tot[r] *= norm_scale;
-#endif
-#if defined(GLU) || defined(QKV)
-    for (int r = 0; r < NR; r += 2) {
-        uint row = first + uint(r);
-        if (row >= rows)
+    for (int k = 0; k < NT; k++) {
+        if (uint(k) >= ntok)
             break;
-        uint g = PARAM_U(1) + row;
-        float a = tot[r], b = tot[r + 1];
-#ifdef GLU
-        y[g / 2u] = a / (1.0 + exp(-a)) * b;
-#else
-#ifdef QKV_BIAS
-        a += x_at(PARAM_U(7) + g);
-        b += x_at(PARAM_U(7) + g + 1u);
+#if defined(GLU) || defined(QKV)
+        for (int r = 0; r < NR; r += 2) {
+            uint row = first + uint(r);
+            if (row >= rows)
+                break;
+            float a = tot[r * NT + k], b = tot[(r + 1) * NT + k];
+#ifdef NORM
+            a *= nscale[k];
+            b *= nscale[k];
 #endif
-        if (g < uint(Q_DIM + KV_DIM)) {
-            uint cs = PARAM_U(5) + (g % uint(HEAD_DIM));  // pair j at 2j: cos, sin
-            float c = x_at(cs), s = x_at(cs + 1u);
-            float a2 = a * c - b * s;
-            b = a * s + b * c;
-            a = a2;
+            put_pair(row, uint(k), a, b);
         }
-        if (g < uint(Q_DIM)) {
-            yu[g] = floatBitsToUint(a);
-            yu[g + 1u] = floatBitsToUint(b);
-        } else if (g < uint(Q_DIM + KV_DIM)) {
-            yu[PARAM_U(14) + (g - uint(Q_DIM)) / 2u] = packHalf2x16(vec2(a, b));
-        } else {
-            yu[PARAM_U(15) + (g - uint(Q_DIM + KV_DIM)) / 2u] = packHalf2x16(vec2(a, b));
+#else
+        for (int r = 0; r < NR; r++) {
+            uint row = first + uint(r);
+            float v = tot[r * NT + k];
+#ifdef NORM
+            v *= nscale[k];
+#endif
+            if (row < rows)
+                put_one(row, uint(k), v);
         }
 #endif
     }
-#else
-    for (int r = 0; r < NR; r++) {
-        uint row = first + uint(r);
-        if (row < rows) {
-            uint o = PARAM_U(1) + row;
-#ifdef ADD_Y
-            y[o] += tot[r];
-#else
-            y[o] = tot[r];
-#endif
-        }
-    }
-#endif
 }

@@ -42,10 +42,12 @@ uvec2 w_u64(uint byte_off)
     return (byte_off & 8u) != 0u ? t.zw : t.xy;
 }
 
-// the f16 at an even byte offset
+// the f16 at an even byte offset (both halves of the word unpacked, one
+// picked: measured faster on NVIDIA than a variable shift, bench/RESULTS.md)
 float w_half(uint byte_off)
 {
-    return unpackHalf2x16(w_u32(byte_off & ~3u) >> ((byte_off & 2u) * 8u)).x;
+    vec2 h = unpackHalf2x16(w_u32(byte_off & ~3u));
+    return (byte_off & 2u) != 0u ? h.y : h.x;
 }
 
 

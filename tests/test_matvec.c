@@ -211,15 +211,20 @@ static void check_get_rows(const mv_case *c, uint64_t seed)
 /* The batched product (prefill): Y[t] = W x[t] for n_tok tokens whose x rows
  * sit act_stride(cols) apart after x_off, y rows y_stride apart after y_off;
  * stored and added. */
-static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_tok, double tol,
-                         uint64_t seed)
+/* The same through the multi-token matvec when mv is given (kernel of nt
+ * tokens, n_tok <= nt). */
+static void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_config *mv,
+                          uint32_t nt, bool norm, uint32_t n_tok, double tol, uint64_t seed)
 {
     test_rng rng = { seed };
     size_t wbytes;
     void *wdata = random_tensor(&rng, c->type, c->rows, c->cols, &wbytes);
     float *w = dequantized(c->type, wdata, c->rows, c->cols);
     uint64_t xs = act_stride(c->cols), x_off = 8, y_off = 3, ys = c->rows + 5;
-    size_t xn = (size_t)(x_off + n_tok * xs), yn = (size_t)(y_off + n_tok * ys);
+    /* norm: the norm weight after the token rows, and eps */
+    uint64_t norm_off = x_off + n_tok * xs;
+    const float eps = 1e-5f;
+    size_t xn = (size_t)(norm_off + (norm ? xs : 0)), yn = (size_t)(y_off + n_tok * ys);
     float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4);
     double *ref = malloc((size_t)(c->rows * n_tok) * sizeof *ref),
            *mag = malloc((size_t)(c->rows * n_tok) * sizeof *mag);
@@ -229,9 +234,24 @@ static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_
         for (uint64_t i = c->cols; i < xs; i++)
             x[x_off + t * xs + i] = NAN;
     rng_fill(&rng, y0, yn, -1.0f, 1.0f);
-    for (uint32_t t = 0; t < n_tok; t++)
-        reference_rows(w, x + x_off + t * xs, c->rows, c->cols, ref + t * c->rows,
-                       mag + t * c->rows);
+    float *xw = malloc((size_t)c->cols * 4);
+    TEST_ASSERT_NOT_NULL(xw);
+    for (uint32_t t = 0; t < n_tok; t++) {
+        const float *xt = x + x_off + t * xs;
+        double ss = 0, scale = 1;
+        for (uint64_t i = 0; i < c->cols; i++) {
+            xw[i] = norm ? xt[i] * x[norm_off + i] : xt[i];
+            ss += (double)xt[i] * xt[i];
+        }
+        reference_rows(w, xw, c->rows, c->cols, ref + t * c->rows, mag + t * c->rows);
+        if (norm)
+            scale = 1.0 / sqrt(ss / c->cols + eps);
+        for (uint64_t r = 0; r < c->rows; r++) {
+            ref[t * c->rows + r] *= scale;
+            mag[t * c->rows + r] *= scale;
+        }
+    }
+    free(xw);
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
                                   gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
@@ -243,13 +263,22 @@ static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matmul_kernel k;
-        TEST_ASSERT_EQUAL_INT_MESSAGE(
-            GLESLLM_OK,
-            matmul_build(ctx, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
-            glesllm_last_error());
+        matvec_kernel mk;
+        matvec_variant var = { add ? MATVEC_ADD : MATVEC_STORE, norm };
+        var.nt = nt;
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                      mv ? matvec_build(ctx, c->type, mv, &var, &mk)
+                                         : matmul_build(ctx, c->type, cfg, &var, &k),
+                                      glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         matmul_args a = { n_tok, x_off, y_off, ys };
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matmul_record(queue, &k, &gw, &bx, &by, &a),
+        matvec_args va = { norm_off, eps };
+        va.n_tok = n_tok;
+        va.y_stride = ys;
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                      mv ? matvec_record_args(queue, &mk, &gw, &bx, x_off, &by,
+                                                              y_off, &va)
+                                         : matmul_record(queue, &k, &gw, &bx, &by, &a),
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
@@ -266,13 +295,25 @@ static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_
             for (uint64_t r = c->rows; r < ys; r++) /* the gaps between rows are untouched */
                 TEST_ASSERT_TRUE(got[y_off + t * ys + r] == y0[y_off + t * ys + r]);
         }
-        snprintf(msg, sizeof msg,
-                 "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
-                 "error %.3g of sum|wx|",
-                 ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
-                 n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn, cfg->half, add, worst);
+        if (mv)
+            snprintf(msg, sizeof msg,
+                     "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
+                     "nr %u add %d: error %.3g of sum|wx|",
+                     nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
+                     (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr, add,
+                     worst);
+        else
+            snprintf(msg, sizeof msg,
+                     "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
+                     "error %.3g of sum|wx|",
+                     ggml_type_name(c->type), (unsigned long long)c->rows,
+                     (unsigned long long)c->cols, n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn,
+                     cfg->half, add, worst);
         TEST_ASSERT_TRUE_MESSAGE(worst < tol, msg);
-        matmul_destroy(&k);
+        if (mv)
+            matvec_destroy(&mk);
+        else
+            matmul_destroy(&k);
     }
     gpu_buffer_destroy(&bx);
     gpu_buffer_destroy(&by);
@@ -284,6 +325,12 @@ static void check_matmul(const mv_case *c, const matmul_config *cfg, uint32_t n_
     free(got);
     free(ref);
     free(mag);
+}
+
+static void check_batched_mm(const mv_case *c, const matmul_config *cfg, uint32_t n_tok, double tol,
+                             uint64_t seed)
+{
+    check_batched(c, cfg, NULL, 0, false, n_tok, tol, seed);
 }
 
 static uint64_t min_cols(uint32_t t) { return is_float(t) ? 1 : ggml_block_size(t); }
@@ -362,9 +409,45 @@ static void test_matmul_every_format(void)
             for (size_t t = 0; t < 3; t++) {
                 if (cs[i].cols >= 4096 && t != 1)
                     continue; /* the 4096-column shapes once: slow on llvmpipe */
-                check_matmul(&cs[i], &cfg, n_toks[t], MATVEC_REL_TOL, 5000 + 100 * f + 10 * i + t);
+                check_batched_mm(&cs[i], &cfg, n_toks[t], MATVEC_REL_TOL, 5000 + 100 * f + 10 * i + t);
             }
     }
+}
+
+/* The multi-token matvec (small batches: speculative verification, short
+ * prompts): every format x shape, with kernels of 2, 8 and 16 tokens given
+ * fewer and as many tokens; the reference and tolerance are the matvec's
+ * (f32 sums of the same products, MATVEC_REL_TOL of sum |wx|). */
+static void test_matvec_multi_token_every_format(void)
+{
+    /* (16-token kernels with the norm folded in) */
+    const uint32_t nts[] = { 2, 8, 16 }, n_toks[] = { 2, 5, 16 };
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        mv_case cs[8];
+        int n;
+        shapes_for(formats[f], cs, &n);
+        for (int i = 0; i < n; i++)
+            for (size_t t = 0; t < 3; t++) {
+                if (cs[i].cols >= 4096 && t != 1)
+                    continue; /* the 4096-column shapes once: slow on llvmpipe */
+                matvec_config mv = matvec_multi_config(ctx, cs[i].type, cs[i].rows, cs[i].cols, nts[t]);
+                check_batched(&cs[i], NULL, &mv, nts[t], t == 2, t == 1 ? 5 : n_toks[t],
+                              MATVEC_REL_TOL, 9000 + 100 * f + 10 * i + t);
+            }
+    }
+    /* a split tensor, and the reduction without subgroups */
+    quant_gpu_plan twenty;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
+    mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
+    matvec_config mv = matvec_multi_config(ctx, split.type, split.rows, split.cols, 4);
+    mv.subgroup = false;
+    check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
+    /* the norm with one token, as a decode step has it */
+    mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
+    mv = matvec_multi_config(ctx, one.type, one.rows, one.cols, 8);
+    check_batched(&one, NULL, &mv, 8, true, 1, MATVEC_REL_TOL, 9998);
+    mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
+    check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }
 
 /* the other tilings, and the mediump tiles (f16 products where the driver
@@ -382,7 +465,7 @@ static void test_matmul_tilings_and_half(void)
             if (36 * (16 * cfgs[c].tm + cfgs[c].wg / 16 * cfgs[c].tn) * 4 > shared)
                 continue; /* the tiles do not fit (GLESLLM_LIMITS=min) */
             mv_case mc = { some[f], 45, 2 * ggml_block_size(some[f]), 0 };
-            check_matmul(&mc, &cfgs[c], 41, cfgs[c].half ? 2e-3 : MATVEC_REL_TOL, 8000 + 10 * c + f);
+            check_batched_mm(&mc, &cfgs[c], 41, cfgs[c].half ? 2e-3 : MATVEC_REL_TOL, 8000 + 10 * c + f);
         }
     if (!gpu_context_caps(ctx)->mediump_is_fp16)
         printf("note: mediump is 32-bit on this driver: the half tiles ran at full precision\n");
@@ -414,7 +497,7 @@ static void test_split_tensors(void)
         check_matvec(&mc, &cfg, 4000 + f);
         check_get_rows(&mc, 4100 + f);
         matmul_config mcfg = matmul_default_config(ctx);
-        check_matmul(&mc, &mcfg, 9, MATVEC_REL_TOL, 4200 + f);
+        check_batched_mm(&mc, &mcfg, 9, MATVEC_REL_TOL, 4200 + f);
     }
 }
 
@@ -466,6 +549,7 @@ int main(void)
     RUN_TEST(test_matvec_subgroup_path);
     RUN_TEST(test_matmul_every_format);
     RUN_TEST(test_matmul_tilings_and_half);
+    RUN_TEST(test_matvec_multi_token_every_format);
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);
     RUN_TEST(test_split_by_storage_block_limit);

@@ -19,6 +19,7 @@
 
 static gpu_context *ctx;
 static uint32_t n_batch; /* prefill chunk of the models loaded (0: the default) */
+static int32_t n_small;  /* their small-batch limit (0: the default, -1: none) */
 
 void setUp(void) {}
 void tearDown(void) {}
@@ -47,6 +48,7 @@ static void load_file(gguf_file *f, uint32_t n_ctx, loaded *L)
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &L->m), glesllm_last_error());
     gpu_model_options opt = { n_ctx };
     opt.n_batch = n_batch;
+    opt.n_small = n_small;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_create(ctx, &L->m, &opt, &L->gm),
                                   glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L->m, n_ctx, &L->ref));
@@ -230,17 +232,20 @@ static double rel_diff(const float *got, const float *want, uint32_t n)
  * (GPU_STEP_ALL_LOGITS, for pieces that fit a chunk) and of each piece's last
  * token must equal the step-by-step ones, and greedy decoding continued
  * after the prefill must give the same ids. */
-static void check_prefill(const demo_spec *s, uint32_t batch, const uint32_t *pieces,
-                          uint32_t n_pieces)
+static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
+                          const uint32_t *pieces, uint32_t n_pieces)
 {
     uint32_t total = 0, n_ctx = 64, cont = 6;
     for (uint32_t i = 0; i < n_pieces; i++)
         total += pieces[i];
     loaded L;
     n_batch = batch;
+    n_small = small;
     load_demo(s, n_ctx, &L);
     n_batch = 0;
+    n_small = 0;
     TEST_ASSERT_EQUAL_UINT(batch, gpu_model_n_batch(L.gm));
+    uint32_t small_n = gpu_model_n_small(L.gm);
     uint32_t nv = L.m.hp.n_vocab;
     float *seq = malloc(sizeof(float) * nv * (total + cont)), *got = malloc(sizeof(float) * nv * batch);
     TEST_ASSERT_TRUE(seq && got);
@@ -262,7 +267,8 @@ static void check_prefill(const demo_spec *s, uint32_t batch, const uint32_t *pi
         uint32_t n = pieces[p];
         for (uint32_t i = 0; i < n; i++)
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, pos + i, (int32_t)(((pos + i) * 53u + 11u) % nv)));
-        unsigned flags = GPU_STEP_ARGMAX | (n <= batch ? GPU_STEP_ALL_LOGITS : 0);
+        unsigned flags = GPU_STEP_ARGMAX | (n <= batch ? GPU_STEP_ALL_LOGITS : 0) |
+                         (n <= small_n ? GPU_STEP_ARGMAX_ALL : 0);
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(L.gm, pos, n, flags),
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
@@ -286,6 +292,12 @@ static void check_prefill(const demo_spec *s, uint32_t batch, const uint32_t *pi
                 TEST_ASSERT_TRUE_MESSAGE(e < 1e-4, msg);
             }
         }
+        /* small batches: every position's argmax in the next slot */
+        for (uint32_t i = 0; (flags & GPU_STEP_ARGMAX_ALL) && i < n; i++) {
+            const float *w = seq + (size_t)(pos + i) * nv;
+            if (top2_gap(w, nv) > 1e-3f * fabsf(w[argmax(w, nv)]))
+                TEST_ASSERT_EQUAL_INT((int)argmax(w, nv), gpu_model_get_token(L.gm, pos + i + 1));
+        }
         pos += n;
     }
     /* greedy decoding goes on from the prefilled cache */
@@ -299,9 +311,9 @@ static void check_prefill(const demo_spec *s, uint32_t batch, const uint32_t *pi
         snprintf(msg, sizeof msg, "greedy id %u after the prompt", i);
         TEST_ASSERT_EQUAL_INT_MESSAGE(seq_ids[i], pre_ids[i], msg);
     }
-    printf("prefill %s %s batch %u, %u pieces, %u tokens: worst relative logit error %.3g, "
-           "%u dispatches in the last piece\n",
-           s->arch, ggml_type_name(s->type), batch, n_pieces, total, worst,
+    printf("prefill %s %s batch %u (small %u), %u pieces, %u tokens: worst relative logit "
+           "error %.3g, %u dispatches in the last piece\n",
+           s->arch, ggml_type_name(s->type), batch, small_n, n_pieces, total, worst,
            gpu_model_last_dispatches(L.gm));
     free(seq);
     free(got);
@@ -316,16 +328,23 @@ static void test_prefill_equals_decode_f32(void)
     s.tied = false;
     const uint32_t shorter[] = { 5 }, equal[] = { 8 }, longer[] = { 19 }, prefix[] = { 6, 9 },
                    mixed[] = { 3, 8, 1, 20 };
-    check_prefill(&s, 8, shorter, 1);
-    check_prefill(&s, 8, equal, 1);
-    check_prefill(&s, 8, longer, 1);
-    check_prefill(&s, 8, prefix, 2);
-    check_prefill(&s, 8, mixed, 4);
+    /* -1: every piece through the tiled matmul; 0: pieces of at most the
+     * batch (8) through the multi-token matvecs */
+    check_prefill(&s, 8, -1, shorter, 1);
+    check_prefill(&s, 8, -1, equal, 1);
+    check_prefill(&s, 8, -1, longer, 1);
+    check_prefill(&s, 8, -1, prefix, 2);
+    check_prefill(&s, 8, -1, mixed, 4);
+    check_prefill(&s, 8, 0, mixed, 4);
+    const uint32_t past_nt[] = { 19, 2, 16 }; /* more tokens than one multi-token dispatch */
+    check_prefill(&s, 32, 0, past_nt, 3);
     demo_spec q = small_spec("qwen2", GGML_TYPE_F32);
     q.n_embd = 120; /* head dimension 30 */
     q.n_ff = 172;
-    check_prefill(&q, 16, prefix, 2);
-    check_prefill(&q, 64, longer, 1);
+    check_prefill(&q, 16, -1, prefix, 2);
+    check_prefill(&q, 16, 0, prefix, 2);
+    check_prefill(&q, 64, -1, longer, 1);
+    check_prefill(&q, 64, 0, longer, 1);
 }
 
 static void test_prefill_equals_decode_quantized(void)
@@ -339,7 +358,8 @@ static void test_prefill_equals_decode_quantized(void)
             s.v_type = s.down_type = GGML_TYPE_Q6_K;
             s.embd_type = GGML_TYPE_Q6_K;
         }
-        check_prefill(&s, 16, pieces, 2);
+        check_prefill(&s, 16, i % 2 ? 0 : -1, pieces, 2);
+        check_prefill(&s, 16, 0, pieces + 1, 1);
     }
 }
 

@@ -21,6 +21,7 @@ typedef struct segment {
     uint64_t row_base;  /* its first row in the fused matrix */
     const matvec_kernel *k;
     const matmul_kernel *mk;
+    const matvec_kernel *vk; /* small batches: several tokens a dispatch */
 } segment;
 
 typedef struct gpu_layer {
@@ -29,6 +30,7 @@ typedef struct gpu_layer {
     gpu_weight wo, glu, down;
     const matvec_kernel *k_wo, *k_glu, *k_down;
     const matmul_kernel *mk_wo, *mk_glu, *mk_down;
+    const matvec_kernel *vk_wo, *vk_glu, *vk_down;
     gpu_buffer cache;                    /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias;  /* float offsets in act */
 } gpu_layer;
@@ -49,6 +51,13 @@ struct gpu_model {
     uint32_t n_mkernels;
     matmul_config mcfg;
     const matmul_kernel *mk_out;
+    const matvec_kernel *vk_out;
+    /* prefills of at most n_small tokens: multi-token matvecs (MATVEC_MAX_NT
+     * tokens a dispatch), the norm folded in, logits of every position at
+     * vlog in act (n_small rows of act_stride(n_vocab)) */
+    uint32_t n_small;
+    uint64_t vlog;
+    bool last_small; /* the last prefill took that path */
     gpu_program attn, combine, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
     bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
@@ -119,13 +128,14 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
            k->cfg.subgroup == c->subgroup && k->var.epilogue == v->epilogue &&
            k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
-           k->var.head_dim == v->head_dim && k->var.bias == v->bias;
+           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt;
 }
 
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = matvec_default_config(gm->ctx, type, rows, cols);
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, rows, cols, var->nt)
+                                    : matvec_default_config(gm->ctx, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;
     for (uint32_t i = 0; i < gm->n_kernels; i++) {
@@ -143,6 +153,20 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
         return st;
     *out = &gm->kernels[gm->n_kernels++];
     return GLESLLM_OK;
+}
+
+/* The multi-token twin of a decode variant (norm folded in), when small
+ * batches are on. */
+static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
+                                const matvec_variant *var, const matvec_kernel **out)
+{
+    *out = NULL;
+    if (!gm->n_small)
+        return GLESLLM_OK;
+    matvec_variant v = *var;
+    v.nt = MATVEC_MAX_NT;
+    v.norm = v.epilogue == MATVEC_QKV || v.epilogue == MATVEC_GLU || var->norm;
+    return get_matvec(gm, type, rows, cols, &v, out);
 }
 
 static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v)
@@ -319,7 +343,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         s->row_base = row_base;
         row_base += s->w.rows;
         if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)) ||
-            (st = get_matmul(gm, s->w.type, &qkv, &s->mk)))
+            (st = get_matmul(gm, s->w.type, &qkv, &s->mk)) ||
+            (st = get_multi(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->vk)))
             return st;
         for (uint32_t k = i; k < j; k++)
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
@@ -329,7 +354,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)) ||
-        (st = get_matmul(gm, l->wo.type, &add, &g->mk_wo)))
+        (st = get_matmul(gm, l->wo.type, &add, &g->mk_wo)) ||
+        (st = get_multi(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->vk_wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     if (l->gate.type != l->up.type)
@@ -341,13 +367,15 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
     if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
         (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)) ||
-        (st = get_matmul(gm, g->glu.type, &glu, &g->mk_glu)))
+        (st = get_matmul(gm, g->glu.type, &glu, &g->mk_glu)) ||
+        (st = get_multi(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->vk_glu)))
         return st;
     progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
     if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
                                 l->down.data, 0, &g->down)) ||
         (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)) ||
-        (st = get_matmul(gm, l->down.type, &add, &g->mk_down)))
+        (st = get_matmul(gm, l->down.type, &add, &g->mk_down)) ||
+        (st = get_multi(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->vk_down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
     for (uint32_t i = 0; i < g->n_qkv; i++)
@@ -411,7 +439,9 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64((uint64_t)hp->n_head * gm->max_chunks * (hp->head_dim + 2ull));
     gm->argmax_groups = (hp->n_vocab + SLICE - 1) / SLICE;
     gm->argmax_part = at;
-    at += align64(2ull * gm->argmax_groups);
+    at += align64(2ull * gm->argmax_groups * (gm->n_small ? gm->n_small : 1));
+    gm->vlog = at;
+    at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
     gm->lists = at;
     at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
@@ -421,6 +451,8 @@ static glesllm_status create_act(gpu_model *gm)
     uint64_t room = limit / 4 > at + 256 ? (limit / 4 - at - 256) / per_tok : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
+    if (gm->n_small > gm->n_batch)
+        gm->n_small = gm->n_batch;
     uint64_t nb = gm->n_batch;
     gm->bx = at;
     at += align64(nb * act_stride(hp->n_embd));
@@ -592,10 +624,13 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         progress(&pr, o->rows * model_tensor_row_bytes(o));
     }
     matvec_variant head = { MATVEC_STORE, gm->fuse_norm };
+    matvec_variant head_norm = { MATVEC_STORE, true };
     matvec_variant store = { MATVEC_STORE };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
                          &gm->k_out)) ||
-        (st = get_matmul(gm, gm->output->type, &store, &gm->mk_out)))
+        (st = get_matmul(gm, gm->output->type, &store, &gm->mk_out)) ||
+        (st = get_multi(gm, gm->output->type, gm->output->rows, gm->output->cols, &head_norm,
+                        &gm->vk_out)))
         return st;
     for (uint32_t i = 0; i < hp->n_layer; i++)
         if ((st = upload_layer(gm, i, &pr)))
@@ -618,6 +653,12 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;
+    /* GLESLLM_SMALL_BATCH=N stands in for a default n_small (benchmarks) */
+    const char *small = getenv("GLESLLM_SMALL_BATCH");
+    int32_t n_small = opt->n_small ? opt->n_small : small && *small ? atoi(small) : GPU_SMALL_BATCH;
+    gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
+    if (gm->n_small > gm->n_batch)
+        gm->n_small = gm->n_batch;
     gm->mcfg = matmul_default_config(ctx);
     gm->kv = opt->kv;
     gm->cand_k = 40;
@@ -720,10 +761,15 @@ static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32
     return gpu_queue_dispatch(gm->q, &c);
 }
 
-static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
+/* The argmax of `rows` rows of logits (act_stride(n_vocab) apart from float
+ * offset `logits` in act) into token slots slot, slot + 1, ... */
+static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,
+                                         uint32_t slot)
 {
-    uint32_t p[] = { gm->m->hp.n_vocab, (uint32_t)gm->logits, (uint32_t)gm->argmax_part, SLICE };
-    gpu_dispatch d = act_dispatch(gm, &gm->argmax1, gm->argmax_groups, p, 4);
+    uint32_t p[] = { gm->m->hp.n_vocab, (uint32_t)logits, (uint32_t)gm->argmax_part, SLICE, 0,
+                     (uint32_t)act_stride(gm->m->hp.n_vocab) };
+    gpu_dispatch d = act_dispatch(gm, &gm->argmax1, gm->argmax_groups, p, 6);
+    d.groups[1] = rows;
     glesllm_status st = gpu_queue_dispatch(gm->q, &d);
     if (st)
         return st;
@@ -735,6 +781,11 @@ static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
     d.n_params = 5;
     d.groups[0] = 1;
     return gpu_queue_dispatch(gm->q, &d);
+}
+
+static glesllm_status record_argmax(gpu_model *gm, uint32_t slot)
+{
+    return record_argmax_rows(gm, gm->logits, 1, slot);
 }
 
 glesllm_status gpu_model_set_sampling(gpu_model *gm, uint32_t k, float penalty, uint32_t last_n)
@@ -890,6 +941,7 @@ glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
 /* ---- prefill ------------------------------------------------------------------------ */
 
 uint32_t gpu_model_n_batch(const gpu_model *gm) { return gm->n_batch; }
+uint32_t gpu_model_n_small(const gpu_model *gm) { return gm->n_small; }
 
 static glesllm_status make_logits_all(gpu_model *gm)
 {
@@ -938,6 +990,30 @@ static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g
     return gpu_queue_dispatch(gm->q, &d);
 }
 
+/* What `flags` asks for the last of n tokens at pos0 whose x rows are at bx:
+ * its logits as a decode step makes them, and their argmax or candidates. */
+static glesllm_status record_last_logits(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (!(flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES)))
+        return GLESLLM_OK;
+    uint64_t row = gm->bx + (uint64_t)(n - 1) * act_stride(hp->n_embd), in = row;
+    matvec_args a = { gm->out_norm, hp->eps };
+    glesllm_status st = GLESLLM_OK;
+    if (!gm->fuse_norm) {
+        st = record_rms(gm, gm->out_norm, row, gm->xn, 1);
+        in = gm->xn;
+    }
+    if (!st)
+        st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act, gm->logits,
+                                &a);
+    if (!st && (flags & GPU_STEP_ARGMAX))
+        st = record_argmax(gm, pos0 + n);
+    else if (!st && (flags & GPU_STEP_CANDIDATES))
+        st = record_candidates(gm, pos0 + n - 1);
+    return st;
+}
+
 /* One chunk of n <= n_batch tokens at pos0; `last`: the final chunk of the
  * prefill, which computes what `flags` asks for the last token. */
 static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags,
@@ -984,22 +1060,79 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             st = matmul_record(gm->q, gm->mk_out, gm->output, &gm->act, &gm->logits_all[b], &a);
         }
     }
-    if (!st && last && (flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES))) {
-        /* the last token's logits as a decode step makes them */
-        uint64_t row = gm->bx + (uint64_t)(n - 1) * emb, in = row;
-        matvec_args a = { gm->out_norm, hp->eps };
-        if (!gm->fuse_norm) {
-            st = record_rms(gm, gm->out_norm, row, gm->xn, 1);
-            in = gm->xn;
+    if (!st && last)
+        st = record_last_logits(gm, pos0, n, flags);
+    if (!st)
+        st = gpu_queue_submit(gm->q);
+    return st;
+}
+
+/* A multi-token matvec over n tokens in runs of MATVEC_MAX_NT: token t's x at
+ * x_off + t * act_stride(cols), its y row y_stride further each (GLU: y_off
+ * counts twice), QKV as matvec_args says. */
+static glesllm_status record_multi(gpu_model *gm, const matvec_kernel *k, const gpu_weight *w,
+                                   const gpu_buffer *y, uint64_t x_off, uint64_t y_off,
+                                   uint64_t y_stride, uint32_t n, const matvec_args *base)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
+    uint64_t q_stride = act_stride((uint64_t)hp->n_head * hp->head_dim);
+    bool glu = k->var.epilogue == MATVEC_GLU, qkv = k->var.epilogue == MATVEC_QKV;
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += MATVEC_MAX_NT) {
+        matvec_args a = *base;
+        a.n_tok = n - t0 < MATVEC_MAX_NT ? n - t0 : MATVEC_MAX_NT;
+        a.y_stride = y_stride;
+        if (qkv) {
+            a.rope_off += (uint64_t)t0 * hp->head_dim;
+            a.k_off += t0 * kv_half;
+            a.v_off += t0 * kv_half;
+            a.q_off += t0 * q_stride;
         }
-        if (!st)
-            st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act,
-                                    gm->logits, &a);
-        if (!st && (flags & GPU_STEP_ARGMAX))
-            st = record_argmax(gm, pos0 + n);
-        else if (!st && (flags & GPU_STEP_CANDIDATES))
-            st = record_candidates(gm, pos0 + n - 1);
+        uint64_t yo = qkv ? y_off : y_off + (glu ? 2 : 1) * t0 * y_stride;
+        st = matvec_record_args(gm->q, k, w, &gm->act, x_off + t0 * act_stride(w->cols), y, yo,
+                                &a);
     }
+    return st;
+}
+
+/* A prefill of n <= n_small tokens at pos0: each weight read once for up to
+ * MATVEC_MAX_NT tokens, five dispatches a layer as in a decode step (the
+ * attention is the prefill's). */
+static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t emb = act_stride(hp->n_embd), hid = act_stride(hp->n_ff);
+    uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
+    glesllm_status st =
+        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act, gm->bx, emb);
+    for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
+        const gpu_layer *g = &gm->layers[li];
+        matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
+                          gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
+        a.q_off = gm->bq;
+        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
+            st = record_multi(gm, g->qkv[i].vk, &g->qkv[i].w, &g->cache, gm->bx,
+                              g->qkv[i].row_base, 0, n, &a);
+        if (!st)
+            st = record_prefill_attention(gm, g, pos0, n);
+        matvec_args none = { 0 }, ffn = { g->ffn_norm, hp->eps };
+        if (!st)
+            st = record_multi(gm, g->vk_wo, &g->wo, &gm->act, gm->battn, gm->bx, emb, n, &none);
+        if (!st)
+            st = record_multi(gm, g->vk_glu, &g->glu, &gm->act, gm->bx, 2 * gm->bhid, hid, n, &ffn);
+        if (!st)
+            st = record_multi(gm, g->vk_down, &g->down, &gm->act, gm->bhid, gm->bx, emb, n, &none);
+    }
+    if (!st && (flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL))) {
+        matvec_args a = { gm->out_norm, hp->eps };
+        uint64_t vs = act_stride(hp->n_vocab);
+        st = record_multi(gm, gm->vk_out, gm->output, &gm->act, gm->bx, gm->vlog, vs, n, &a);
+        if (!st && (flags & GPU_STEP_ARGMAX_ALL))
+            st = record_argmax_rows(gm, gm->vlog, n, pos0 + 1);
+    }
+    if (!st)
+        st = record_last_logits(gm, pos0, n, flags);
     if (!st)
         st = gpu_queue_submit(gm->q);
     return st;
@@ -1011,6 +1144,18 @@ glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsign
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "prefill of %u tokens at position %u: past the context of %u", n, pos,
                        gm->n_ctx);
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    if (n <= gm->n_small) {
+        gm->last_small = true;
+        glesllm_status st = record_small(gm, pos, n, flags);
+        gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+        return st;
+    }
+    if (flags & GPU_STEP_ARGMAX_ALL)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the argmax of every position: %u tokens, more than the %u of a small "
+                       "batch", n, gm->n_small);
+    gm->last_small = false;
     if (flags & GPU_STEP_ALL_LOGITS) {
         if (n > gm->n_batch)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
@@ -1020,7 +1165,6 @@ glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsign
         if (st)
             return st;
     }
-    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
     glesllm_status st = GLESLLM_OK;
     for (uint32_t done = 0; st == GLESLLM_OK && done < n;) {
         uint32_t c = n - done < gm->n_batch ? n - done : gm->n_batch;
@@ -1034,6 +1178,17 @@ glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsign
 glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t count, float *out)
 {
     uint32_t nv = gm->m->hp.n_vocab;
+    if (gm->last_small) {
+        if (first > gm->n_small || count > gm->n_small - first)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "logits of positions %u..%u: the last prefill had at most %u", first,
+                           first + count, gm->n_small);
+        glesllm_status st = gpu_model_wait(gm);
+        for (uint32_t i = 0; st == GLESLLM_OK && i < count; i++)
+            st = gpu_buffer_read(gm->ctx, &gm->act, (gm->vlog + (first + i) * act_stride(nv)) * 4,
+                                 out + (size_t)i * nv, (size_t)nv * 4);
+        return st;
+    }
     if (!gm->logits_all || first > gm->n_batch || count > gm->n_batch - first)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "logits of positions %u..%u: no prefill with GPU_STEP_ALL_LOGITS made them",

@@ -37,7 +37,12 @@ typedef struct gpu_model_options {
     void *progress_ud;
     uint32_t n_batch;       /* prefill chunk (0: 512; at most n_ctx, less when the
                                GPU's storage-block limit says so) */
+    int32_t n_small;        /* prefills of at most this many tokens read each weight
+                               once for up to 16 tokens (multi-token matvecs) instead
+                               of the tiled matmul (0: GPU_SMALL_BATCH; < 0: never) */
 } gpu_model_options;
+
+#define GPU_SMALL_BATCH 32
 
 typedef struct gpu_model gpu_model;
 
@@ -62,7 +67,10 @@ typedef enum gpu_step_flags {
     GPU_STEP_LOGITS = 1,     /* compute the logits */
     GPU_STEP_ARGMAX = 2,     /* and write their argmax into slot pos + 1 */
     GPU_STEP_CANDIDATES = 4, /* or apply the penalty and reduce them to the top K */
-    GPU_STEP_ALL_LOGITS = 8  /* prefill: the logits of every position too */
+    GPU_STEP_ALL_LOGITS = 8, /* prefill: the logits of every position too */
+    GPU_STEP_ARGMAX_ALL = 16 /* prefill of at most gpu_model_n_small tokens: the argmax
+                                of every position p's logits into slot p + 1 (the
+                                greedy check of drafted tokens) */
 } gpu_step_flags;
 
 #define GPU_MAX_CANDIDATES 256
@@ -93,6 +101,7 @@ glesllm_status gpu_model_wait(gpu_model *gm);
  * read with gpu_model_read_logits_all. Does not wait. */
 glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
 uint32_t gpu_model_n_batch(const gpu_model *gm);
+uint32_t gpu_model_n_small(const gpu_model *gm);
 
 /* Rows first .. first + count - 1 (n_vocab floats each) of the last
  * GPU_STEP_ALL_LOGITS prefill (slow: waits and copies). */

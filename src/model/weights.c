@@ -116,6 +116,17 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     return c;
 }
 
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols,
+                                  uint32_t nt)
+{
+    matvec_config c = matvec_default_config(ctx, type, rows, cols);
+    /* each row's unit stays in registers while every token's x passes by: two
+     * rows a thread (the pairs GLU and QKV need) keep that within registers */
+    (void)nt;
+    c.nr = 2;
+    return c;
+}
+
 static void type_define(uint32_t type, char *buf, size_t n)
 {
     snprintf(buf, n, "WTYPE_%s 1", ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN");
@@ -148,10 +159,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
     const gpu_limits *L = gpu_context_limits(ctx);
     if (!cfg->wg || cfg->wg > L->max_invocations || !cfg->tpr || cfg->wg % cfg->tpr ||
-        (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8)
+        (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8 || v.nt > MATVEC_MAX_NT)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matvec: invalid work split (wg %u, tpr %u, nr %u; limit %u invocations)",
-                       cfg->wg, cfg->tpr, cfg->nr, L->max_invocations);
+                       "matvec: invalid work split (wg %u, tpr %u, nr %u, %u tokens; limit %u "
+                       "invocations, %d tokens)",
+                       cfg->wg, cfg->tpr, cfg->nr, v.nt, L->max_invocations, MATVEC_MAX_NT);
     if (cfg->subgroup) {
         const gpu_caps *C = gpu_context_caps(ctx);
         if (!C->subgroup || !C->subgroup_size || cfg->tpr % C->subgroup_size)
@@ -162,9 +174,9 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u%s%s%s", tdef, cfg->wg,
-             cfg->tpr, cfg->nr, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", epi,
-             v.norm ? "\nNORM 1" : "");
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s", tdef, cfg->wg,
+             cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "",
+             epi, v.norm ? "\nNORM 1" : "");
     glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
@@ -229,20 +241,30 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matvec kernel for %s given tensor %s (%s)",
                        ggml_type_name(k->type), w->name, ggml_type_name(w->type));
     matvec_epilogue e = k->var.epilogue;
+    uint32_t nt = k->var.nt > 1 ? k->var.nt : 1, n = a->n_tok ? a->n_tok : 1;
+    uint64_t xs = act_stride(w->cols);
     uint64_t y_end = e == MATVEC_QKV ? 0 : e == MATVEC_GLU ? (y_off + w->rows) / 2 : y_off + w->rows;
-    if (x_off % 4 || (x_off + act_stride(w->cols)) * 4 > x->size || y_end * 4 > y->size ||
-        (k->var.norm && (a->norm_off % 4 || (a->norm_off + act_stride(w->cols)) * 4 > x->size)))
+    if (n > 1)
+        y_end = e == MATVEC_QKV ? a->q_off + (uint64_t)n * act_stride(k->var.q_dim)
+                                : y_end + (n - 1) * a->y_stride;
+    if (n > nt || x_off % 4 || (x_off + n * xs) * 4 > x->size ||
+        y_end * 4 > (e == MATVEC_QKV ? x->size : y->size) || y_end >= (1ull << 32) ||
+        (k->var.norm && (a->norm_off % 4 || (a->norm_off + xs) * 4 > x->size)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matvec %s: x (offset %llu, %zu bytes) or y (offset %llu, %zu bytes) too "
-                       "small for %llu x %llu",
-                       w->name, (unsigned long long)x_off, x->size, (unsigned long long)y_off,
-                       y->size, (unsigned long long)w->rows, (unsigned long long)w->cols);
+                       "matvec %s over %u tokens (kernel: %u): x (offset %llu, %zu bytes) or y "
+                       "(offset %llu, %zu bytes) too small for %llu x %llu",
+                       w->name, n, nt, (unsigned long long)x_off, x->size,
+                       (unsigned long long)y_off, y->size, (unsigned long long)w->rows,
+                       (unsigned long long)w->cols);
     uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr;
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
         part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
-        d.params[0] = (uint32_t)p->rows;
+        if (e == MATVEC_QKV && nt > 1)
+            d.bindings[1].access = GPU_READ_WRITE; /* Q goes to x's buffer */
+        d.params[0] = (uint32_t)p->rows | (nt > 1 ? n << 24 : 0);
+        d.params[6] = (uint32_t)(e == MATVEC_QKV ? a->q_off : a->y_stride);
         d.params[1] = (uint32_t)(y_off + p->row0);
         d.params[2] = (uint32_t)(x_off / 4);
         d.params[3] = (uint32_t)(a->norm_off / 4);

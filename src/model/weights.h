@@ -54,8 +54,14 @@ typedef struct matvec_config {
     bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
 } matvec_config;
 
-/* The configuration used for a rows x cols tensor under the context's limits. */
+/* The configuration used for a rows x cols tensor under the context's limits
+ * (nt: tokens a dispatch, as matvec_variant.nt). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols,
+                                  uint32_t nt);
+
+/* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt). */
+#define MATVEC_MAX_NT 16
 
 /* What a matvec does besides y = W x (glsl/matvec.comp says how). */
 typedef enum matvec_epilogue {
@@ -70,6 +76,7 @@ typedef struct matvec_variant {
     bool norm;                         /* RMSNorm of x folded in */
     uint32_t q_dim, kv_dim, head_dim;  /* MATVEC_QKV */
     bool bias;                         /* MATVEC_QKV: add biases */
+    uint32_t nt;                       /* matvec only: up to nt tokens a dispatch (0, 1: one) */
 } matvec_variant;
 
 typedef struct matvec_kernel {
@@ -98,6 +105,13 @@ typedef struct matvec_args {
     uint64_t rope_off; /* this position's row of the RoPE table (head_dim floats) */
     uint64_t bias_off; /* Q|K|V biases */
     uint64_t k_off, v_off; /* where this position's K and V go */
+    /* Several tokens (kernels built with nt >= n_tok; 0 means 1): token t's x
+     * at x_off + t * act_stride(cols), its y row at y_off + t * y_stride;
+     * QKV: Q of token t at float q_off + t * act_stride(q_dim) in x's buffer,
+     * RoPE row, K and V one position further per token. */
+    uint32_t n_tok;
+    uint64_t y_stride;
+    uint64_t q_off;
 } matvec_args;
 
 /* matvec_record with the norm/QKV values. For GLU and QKV, y_off is the
