@@ -39,6 +39,7 @@ static const uint64_t all_shapes[][2] = { { 4096, 4096 }, { 1024, 4096 }, { 1433
 static gpu_context *ctx;
 static gpu_queue *queue;
 static double target_ms = 200;
+static uint32_t n_tokens = 1; /* --tokens: the multi-token matvec of that many */
 
 static double now_ms(void) { return now_seconds() * 1e3; }
 
@@ -125,8 +126,11 @@ typedef struct mv_arg {
 static int record_mv(void *p)
 {
     mv_arg *a = p;
+    matvec_args va = { 0 };
+    va.n_tok = n_tokens;
+    va.y_stride = a->w[0].rows;
     for (int i = 0; i < a->copies; i++)
-        if (matvec_record(queue, a->k, &a->w[i], a->x, 0, &a->y[i], 0))
+        if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[i], 0, &va))
             return 1;
     return 0;
 }
@@ -179,7 +183,7 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
         free(host);
     }
     free(data);
-    size_t xn = (size_t)act_stride(cols);
+    size_t xn = (size_t)act_stride(cols) * n_tokens;
     float *x = malloc(xn * 4);
     for (size_t i = 0; i < xn; i++)
         x[i] = rw_float(&seed, -1, 1);
@@ -187,7 +191,7 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
         die("x");
     free(x);
     for (int c = 0; c < t->copies; c++)
-        if (gpu_buffer_create(ctx, (size_t)rows * 4, NULL, 0, "y", &t->y[c]))
+        if (gpu_buffer_create(ctx, (size_t)rows * 4 * n_tokens, NULL, 0, "y", &t->y[c]))
             die("y");
 }
 
@@ -203,7 +207,9 @@ static void tensor_free(bench_tensor *t)
 static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 {
     matvec_kernel k;
-    if (matvec_build(ctx, t->type, cfg, NULL, &k))
+    matvec_variant var = { MATVEC_STORE };
+    var.nt = n_tokens;
+    if (matvec_build(ctx, t->type, cfg, &var, &k))
         die("matvec kernel");
     mv_arg a = { &k, t->w, t->copies, &t->x, t->y };
     double ms = time_rounds(record_mv, &a) / t->copies;
@@ -307,11 +313,18 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--subgroup") && v) {
             force_sub = atoi(v);
             i++;
+        } else if (!strcmp(a, "--tokens") && v) {
+            n_tokens = (uint32_t)atoi(v);
+            if (n_tokens < 1 || n_tokens > MATVEC_MAX_NT) {
+                fprintf(stderr, "bench_matvec: --tokens takes 1..%d\n", MATVEC_MAX_NT);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--sweep")) {
             sweep = 1;
         } else {
             fprintf(stderr, "usage: bench_matvec [-f FORMATS] [-s RxC,...] [--ms N] [--wg N] "
-                            "[--tpr N] [--nr N] [--subgroup 0|1] [--sweep]\n");
+                            "[--tpr N] [--nr N] [--subgroup 0|1] [--tokens N] [--sweep]\n");
             return 2;
         }
     }
@@ -381,7 +394,8 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = matvec_default_config(ctx, t->type, t->rows, t->cols);
+            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, t->rows, t->cols, n_tokens)
+                                             : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;
             if (force.tpr)

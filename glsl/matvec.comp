@@ -45,6 +45,11 @@ layout(local_size_x = WG_SIZE) in;
 #ifndef NT
 #define NT 1
 #endif
+#if NT > 1
+// the token loops have constant bounds: unrolled, the per-token sums stay
+// in registers (a dynamically indexed array goes to local memory)
+#pragma optionNV(unroll all)
+#endif
 #if defined(QKV) && NT > 1
 layout(std430, binding = 1) restrict buffer X { vec4 xv[]; };  // Q is written here
 #else
@@ -63,6 +68,9 @@ float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 #define ROWS_WG (SLOTS * NR)
 
 shared float red[WG_SIZE];
+#if NT > 1
+shared float part[NR * NT * WG_SIZE];  // the per-lane sums of every (row, token)
+#endif
 
 // The sum over the TPR lanes of this invocation's slot; valid in lane 0.
 float slot_sum(float v)
@@ -155,9 +163,9 @@ void norm_scales(uint xo, uint xs, uint ntok, out float scale[NT])
                 nred[k * WG_SIZE + int(t)] += nred[k * WG_SIZE + int(t + s)];
         barrier();
     }
+    // the sums stay in nred[k * WG_SIZE] for the epilogue
     for (int k = 0; k < NT; k++)
-        scale[k] = inversesqrt(nred[k * WG_SIZE] / float(W_COLS) + PARAM_F(4));
-    barrier();
+        scale[k] = 0.0;
 #endif
 }
 #endif
@@ -259,7 +267,7 @@ void main()
         }
         for (int k = 0; k < NT; k++) {
             if (uint(k) >= ntok)
-                break;
+                continue;  // (not break: the loop unrolls, acc stays in registers)
             vec4 x[8];
             float sx_lo, sx_hi;
             load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi);
@@ -273,36 +281,59 @@ void main()
         }
 #endif
     }
-    float tot[NR * NT];
-    for (int i = 0; i < NR * NT; i++)
-        tot[i] = slot_sum(acc[i]);  // every lane calls it: it holds barriers
+#if NT == 1
+    float tot[NR];
+    for (int r = 0; r < NR; r++)
+        tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
     if (lane != 0u)
         return;
-    for (int k = 0; k < NT; k++) {
-        if (uint(k) >= ntok)
-            break;
+#ifdef NORM
+    for (int r = 0; r < NR; r++)
+        tot[r] *= nscale[0];
+#endif
 #if defined(GLU) || defined(QKV)
-        for (int r = 0; r < NR; r += 2) {
-            uint row = first + uint(r);
-            if (row >= rows)
-                break;
-            float a = tot[r * NT + k], b = tot[(r + 1) * NT + k];
-#ifdef NORM
-            a *= nscale[k];
-            b *= nscale[k];
-#endif
-            put_pair(row, uint(k), a, b);
-        }
+    for (int r = 0; r < NR; r += 2)
+        if (first + uint(r) < rows)
+            put_pair(first + uint(r), 0u, tot[r], tot[r + 1]);
 #else
-        for (int r = 0; r < NR; r++) {
-            uint row = first + uint(r);
-            float v = tot[r * NT + k];
-#ifdef NORM
-            v *= nscale[k];
+    for (int r = 0; r < NR; r++)
+        if (first + uint(r) < rows)
+            put_one(first + uint(r), 0u, tot[r]);
 #endif
-            if (row < rows)
-                put_one(row, uint(k), v);
+#else
+    // Several tokens: the partial sums go through shared memory (a loop of
+    // per-value reductions would index acc dynamically and spill it), then
+    // each invocation adds up the TPR lanes of some (rows, token) outputs.
+    for (int i = 0; i < NR * NT; i++)
+        part[i * WG_SIZE + int(t)] = acc[i];
+    barrier();
+#if defined(GLU) || defined(QKV)
+#define PER_OUT 2
+#else
+#define PER_OUT 1
+#endif
+    for (uint o = t; o < uint(SLOTS * (NR / PER_OUT) * NT); o += uint(WG_SIZE)) {
+        uint s = o / uint((NR / PER_OUT) * NT), rest = o % uint((NR / PER_OUT) * NT);
+        uint k = rest % uint(NT), r = (rest / uint(NT)) * uint(PER_OUT);
+        uint row = row0 + s * uint(NR) + r;
+        if (k >= ntok || row >= rows)
+            continue;
+        float v[PER_OUT];
+        for (int j = 0; j < PER_OUT; j++) {
+            uint base = ((r + uint(j)) * uint(NT) + k) * uint(WG_SIZE) + s * uint(TPR);
+            float sum = 0.0;
+            for (uint l = 0u; l < uint(TPR); l++)
+                sum += part[base + l];
+#ifdef NORM
+            sum *= inversesqrt(nred[k * uint(WG_SIZE)] / float(W_COLS) + PARAM_F(4));
+#endif
+            v[j] = sum;
         }
+#if defined(GLU) || defined(QKV)
+        put_pair(row, k, v[0], v[1]);
+#else
+        put_one(row, k, v[0]);
 #endif
     }
+#endif
 }

@@ -337,7 +337,7 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&s, 8, -1, mixed, 4);
     check_prefill(&s, 8, 0, mixed, 4);
     const uint32_t past_nt[] = { 19, 2, 16 }; /* more tokens than one multi-token dispatch */
-    check_prefill(&s, 32, 0, past_nt, 3);
+    check_prefill(&s, 32, 20, past_nt, 3);
     demo_spec q = small_spec("qwen2", GGML_TYPE_F32);
     q.n_embd = 120; /* head dimension 30 */
     q.n_ff = 172;

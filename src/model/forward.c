@@ -12,6 +12,7 @@
 #define CHUNK_MAX 256u   /* attention positions per work group */
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
+#define MATVEC_MULTI_NT 8 /* tokens a multi-token matvec dispatch (default) */
 #define MAX_KERNELS 32
 #define MAX_SEGMENTS 3
 
@@ -55,7 +56,7 @@ struct gpu_model {
     /* prefills of at most n_small tokens: multi-token matvecs (MATVEC_MAX_NT
      * tokens a dispatch), the norm folded in, logits of every position at
      * vlog in act (n_small rows of act_stride(n_vocab)) */
-    uint32_t n_small;
+    uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
     gpu_program attn, combine, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
@@ -164,7 +165,7 @@ static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uin
     if (!gm->n_small)
         return GLESLLM_OK;
     matvec_variant v = *var;
-    v.nt = MATVEC_MAX_NT;
+    v.nt = gm->multi_nt;
     v.norm = v.epilogue == MATVEC_QKV || v.epilogue == MATVEC_GLU || var->norm;
     return get_matvec(gm, type, rows, cols, &v, out);
 }
@@ -653,10 +654,15 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;
-    /* GLESLLM_SMALL_BATCH=N stands in for a default n_small (benchmarks) */
-    const char *small = getenv("GLESLLM_SMALL_BATCH");
+    /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
+     * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
+     * dispatch (1..MATVEC_MAX_NT) */
+    const char *small = getenv("GLESLLM_SMALL_BATCH"), *mnt = getenv("GLESLLM_MULTI_NT");
     int32_t n_small = opt->n_small ? opt->n_small : small && *small ? atoi(small) : GPU_SMALL_BATCH;
     gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
+    gm->multi_nt = MATVEC_MULTI_NT;
+    if (mnt && atoi(mnt) >= 2 && atoi(mnt) <= MATVEC_MAX_NT)
+        gm->multi_nt = (uint32_t)atoi(mnt);
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
     gm->mcfg = matmul_default_config(ctx);
@@ -1079,9 +1085,9 @@ static glesllm_status record_multi(gpu_model *gm, const matvec_kernel *k, const 
     uint64_t q_stride = act_stride((uint64_t)hp->n_head * hp->head_dim);
     bool glu = k->var.epilogue == MATVEC_GLU, qkv = k->var.epilogue == MATVEC_QKV;
     glesllm_status st = GLESLLM_OK;
-    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += MATVEC_MAX_NT) {
+    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt) {
         matvec_args a = *base;
-        a.n_tok = n - t0 < MATVEC_MAX_NT ? n - t0 : MATVEC_MAX_NT;
+        a.n_tok = n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt;
         a.y_stride = y_stride;
         if (qkv) {
             a.rope_off += (uint64_t)t0 * hp->head_dim;

@@ -38,11 +38,11 @@ typedef struct gpu_model_options {
     uint32_t n_batch;       /* prefill chunk (0: 512; at most n_ctx, less when the
                                GPU's storage-block limit says so) */
     int32_t n_small;        /* prefills of at most this many tokens read each weight
-                               once for up to 16 tokens (multi-token matvecs) instead
+                               once for up to 8 tokens (multi-token matvecs) instead
                                of the tiled matmul (0: GPU_SMALL_BATCH; < 0: never) */
 } gpu_model_options;
 
-#define GPU_SMALL_BATCH 32
+#define GPU_SMALL_BATCH 8
 
 typedef struct gpu_model gpu_model;
 

@@ -171,6 +171,12 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
                            "a multiple of the subgroup size");
     }
+    /* several tokens: the partial sums (and the norm's) in shared memory */
+    uint32_t shared_bytes = v.nt > 1 ? (cfg->nr + 1) * v.nt * cfg->wg * 4 + 2 * cfg->wg * 4 : 0;
+    if (shared_bytes > L->max_shared_bytes)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
+                       shared_bytes, L->max_shared_bytes);
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);

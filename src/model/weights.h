@@ -61,7 +61,7 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
                                   uint32_t nt);
 
 /* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt). */
-#define MATVEC_MAX_NT 16
+#define MATVEC_MAX_NT 8
 
 /* What a matvec does besides y = W x (glsl/matvec.comp says how). */
 typedef enum matvec_epilogue {
