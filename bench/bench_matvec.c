@@ -394,7 +394,7 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, t->rows, t->cols, n_tokens)
+            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, t->rows, t->cols)
                                              : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;

@@ -129,13 +129,13 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi)
 }
 
 #ifdef NORM
-// 1 / RMS of each of the ntok tokens' x (x rows xs vec4 apart from vec4
-// offset xo): every work group sums x^2 over the rows (one read of x from
-// cache each)
+// The sums of x^2 of the ntok tokens' x (rows xs vec4 apart from vec4 offset
+// xo; every work group reads x from cache): with one token, 1 / RMS is
+// returned; with several, the sums are left in nred[k * WG_SIZE] (0 returned).
 #if NT > 1
 shared float nred[NT * WG_SIZE];
 #endif
-void norm_scales(uint xo, uint xs, uint ntok, out float scale[NT])
+float norm_sums(uint xo, uint xs, uint ntok)
 {
     float ss[NT];
     for (int k = 0; k < NT; k++)
@@ -150,7 +150,7 @@ void norm_scales(uint xo, uint xs, uint ntok, out float scale[NT])
         }
     }
 #if NT == 1
-    scale[0] = inversesqrt(wg_reduce_sum(ss[0]) / float(W_COLS) + PARAM_F(4));
+    return inversesqrt(wg_reduce_sum(ss[0]) / float(W_COLS) + PARAM_F(4));
 #else
     // the NT sums in one shared-memory tree
     uint t = gl_LocalInvocationIndex;
@@ -163,9 +163,7 @@ void norm_scales(uint xo, uint xs, uint ntok, out float scale[NT])
                 nred[k * WG_SIZE + int(t)] += nred[k * WG_SIZE + int(t + s)];
         barrier();
     }
-    // the sums stay in nred[k * WG_SIZE] for the epilogue
-    for (int k = 0; k < NT; k++)
-        scale[k] = 0.0;
+    return 0.0;
 #endif
 }
 #endif
@@ -241,8 +239,7 @@ void main()
     for (int i = 0; i < NR * NT; i++)
         acc[i] = 0.0;
 #ifdef NORM
-    float nscale[NT];
-    norm_scales(xo, xs, ntok, nscale);
+    float nscale = norm_sums(xo, xs, ntok);
 #endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #if NT == 1
@@ -289,7 +286,7 @@ void main()
         return;
 #ifdef NORM
     for (int r = 0; r < NR; r++)
-        tot[r] *= nscale[0];
+        tot[r] *= nscale;
 #endif
 #if defined(GLU) || defined(QKV)
     for (int r = 0; r < NR; r += 2)

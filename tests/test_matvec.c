@@ -430,7 +430,7 @@ static void test_matvec_multi_token_every_format(void)
             for (size_t t = 0; t < 3; t++) {
                 if (cs[i].cols >= 4096 && t != 1)
                     continue; /* the 4096-column shapes once: slow on llvmpipe */
-                matvec_config mv = matvec_multi_config(ctx, cs[i].type, cs[i].rows, cs[i].cols, nts[t]);
+                matvec_config mv = matvec_multi_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
                 check_batched(&cs[i], NULL, &mv, nts[t], t == 2, t == 1 ? 5 : n_toks[t],
                               MATVEC_REL_TOL, 9000 + 100 * f + 10 * i + t);
             }
@@ -439,12 +439,12 @@ static void test_matvec_multi_token_every_format(void)
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
     mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
-    matvec_config mv = matvec_multi_config(ctx, split.type, split.rows, split.cols, 4);
+    matvec_config mv = matvec_multi_config(ctx, split.type, split.rows, split.cols);
     mv.subgroup = false;
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, one.type, one.rows, one.cols, 8);
+    mv = matvec_multi_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 8, true, 1, MATVEC_REL_TOL, 9998);
     mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);

@@ -135,7 +135,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, rows, cols, var->nt)
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, rows, cols)
                                     : matvec_default_config(gm->ctx, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;

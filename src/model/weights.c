@@ -116,13 +116,11 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     return c;
 }
 
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols,
-                                  uint32_t nt)
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
     matvec_config c = matvec_default_config(ctx, type, rows, cols);
     /* each row's unit stays in registers while every token's x passes by: two
      * rows a thread (the pairs GLU and QKV need) keep that within registers */
-    (void)nt;
     c.nr = 2;
     return c;
 }

@@ -55,10 +55,9 @@ typedef struct matvec_config {
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits
- * (nt: tokens a dispatch, as matvec_variant.nt). */
+ * (multi: for kernels of several tokens a dispatch, matvec_variant.nt > 1). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols,
-                                  uint32_t nt);
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
 
 /* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt). */
 #define MATVEC_MAX_NT 8
