@@ -397,44 +397,46 @@ static void test_matvec_subgroup_path(void)
 
 /* every format x shape, token counts below, at and past a work group's
  * tokens, with the default tiles */
-static void test_matmul_every_format(void)
+/* check(case, t, seed) for every format x shape of shapes_for and t = 0, 1,
+ * 2 (the 4096-column shapes with t = 1 only: slow on llvmpipe) */
+static void every_format_three_ways(void (*check)(const mv_case *c, size_t t, uint64_t seed),
+                                    uint64_t seed)
 {
-    matmul_config cfg = matmul_default_config(ctx);
-    const uint32_t n_toks[] = { 1, 5, 70 };
     for (size_t f = 0; f < N_FORMATS; f++) {
         mv_case cs[8];
         int n;
         shapes_for(formats[f], cs, &n);
         for (int i = 0; i < n; i++)
-            for (size_t t = 0; t < 3; t++) {
-                if (cs[i].cols >= 4096 && t != 1)
-                    continue; /* the 4096-column shapes once: slow on llvmpipe */
-                check_batched_mm(&cs[i], &cfg, n_toks[t], MATVEC_REL_TOL, 5000 + 100 * f + 10 * i + t);
-            }
+            for (size_t t = 0; t < 3; t++)
+                if (cs[i].cols < 4096 || t == 1)
+                    check(&cs[i], t, seed + 100 * f + 10 * i + t);
     }
 }
+
+static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
+{
+    const uint32_t n_toks[] = { 1, 5, 70 };
+    matmul_config cfg = matmul_default_config(ctx);
+    check_batched_mm(c, &cfg, n_toks[t], MATVEC_REL_TOL, seed);
+}
+
+static void test_matmul_every_format(void) { every_format_three_ways(matmul_default_tiles, 5000); }
 
 /* The multi-token matvec (small batches: speculative verification, short
  * prompts): every format x shape, with kernels of 2 and 8 tokens given
  * fewer and as many tokens; the reference and tolerance are the matvec's
  * (f32 sums of the same products, MATVEC_REL_TOL of sum |wx|). */
+/* kernels of 2, 8, 8 tokens given 2, 5 and 8, the last with the norm */
+static void multi_token(const mv_case *c, size_t t, uint64_t seed)
+{
+    const uint32_t nts[] = { 2, 8, 8 }, n_toks[] = { 2, 5, 8 };
+    matvec_config mv = matvec_multi_config(ctx, c->type, c->rows, c->cols);
+    check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
+}
+
 static void test_matvec_multi_token_every_format(void)
 {
-    /* (the last: 8-token kernels with the norm folded in) */
-    const uint32_t nts[] = { 2, 8, 8 }, n_toks[] = { 2, 5, 8 };
-    for (size_t f = 0; f < N_FORMATS; f++) {
-        mv_case cs[8];
-        int n;
-        shapes_for(formats[f], cs, &n);
-        for (int i = 0; i < n; i++)
-            for (size_t t = 0; t < 3; t++) {
-                if (cs[i].cols >= 4096 && t != 1)
-                    continue; /* the 4096-column shapes once: slow on llvmpipe */
-                matvec_config mv = matvec_multi_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
-                check_batched(&cs[i], NULL, &mv, nts[t], t == 2, t == 1 ? 5 : n_toks[t],
-                              MATVEC_REL_TOL, 9000 + 100 * f + 10 * i + t);
-            }
-    }
+    every_format_three_ways(multi_token, 9000);
     /* a split tensor, and the reduction without subgroups */
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
