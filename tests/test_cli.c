@@ -295,6 +295,57 @@ static void test_run_shared_model_greedy(void)
     TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 8, out); /* text */
 }
 
+/* --draft: the same greedy ids with the llama.cpp Q4_0 file as draft of the
+ * F32 one, and the stats line; a draft with another vocabulary is refused.
+ * --prompt-cache: a second run reuses the prompt and prints the same ids. */
+static void test_run_draft_and_prompt_cache(void)
+{
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --draft-max 0"));
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --draft-max 4 --draft-min 5"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--draft-min"), err);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "run --draft /nonexistent/draft.gguf"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/draft.gguf"), err);
+    char cache[256], args[1400], plain[4096];
+    snprintf(cache, sizeof cache, "/tmp/glesllm-test-cli-%ld.kv", (long)getpid());
+    unlink(cache);
+    /* the demo: its own file as a cache, reused by a second run */
+    snprintf(args, sizeof args, "run -n 6 --temp 0 --print-ids --prompt-ids 1,5,6,7 "
+             "--prompt-cache %s", cache);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "wrote 4 tokens"), err);
+    snprintf(plain, sizeof plain, "%s", out);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "4 of the prompt's 4 tokens reused"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(3 from the prompt cache)"), err);
+    TEST_ASSERT_EQUAL_STRING(plain, out);
+    /* not a session file: a clear error, exit 1, the file left alone */
+    FILE *f = fopen(cache, "wb");
+    TEST_ASSERT_NOT_NULL(f);
+    fputs("not a cache", f);
+    fclose(f);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "not a glesllm session file"), err);
+    unlink(cache);
+    TEST_NEEDS_SHARED(dir);
+    snprintf(args, sizeof args, "run -m %s/models/tiny-spm-f32.gguf --temp 0 -n 20 --print-ids "
+             "-p 'The quick brown fox'", dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    snprintf(plain, sizeof plain, "%s", out);
+    snprintf(args, sizeof args, "run -m %s/models/tiny-spm-f32.gguf --temp 0 -n 20 --print-ids "
+             "-p 'The quick brown fox' --draft %s/models/tiny-spm-q4_0.gguf --draft-max 5", dir,
+             dir);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_STRING(plain, out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "speculative: "), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "drafted "), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "effective "), err);
+    snprintf(args, sizeof args, "run -m %s/models/tiny-spm-f32.gguf -n 4 --draft "
+             "%s/models/tiny-bpe-f32.gguf", dir, dir);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "must share the model's vocabulary"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+}
+
 static void test_bench_command(void)
 {
     /* the demo model: a markdown table with one row per test */
@@ -478,6 +529,7 @@ int main(void)
     RUN_TEST(test_quantize_command);
     RUN_TEST(test_run_demo_and_flags);
     RUN_TEST(test_run_shared_model_greedy);
+    RUN_TEST(test_run_draft_and_prompt_cache);
     RUN_TEST(test_tokenize_command);
     RUN_TEST(test_bench_command);
     RUN_TEST(test_perplexity_command);

@@ -14,6 +14,7 @@
 #include "reference_jsonl.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
+#include "model_fixture.h"
 #include "test_gpu.h"
 #include "unity.h"
 
@@ -24,46 +25,24 @@ static int32_t n_small;  /* their small-batch limit (0: the default, -1: none) *
 void setUp(void) {}
 void tearDown(void) {}
 
-typedef struct loaded {
-    uint8_t *data;
-    gguf_file *f;
-    model m;
-    gpu_model *gm;
-    ref_model *ref;
-} loaded;
-
-static void unload(loaded *L)
+static gpu_model_options options(uint32_t n_ctx)
 {
-    gpu_model_destroy(L->gm);
-    ref_model_destroy(L->ref);
-    model_close(&L->m);
-    gguf_close(L->f);
-    free(L->data);
-    memset(L, 0, sizeof *L);
+    gpu_model_options opt = { n_ctx };
+    opt.n_batch = n_batch;
+    opt.n_small = n_small;
+    return opt;
 }
 
 static void load_file(gguf_file *f, uint32_t n_ctx, loaded *L)
 {
-    L->f = f;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &L->m), glesllm_last_error());
-    gpu_model_options opt = { n_ctx };
-    opt.n_batch = n_batch;
-    opt.n_small = n_small;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_create(ctx, &L->m, &opt, &L->gm),
-                                  glesllm_last_error());
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L->m, n_ctx, &L->ref));
+    gpu_model_options opt = options(n_ctx);
+    fixture_load_file(ctx, f, &opt, true, L);
 }
 
 static void load_demo(const demo_spec *s, uint32_t n_ctx, loaded *L)
 {
-    memset(L, 0, sizeof *L);
-    size_t size;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_to_memory(s, &L->data, &size),
-                                  glesllm_last_error());
-    gguf_file *f;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open_memory(L->data, size, &f),
-                                  glesllm_last_error());
-    load_file(f, n_ctx, L);
+    gpu_model_options opt = options(n_ctx);
+    fixture_load_demo(ctx, s, &opt, true, L);
 }
 
 static uint32_t argmax(const float *v, uint32_t n)
@@ -133,27 +112,13 @@ static void check_against_reference(const demo_spec *s, uint32_t n_ctx, uint32_t
            worst, gpu_model_last_dispatches(L.gm));
     free(gpu);
     free(cpu);
-    unload(&L);
+    fixture_unload(&L);
 }
 
-static demo_spec small_spec(const char *arch, uint32_t type)
-{
-    demo_spec s = demo_spec_default();
-    s.arch = arch;
-    s.n_layer = 2;
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 512;
-    s.n_vocab = 300;
-    s.type = s.embd_type = s.out_type = type;
-    s.seed = 7;
-    return s;
-}
 
 static void test_f32_llama_matches_cpu(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_embd = 128;
     s.n_ff = 172; /* a row length that is no multiple of 32 */
     s.tied = false;
@@ -162,7 +127,7 @@ static void test_f32_llama_matches_cpu(void)
 
 static void test_f32_qwen2_matches_cpu(void)
 {
-    demo_spec s = small_spec("qwen2", GGML_TYPE_F32);
+    demo_spec s = fixture_small_spec("qwen2", GGML_TYPE_F32);
     s.n_embd = 120; /* head dimension 30: K and V read two halves at a time */
     s.n_ff = 172;
     check_against_reference(&s, 64, 20, 1);
@@ -171,7 +136,7 @@ static void test_f32_qwen2_matches_cpu(void)
 static void test_norm_as_its_own_dispatch(void)
 {
     setenv("GLESLLM_FUSE_NORM", "0", 1);
-    demo_spec s = small_spec("llama", GGML_TYPE_Q4_0);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
     check_against_reference(&s, 32, 8, 1);
     unsetenv("GLESLLM_FUSE_NORM");
 }
@@ -181,7 +146,7 @@ static void test_quantized_formats_match_cpu(void)
     uint32_t types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
                          GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        demo_spec s = small_spec(i % 2 ? "qwen2" : "llama", types[i]);
+        demo_spec s = fixture_small_spec(i % 2 ? "qwen2" : "llama", types[i]);
         if (types[i] == GGML_TYPE_Q4_K) { /* a Q4_K_M-like mix: V and down in Q6_K */
             s.v_type = s.down_type = GGML_TYPE_Q6_K;
             s.embd_type = GGML_TYPE_Q6_K;
@@ -193,7 +158,7 @@ static void test_quantized_formats_match_cpu(void)
 static void test_long_context_splits_attention(void)
 {
     /* past 256 positions attention runs in chunks merged by attn_combine */
-    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_layer = 1;
     s.n_embd = 64;
     s.n_head = 2;
@@ -205,13 +170,13 @@ static void test_long_context_splits_attention(void)
 
 static void test_context_end_and_bad_tokens(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_Q8_0);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
     loaded L;
     load_demo(&s, 4, &L);
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_set_token(L.gm, 0, 300));
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_set_token(L.gm, 0, -1));
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step(L.gm, 4, GPU_STEP_ARGMAX));
-    unload(&L);
+    fixture_unload(&L);
 }
 
 /* ---- prefill --------------------------------------------------------------- */
@@ -317,12 +282,12 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
            gpu_model_last_dispatches(L.gm));
     free(seq);
     free(got);
-    unload(&L);
+    fixture_unload(&L);
 }
 
 static void test_prefill_equals_decode_f32(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_embd = 128;
     s.n_ff = 172; /* rows with a zero-padded tail */
     s.tied = false;
@@ -338,7 +303,7 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&s, 8, 0, mixed, 4);
     const uint32_t past_nt[] = { 19, 2, 16 }; /* more tokens than one multi-token dispatch */
     check_prefill(&s, 32, 20, past_nt, 3);
-    demo_spec q = small_spec("qwen2", GGML_TYPE_F32);
+    demo_spec q = fixture_small_spec("qwen2", GGML_TYPE_F32);
     q.n_embd = 120; /* head dimension 30 */
     q.n_ff = 172;
     check_prefill(&q, 16, -1, prefix, 2);
@@ -353,7 +318,7 @@ static void test_prefill_equals_decode_quantized(void)
                          GGML_TYPE_F16 };
     const uint32_t pieces[] = { 21, 4 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        demo_spec s = small_spec(i % 2 ? "qwen2" : "llama", types[i]);
+        demo_spec s = fixture_small_spec(i % 2 ? "qwen2" : "llama", types[i]);
         if (types[i] == GGML_TYPE_Q4_K) {
             s.v_type = s.down_type = GGML_TYPE_Q6_K;
             s.embd_type = GGML_TYPE_Q6_K;
@@ -365,7 +330,7 @@ static void test_prefill_equals_decode_quantized(void)
 
 static void test_prefill_bad_ranges(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_Q8_0);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
     loaded L;
     n_batch = 4;
     load_demo(&s, 16, &L);
@@ -376,7 +341,7 @@ static void test_prefill_bad_ranges(void)
                           gpu_model_prefill(L.gm, 0, 5, GPU_STEP_ALL_LOGITS));
     float row[300];
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_read_logits_all(L.gm, 0, 1, row));
-    unload(&L);
+    fixture_unload(&L);
 }
 
 /* ---- perplexity ------------------------------------------------------------- */
@@ -432,7 +397,7 @@ static void check_perplexity(loaded *L, const int32_t *tok, uint32_t n, uint32_t
 
 static void test_perplexity_matches_cpu(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_F32);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_vocab = 64; /* a small vocabulary: the random model's perplexity is not huge */
     loaded L;
     n_batch = 16; /* windows of 24: two prefill chunks each */
@@ -446,7 +411,7 @@ static void test_perplexity_matches_cpu(void)
     ppl_result r;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, engine_perplexity(L.gm, tok, 47, &po, &r));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "at least 48"));
-    unload(&L);
+    fixture_unload(&L);
 }
 
 static const char ppl_text[] =
@@ -479,7 +444,7 @@ static void test_perplexity_aidreams_matches_cpu(void)
                      "aidreams260K-f32, windows of 64");
     tok_ids_free(&t);
     vocab_free(v);
-    unload(&L);
+    fixture_unload(&L);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -490,7 +455,7 @@ static int cmp_desc(const void *a, const void *b)
 
 static void test_sampling_candidates_match_cpu(void)
 {
-    demo_spec s = small_spec("llama", GGML_TYPE_Q8_0);
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
     s.n_vocab = 5000; /* three slices of 2048 logits */
     loaded L;
     load_demo(&s, 32, &L);
@@ -538,12 +503,12 @@ static void test_sampling_candidates_match_cpu(void)
     free(plain);
     free(pen);
     free(sorted);
-    unload(&L);
+    fixture_unload(&L);
 }
 
 static void test_unsupported_models_are_named(void)
 {
-    demo_spec s = small_spec("gpt2", GGML_TYPE_Q8_0);
+    demo_spec s = fixture_small_spec("gpt2", GGML_TYPE_Q8_0);
     s.arch = "llama";
     uint8_t *data;
     size_t size;
@@ -641,7 +606,7 @@ static void check_shared_model(const char *dir, const char *name)
     else /* llama.cpp rounds activations to 8 bits for quantized dot products */
         TEST_ASSERT_TRUE_MESSAGE(forced_ok >= 0.95 * forced_total, name);
     free(logits);
-    unload(&L);
+    fixture_unload(&L);
 }
 
 static void test_shared_models_match_llama_cpp(void)

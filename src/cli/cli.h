@@ -59,8 +59,10 @@ typedef struct cli_model {
 enum { CLI_NEED_VOCAB = 1 };
 int cli_model_open(const char *path, unsigned need, cli_model *cm);
 int cli_open_gpu(gpu_context **ctx);
-/* Uploads with a load progress bar on a terminal (n_batch 0: the default). */
-int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch);
+/* Uploads with a load progress bar on a terminal (n_batch, n_small 0: the
+ * defaults of gpu_model_options). */
+int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch,
+                     int32_t n_small);
 void cli_model_close(cli_model *cm);
 
 #endif

@@ -93,9 +93,10 @@ int cli_open_gpu(gpu_context **ctx)
     return 0;
 }
 
-int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch)
+int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch,
+                     int32_t n_small)
 {
-    gpu_model_options mo = { n_ctx, KV_AUTO, load_progress, NULL, n_batch };
+    gpu_model_options mo = { n_ctx, KV_AUTO, load_progress, NULL, n_batch, n_small };
     glesllm_status st = gpu_model_create(ctx, &cm->m, &mo, &cm->gm);
     if (st) {
         if (isatty(2))

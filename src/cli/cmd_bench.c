@@ -328,7 +328,7 @@ int cmd_bench(int argc, char **argv)
         cli_model cm;
         if ((rc = cli_model_open(a.models[mi], 0, &cm)))
             break;
-        if ((rc = cli_model_upload(&cm, ctx, (uint32_t)need_ctx, (uint32_t)a.n_batch))) {
+        if ((rc = cli_model_upload(&cm, ctx, (uint32_t)need_ctx, (uint32_t)a.n_batch, 0))) {
             cli_model_close(&cm);
             break;
         }

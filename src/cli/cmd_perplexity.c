@@ -102,7 +102,7 @@ int cmd_perplexity(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, (uint32_t)n_ctx, (uint32_t)n_batch))
+    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, (uint32_t)n_ctx, (uint32_t)n_batch, 0))
         goto out;
     fprintf(stderr, "glesllm: %s: %zu tokens, %zu windows of %ld; batch %u\n", cm.name, t.n,
             t.n / (size_t)n_ctx, n_ctx, gpu_model_n_batch(cm.gm));

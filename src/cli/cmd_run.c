@@ -16,6 +16,7 @@
 #include "model/demo_model.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/session.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 #include "text/vocab.h"
@@ -50,12 +51,20 @@ static void usage(FILE *f)
             "  --repeat-last-n N       tokens the penalty looks at (default 64; -1: context)\n"
             "  -s, --seed N            sampling seed (default -1: a random one, printed)\n"
             "  --ignore-eos            keep generating past end-of-generation tokens\n"
-            "  --print-ids             print the generated ids, space-separated, not text\n");
+            "  --print-ids             print the generated ids, space-separated, not text\n"
+            "  --prompt-cache FILE     keep the prompt's KV cache in FILE: a later run whose\n"
+            "                          prompt starts with the same tokens skips their prefill\n"
+            "  --draft FILE            speculative decoding: a small model with the same\n"
+            "                          vocabulary drafts tokens that the model checks in one\n"
+            "                          pass (greedy: the same text as without it)\n"
+            "  --draft-max N           most tokens drafted a round (default %d)\n"
+            "  --draft-min N           fewest tokens drafted a round (default 0)\n",
+            GEN_DRAFT_MAX_DEFAULT);
 }
 
 typedef struct run_args {
-    const char *model, *prompt, *prompt_file, *prompt_ids;
-    long n_predict, n_ctx, n_batch;
+    const char *model, *prompt, *prompt_file, *prompt_ids, *prompt_cache, *draft;
+    long n_predict, n_ctx, n_batch, draft_max, draft_min;
     sampler_params sp;
     long long seed;
     bool ignore_eos, print_ids, special;
@@ -66,6 +75,7 @@ static int parse_args(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->n_predict = 128;
+    a->draft_max = GEN_DRAFT_MAX_DEFAULT;
     a->sp = sampler_defaults();
     a->seed = -1;
     for (int i = 1; i < argc; i++) {
@@ -102,6 +112,15 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->prompt_file = v;
         else if (strcmp(o, "--prompt-ids") == 0)
             a->prompt_ids = v;
+        else if (strcmp(o, "--prompt-cache") == 0)
+            a->prompt_cache = v;
+        else if (strcmp(o, "--draft") == 0 || strcmp(o, "-md") == 0 ||
+                 strcmp(o, "--model-draft") == 0)
+            a->draft = v;
+        else if (strcmp(o, "--draft-max") == 0)
+            ok = cli_parse_long(v, 1, GEN_DRAFT_MAX_LIMIT, &a->draft_max);
+        else if (strcmp(o, "--draft-min") == 0)
+            ok = cli_parse_long(v, 0, GEN_DRAFT_MAX_LIMIT, &a->draft_min);
         else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-predict") == 0)
             ok = cli_parse_long(v, -1, 1L << 30, &a->n_predict);
         else if (strcmp(o, "-c") == 0 || strcmp(o, "--ctx-size") == 0)
@@ -138,6 +157,14 @@ static int parse_args(int argc, char **argv, run_args *a)
         fprintf(stderr, "glesllm run: give the prompt one way: -p, -f or --prompt-ids\n");
         return 2;
     }
+    if (a->draft_min > a->draft_max) {
+        fprintf(stderr, "glesllm run: --draft-min %ld is more than --draft-max %ld\n",
+                a->draft_min, a->draft_max);
+        return 2;
+    }
+    if (!a->draft && (a->draft_min || a->draft_max != GEN_DRAFT_MAX_DEFAULT))
+        fprintf(stderr, "glesllm run: warning: --draft-max/--draft-min do nothing without "
+                        "--draft\n");
     return 0;
 }
 
@@ -221,6 +248,47 @@ static const char *stop_text(gen_stop s)
     }
 }
 
+/* Opens --draft and checks that it shares the target's vocabulary. */
+static int open_draft(const run_args *a, const model *m, const vocab *voc, cli_model *dm)
+{
+    int rc = cli_model_open(a->draft, voc ? CLI_NEED_VOCAB : 0, dm);
+    if (rc)
+        return rc;
+    int64_t d = voc ? vocab_difference(voc, dm->voc) : -1;
+    if (dm->m.hp.n_vocab != m->hp.n_vocab || d != -1) {
+        if (d >= 0 && dm->m.hp.n_vocab == m->hp.n_vocab)
+            fprintf(stderr, "glesllm run: --draft %s: its vocabulary differs from the model's at "
+                            "token %lld; a draft must share the model's vocabulary\n",
+                    a->draft, (long long)d);
+        else
+            fprintf(stderr, "glesllm run: --draft %s: its vocabulary (%u tokens) is not the "
+                            "model's (%u tokens%s); a draft must share the model's vocabulary\n",
+                    a->draft, dm->m.hp.n_vocab, m->hp.n_vocab,
+                    d == -2 ? ", other BOS/EOS or tokenizer" : "");
+        return 2;
+    }
+    return 0;
+}
+
+/* --prompt-cache: the prompt's longest prefix the file holds goes into the
+ * cache (a missing file is written after this run). */
+static int load_prompt_cache(const char *path, gpu_model *gm, const int32_t *ids, uint32_t n,
+                             uint32_t *n_cached)
+{
+    *n_cached = 0;
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "glesllm: prompt cache %s: not there yet; it is written after the "
+                        "prompt\n", path);
+        return 0;
+    }
+    glesllm_status st = session_load(gm, path, ids, n, n_cached);
+    if (st)
+        return cli_fail("--prompt-cache", st);
+    fprintf(stderr, "glesllm: prompt cache %s: %u of the prompt's %u tokens reused\n", path,
+            *n_cached, n);
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -232,7 +300,8 @@ int cmd_run(int argc, char **argv)
     if (a.prompt_file && (rc = cli_read_text(a.prompt_file, &file_text, &file_len)))
         return rc;
     a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
-    cli_model cm;
+    cli_model cm, dm;
+    memset(&dm, 0, sizeof dm);
     gpu_context *ctx = NULL;
     vocab *voc = NULL;
     int32_t *ids = NULL;
@@ -299,7 +368,12 @@ int cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, n_ctx, (uint32_t)a.n_batch))
+    if (a.draft && (rc = open_draft(&a, m, voc, &dm)))
+        goto out;
+    rc = 1;
+    int32_t n_small = a.draft && a.draft_max + 1 > GPU_SMALL_BATCH ? (int32_t)a.draft_max + 1 : 0;
+    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, n_ctx, (uint32_t)a.n_batch, n_small) ||
+        (a.draft && cli_model_upload(&dm, ctx, n_ctx, (uint32_t)a.n_batch, 0)))
         goto out;
     gpu_model *gm = cm.gm;
     double load_s = cm.load_s;
@@ -313,13 +387,23 @@ int cmd_run(int argc, char **argv)
                         "penalty %.2f over %d, seed %llu\n",
                 a.sp.temp, a.sp.top_k, a.sp.top_p, a.sp.min_p, a.sp.repeat_penalty,
                 a.sp.repeat_last_n, (unsigned long long)a.sp.seed);
+    uint32_t n_cached = 0;
+    if (a.prompt_cache && (rc = load_prompt_cache(a.prompt_cache, gm, ids, n_ids, &n_cached)))
+        goto out;
+    rc = 1;
     printer pr = { voc, a.print_ids, { { 0 }, 0 }, 0 };
     cli_catch_signals();
     gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc,
-                        &cli_interrupted, print_token, &pr };
+                        &cli_interrupted, print_token, &pr, n_cached, dm.gm,
+                        (uint32_t)a.draft_max, (uint32_t)a.draft_min };
     gen_stats gs;
     st = engine_generate(gm, &go2, &gs);
     cli_release_signals();
+    /* the prompt's positions are in the cache whatever happened after it */
+    uint32_t n_save = n_ids < gpu_model_n_past(gm) ? n_ids : gpu_model_n_past(gm);
+    glesllm_status sst = GLESLLM_OK;
+    if (a.prompt_cache && gs.n_prompt && n_save > n_cached)
+        sst = session_save(gm, a.prompt_cache, ids, n_save);
     if (!a.print_ids) {
         char tail[4];
         fwrite(tail, 1, utf8_stream_flush(&pr.u, tail), stdout);
@@ -330,17 +414,33 @@ int cmd_run(int argc, char **argv)
         cli_fail("generating", st);
         goto out;
     }
-    fprintf(stderr, "glesllm: prompt: %u tokens in %.3f s (%.1f tokens/s)\n", gs.n_prompt,
-            gs.prompt_s, gs.prompt_s > 0 ? gs.n_prompt / gs.prompt_s : 0.0);
+    if (sst) {
+        cli_fail("writing the prompt cache", sst);
+        goto out;
+    }
+    uint32_t n_run = gs.n_prompt - (n_cached < gs.n_prompt ? n_cached : gs.n_prompt - 1);
+    fprintf(stderr, "glesllm: prompt: %u tokens (%u from the prompt cache) in %.3f s (%.1f "
+                    "tokens/s)\n", gs.n_prompt, gs.n_prompt - n_run, gs.prompt_s,
+            gs.prompt_s > 0 ? n_run / gs.prompt_s : 0.0);
+    if (a.prompt_cache && n_save > n_cached)
+        fprintf(stderr, "glesllm: prompt cache %s: wrote %u tokens\n", a.prompt_cache, n_save);
     fprintf(stderr, "glesllm: generation: %u tokens in %.3f s (%.1f tokens/s), %u dispatches "
                     "per token; stopped: %s\n",
             gs.n_gen, gs.gen_s, gs.gen_s > 0 ? (gs.n_gen > 1 ? gs.n_gen - 1 : 0) / gs.gen_s : 0.0,
             gs.dispatches_per_token, stop_text(gs.stop));
+    if (a.draft)
+        fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
+                        "%.2f tokens a round, effective %.1f tokens/s\n",
+                gs.n_rounds, gs.n_drafted, gs.n_accepted,
+                gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
+                gs.n_rounds ? (double)gs.n_gen / gs.n_rounds : 0.0,
+                gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0);
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
                         "more\n", n_ctx);
     rc = gs.stop == GEN_STOP_REQUESTED && cli_interrupted ? 130 : 0;
 out:
+    cli_model_close(&dm);
     cli_model_close(&cm);
     gpu_context_destroy(ctx);
     vocab_free(voc);

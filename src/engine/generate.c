@@ -11,6 +11,21 @@ _Static_assert(SAMPLER_MAX_CANDIDATES == GPU_MAX_CANDIDATES, "sampler and GPU ca
 
 static bool stop_requested(const gen_options *o) { return o->stop && *o->stop; }
 
+bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
+{
+    stats->n_gen++;
+    bool eog = !o->ignore_eos && o->vocab && vocab_is_eog(o->vocab, tok);
+    if (o->on_token && !o->on_token(o->ud, tok)) {
+        stats->stop = GEN_STOP_REQUESTED;
+        return false;
+    }
+    if (eog) {
+        stats->stop = GEN_STOP_EOS;
+        return false;
+    }
+    return o->n_predict < 0 || stats->n_gen < (uint32_t)o->n_predict;
+}
+
 glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
@@ -21,6 +36,12 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the prompt has %u tokens, more than the context of %u; use a larger -c",
                        o->n_prompt, n_ctx);
+    if (o->n_cached > gpu_model_n_past(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "%u prompt tokens said to be cached, but the cache holds %u", o->n_cached,
+                       gpu_model_n_past(gm));
+    if (o->draft)
+        return engine_speculative(gm, o, stats);
     bool greedy = o->sampling.temp <= 0.0f;
     sampler smp;
     sampler_init(&smp, &o->sampling);
@@ -31,11 +52,13 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         st = gpu_model_set_sampling(gm, sampler_candidates(&o->sampling), penalty, last_n);
     unsigned pick = greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
     double t0 = now_seconds();
-    /* the prompt: one batched prefill (chunks of the model's batch size) */
+    /* the prompt: one batched prefill (chunks of the model's batch size) of
+     * what the cache lacks; at least the last token, for its logits */
+    uint32_t first = o->n_cached < o->n_prompt ? o->n_cached : o->n_prompt - 1;
     for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++)
         st = gpu_model_set_token(gm, i, o->prompt[i]);
     if (!st)
-        st = gpu_model_prefill(gm, 0, o->n_prompt, pick);
+        st = gpu_model_prefill(gm, first, o->n_prompt - first, pick);
     if (!st)
         st = gpu_model_wait(gm);
     stats->n_prompt = o->n_prompt;
@@ -49,6 +72,8 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
     float vals[GPU_MAX_CANDIDATES], gmax, gsum;
     int32_t ids[GPU_MAX_CANDIDATES];
     for (;;) {
+        if (o->n_predict == 0)
+            break;
         if (stop_requested(o)) {
             stats->stop = GEN_STOP_REQUESTED;
             break;
@@ -66,17 +91,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
             break;
         }
-        stats->n_gen++;
-        bool eog = !o->ignore_eos && o->vocab && vocab_is_eog(o->vocab, tok);
-        if (o->on_token && !o->on_token(o->ud, tok)) {
-            stats->stop = GEN_STOP_REQUESTED;
-            break;
-        }
-        if (eog) {
-            stats->stop = GEN_STOP_EOS;
-            break;
-        }
-        if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
+        if (!engine_emit(o, stats, tok))
             break;
         if (pos >= n_ctx) {
             stats->stop = GEN_STOP_CONTEXT;

@@ -31,6 +31,13 @@ typedef struct gen_options {
     /* each generated token; returning false stops */
     bool (*on_token)(void *ud, int32_t id);
     void *ud;
+    uint32_t n_cached;         /* prompt tokens whose K/V the cache holds already (a
+                                  session file; at most gpu_model_n_past) */
+    /* speculative decoding: a draft model of the same vocabulary proposes
+     * tokens (draft_min .. draft_max a round, adapted to how many it gets
+     * accepted) that the target checks in one batched pass; NULL: off */
+    gpu_model *draft;
+    uint32_t draft_max, draft_min;
 } gen_options;
 
 typedef struct gen_stats {
@@ -39,8 +46,28 @@ typedef struct gen_stats {
     double record_s;             /* CPU time recording generation steps */
     uint32_t dispatches_per_token;
     gen_stop stop;
+    /* speculative decoding: verification passes, tokens drafted, drafted tokens
+     * the target accepted */
+    uint32_t n_rounds, n_drafted, n_accepted;
 } gen_stats;
 
+/* Tokens drafted a round by default and at most (the target checks at most
+ * gpu_model_n_small - 1 drafted tokens a pass: load it with n_small above the
+ * draft length). */
+#define GEN_DRAFT_MAX_DEFAULT 8
+#define GEN_DRAFT_MAX_LIMIT 32
+
 glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *stats);
+
+/* engine_generate with o->draft set (speculative.c). Greedy: the same ids as
+ * without the draft. Sampling: each drafted token is kept with probability
+ * min(1, p/q) (p, q: the target's and the draft's distributions after the
+ * sampler's cuts), else replaced by a draw from max(0, p - q): the text
+ * follows the target's distribution. */
+glesllm_status engine_speculative(gpu_model *gm, const gen_options *o, gen_stats *stats);
+
+/* Internal, shared by both loops: hands one generated token to the caller;
+ * false when generation stops after it (stats->stop says why). */
+bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok);
 
 #endif

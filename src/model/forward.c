@@ -79,6 +79,7 @@ struct gpu_model {
     uint32_t argmax_groups, attn_wg, max_chunks;
     uint64_t weight_bytes;
     uint32_t last_dispatches;
+    uint32_t n_past; /* positions [0, n_past) of the cache are valid */
 };
 
 const char *kv_placement_name(kv_placement p)
@@ -512,7 +513,8 @@ static glesllm_status create_caches(gpu_model *gm)
                        "one layer's KV cache at context %u needs %.1f MiB, over the GPU's "
                        "storage-block limit of %.0f MiB; use a smaller -c",
                        gm->n_ctx, bytes / 1048576.0, limit / 1048576.0);
-    unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DEVICE;
+    /* dynamic: a session file is written back into them */
+    unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         char what[48];
         snprintf(what, sizeof what, "KV cache of layer %u", i);
@@ -691,6 +693,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
 
 uint32_t gpu_model_n_ctx(const gpu_model *gm) { return gm->n_ctx; }
 uint32_t gpu_model_n_vocab(const gpu_model *gm) { return gm->m->hp.n_vocab; }
+const model *gpu_model_model(const gpu_model *gm) { return gm->m; }
 kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
 uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
 uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
@@ -883,16 +886,39 @@ static glesllm_status record_norm(gpu_model *gm, uint64_t w_off, uint64_t *in)
     return record_rms(gm, w_off, gm->x, gm->xn, 1);
 }
 
+static glesllm_status check_past(const gpu_model *gm, uint32_t pos)
+{
+    if (pos > gm->n_past)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "position %u: the cache holds only positions 0..%d; process the ones "
+                       "between first", pos, (int)gm->n_past - 1);
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_n_past(const gpu_model *gm) { return gm->n_past; }
+
+glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
+{
+    if (n_past > gm->n_past)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "truncating the cache to %u positions: it holds only %u", n_past,
+                       gm->n_past);
+    gm->n_past = n_past;
+    return GLESLLM_OK;
+}
+
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 {
     const model_hparams *hp = &gm->m->hp;
     if (pos >= gm->n_ctx)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "position %u is past the context of %u", pos,
                        gm->n_ctx);
+    glesllm_status st = check_past(gm, pos);
+    if (st)
+        return st;
     uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
     uint64_t emb = act_stride(hp->n_embd);
-    glesllm_status st =
-        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos, 1, &gm->act, gm->x, emb);
+    st = get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos, 1, &gm->act, gm->x, emb);
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
     for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
         const gpu_layer *g = &gm->layers[li];
@@ -931,10 +957,41 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
     if (!st)
         st = gpu_queue_submit(gm->q);
     gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    if (!st) /* later positions were computed from another token at pos */
+        gm->n_past = pos + 1;
     return st;
 }
 
 glesllm_status gpu_model_wait(gpu_model *gm) { return gpu_queue_wait(gm->q, 0); }
+
+glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint32_t n, void *k,
+                               void *v, bool write)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (layer >= hp->n_layer || pos > gm->n_ctx || n > gm->n_ctx - pos)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "K/V of layer %u, positions %u..%u: outside the model or the context of %u",
+                       layer, pos, pos + n, gm->n_ctx);
+    uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
+    gpu_buffer *b = &gm->layers[layer].cache;
+    size_t ko = (size_t)(gm->k_base * 4 + pos * row), vo = (size_t)(gm->v_base * 4 + pos * row);
+    if (!write) {
+        glesllm_status st = gpu_model_wait(gm);
+        if (!st)
+            st = gpu_buffer_read(gm->ctx, b, ko, k, (size_t)(n * row));
+        return st ? st : gpu_buffer_read(gm->ctx, b, vo, v, (size_t)(n * row));
+    }
+    glesllm_status st = check_past(gm, pos);
+    if (!st)
+        st = gpu_model_wait(gm);
+    if (!st)
+        st = gpu_buffer_write(b, ko, k, (size_t)(n * row));
+    if (!st)
+        st = gpu_buffer_write(b, vo, v, (size_t)(n * row));
+    if (!st)
+        gm->n_past = pos + n;
+    return st;
+}
 
 glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
 {
@@ -1144,18 +1201,11 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     return st;
 }
 
-glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
+static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
 {
-    if (!n || pos >= gm->n_ctx || n > gm->n_ctx - pos)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "prefill of %u tokens at position %u: past the context of %u", n, pos,
-                       gm->n_ctx);
-    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
     if (n <= gm->n_small) {
         gm->last_small = true;
-        glesllm_status st = record_small(gm, pos, n, flags);
-        gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
-        return st;
+        return record_small(gm, pos, n, flags);
     }
     if (flags & GPU_STEP_ARGMAX_ALL)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
@@ -1177,7 +1227,23 @@ glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsign
         st = record_chunk(gm, pos + done, c, flags, done + c == n);
         done += c;
     }
+    return st;
+}
+
+glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
+{
+    if (!n || pos >= gm->n_ctx || n > gm->n_ctx - pos)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "prefill of %u tokens at position %u: past the context of %u", n, pos,
+                       gm->n_ctx);
+    glesllm_status st = check_past(gm, pos);
+    if (st)
+        return st;
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    st = record_prefill(gm, pos, n, flags);
     gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    if (!st)
+        gm->n_past = pos + n;
     return st;
 }
 

@@ -103,6 +103,22 @@ glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsign
 uint32_t gpu_model_n_batch(const gpu_model *gm);
 uint32_t gpu_model_n_small(const gpu_model *gm);
 
+/* The cache holds positions [0, n_past): steps and prefills start at most at
+ * n_past, and set it to the end of what they computed (a step at an earlier
+ * position drops the later ones: they were computed after another token). */
+uint32_t gpu_model_n_past(const gpu_model *gm);
+/* Rolls the cache back to its first n_past positions (n_past <= the current
+ * one): no copy, the later entries are overwritten by the next steps. */
+glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);
+
+/* K and V (F16, n_head_kv * head_dim values a position) of positions
+ * pos .. pos + n - 1 of one layer: read into k and v, or written from them.
+ * A write needs pos <= n_past and makes n_past = pos + n: write every layer's
+ * before the next step. Waits for the GPU. Session files (session.h) use it. */
+glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint32_t n, void *k,
+                               void *v, bool write);
+const model *gpu_model_model(const gpu_model *gm);
+
 /* Rows first .. first + count - 1 (n_vocab floats each) of the last
  * GPU_STEP_ALL_LOGITS prefill (slow: waits and copies). */
 glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t count, float *out);

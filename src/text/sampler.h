@@ -44,4 +44,38 @@ void sampler_init(sampler *s, const sampler_params *p);
 int32_t sampler_pick(sampler *s, const float *vals, const int32_t *ids, uint32_t n, float gmax,
                      float gsum_exp);
 
+/* The distribution a pick draws from: the kept candidates and their
+ * probabilities (summing to 1). Greedy: the first candidate, probability 1. */
+typedef struct sampler_dist {
+    uint32_t n;
+    int32_t ids[SAMPLER_MAX_CANDIDATES];
+    double p[SAMPLER_MAX_CANDIDATES];
+} sampler_dist;
+
+/* sampler_pick's distribution for these candidates. Returns d->n. */
+uint32_t sampler_dist_make(const sampler_params *p, const float *vals, const int32_t *ids,
+                           uint32_t n, float gmax, float gsum_exp, sampler_dist *d);
+/* The probability of id in d (0 when it is not kept). */
+double sampler_dist_prob(const sampler_dist *d, int32_t id);
+/* One draw from d (-1 when it is empty). */
+int32_t sampler_draw(sampler *s, const sampler_dist *d);
+
+/* Speculative sampling: `drafted` was drawn from the draft's distribution;
+ * it is accepted with probability min(1, p(drafted) / q(drafted)), else
+ * *out is drawn from the residual max(0, p - q) normalised, so *out follows
+ * the target's distribution whatever the draft's. Returns whether it was
+ * accepted (*out == drafted then). */
+bool sampler_speculative(sampler *s, const sampler_dist *target, const sampler_dist *draft,
+                         int32_t drafted, int32_t *out);
+
+/* What GPU_STEP_CANDIDATES does, on the CPU for a row of logits: the
+ * repetition penalty of the ids in window[0..n) (each distinct id once) ... */
+void sampler_penalize(float *logits, uint32_t n_vocab, const int32_t *window, uint32_t n,
+                      float penalty);
+/* ... and the k largest logits in falling order (vals, ids), the largest
+ * logit and the sum of exp(l - max) over the row. Returns how many (k, or
+ * n_vocab when smaller). */
+uint32_t sampler_top(const float *logits, uint32_t n_vocab, uint32_t k, float *vals, int32_t *ids,
+                     float *gmax, float *gsum_exp);
+
 #endif

@@ -516,6 +516,17 @@ const char *vocab_text(const vocab *v, int32_t id, size_t *len)
     return v->arena + v->off[id];
 }
 
+int64_t vocab_difference(const vocab *a, const vocab *b)
+{
+    if (a->kind != b->kind || vocab_bos(a) != vocab_bos(b) || vocab_eos(a) != vocab_eos(b))
+        return -2;
+    uint32_t n = a->n < b->n ? a->n : b->n;
+    for (uint32_t i = 0; i < n; i++)
+        if (a->len[i] != b->len[i] || memcmp(a->arena + a->off[i], b->arena + b->off[i], a->len[i]))
+            return i;
+    return a->n == b->n ? -1 : (int64_t)n;
+}
+
 int vocab_type(const vocab *v, int32_t id) { return in_range(v, id) ? v->type[id] : TOKEN_UNDEFINED; }
 float vocab_score(const vocab *v, int32_t id) { return in_range(v, id) ? v->score[id] : 0.0f; }
 

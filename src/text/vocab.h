@@ -56,6 +56,12 @@ int32_t vocab_eot(const vocab *v);
 int32_t vocab_unk(const vocab *v);
 bool vocab_adds_bos(const vocab *v);
 bool vocab_adds_eos(const vocab *v);
+/* Where two vocabularies differ (a draft model must share its target's):
+ * -1 when they have the same kind, size, BOS/EOS and token texts; else the
+ * first id whose text differs (the smaller size when only the sizes do), or
+ * -2 for a different kind or BOS/EOS. */
+int64_t vocab_difference(const vocab *a, const vocab *b);
+
 /* End of generation: EOS, EOT and the end-of-turn tokens found by text. */
 bool vocab_is_eog(const vocab *v, int32_t id);
 

@@ -1,0 +1,115 @@
+/* bench_verify: what speculative decoding's verification costs next to a
+ * plain decode step, on one model.
+ *
+ *   bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS]
+ *
+ * After a prompt of PROMPT_TOKENS (default 64), times (median of REPS, default
+ * 20, after a warm-up) one decode step with its argmax, and the target's pass
+ * over k drafted tokens for k = 1, 2, 4, 8, 16: k + 1 tokens (the last kept
+ * token and the drafted ones) with the argmax of every position, as
+ * engine_speculative runs it. The cache is rolled back after each pass. Prints
+ * the times, the ratio to the decode step, and tokens/s when every drafted
+ * token is kept. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gguf/gguf.h"
+#include "gpu/gpu.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "bench_verify: %s: %s\n", what, glesllm_last_error());
+    return 1;
+}
+
+/* median seconds of reps passes of n tokens at pos (n == 0: a decode step) */
+static int time_pass(gpu_model *gm, uint32_t pos, uint32_t n, int reps, double *out)
+{
+    double t[256];
+    for (int r = -1; r < reps; r++) {
+        double t0 = now_seconds();
+        glesllm_status st = n ? gpu_model_prefill(gm, pos, n, GPU_STEP_ARGMAX_ALL)
+                              : gpu_model_step(gm, pos, GPU_STEP_ARGMAX);
+        if (st || gpu_model_wait(gm))
+            return fail("timing a pass");
+        if (r >= 0)
+            t[r] = now_seconds() - t0;
+        if (gpu_model_truncate(gm, pos))
+            return fail("rolling back");
+    }
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    *out = t[reps / 2];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS]\n");
+        return 2;
+    }
+    int reps = 20;
+    long prompt = 64;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-r") == 0)
+            reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-p") == 0)
+            prompt = atol(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_verify: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (reps < 1 || reps > 256 || prompt < 1 || prompt > 4000) {
+        fprintf(stderr, "bench_verify: -r is 1..256, -p 1..4000\n");
+        return 2;
+    }
+    static const uint32_t drafted[] = { 1, 2, 4, 8, 16 };
+    gguf_file *f;
+    model m;
+    gpu_options go;
+    gpu_context *ctx;
+    gpu_model *gm;
+    if (gguf_open(argv[1], &f) || model_open(f, &m))
+        return fail(argv[1]);
+    if (gpu_options_from_env(&go) || gpu_context_create(&go, &ctx))
+        return fail("opening the GPU");
+    gpu_model_options mo = { (uint32_t)prompt + 32 };
+    mo.n_small = 17; /* 16 drafted tokens and the last kept one in one pass */
+    if (gpu_model_create(ctx, &m, &mo, &gm))
+        return fail("loading");
+    for (uint32_t i = 0; i < (uint32_t)prompt + 17; i++)
+        gpu_model_set_token(gm, i, (int32_t)((i * 7919u + 13u) % m.hp.n_vocab));
+    if (gpu_model_prefill(gm, 0, (uint32_t)prompt, 0) || gpu_model_wait(gm))
+        return fail("the prompt");
+    double step;
+    if (time_pass(gm, (uint32_t)prompt, 0, reps, &step))
+        return 1;
+    printf("model %s, %.0f MiB of weights on %s, after %ld prompt tokens, median of %d\n",
+           argv[1], gpu_model_weight_bytes(gm) / 1048576.0,
+           gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */), prompt, reps);
+    printf("decode step:               %8.3f ms  (%.1f tokens/s)\n", step * 1e3, 1.0 / step);
+    for (size_t i = 0; i < sizeof drafted / sizeof drafted[0]; i++) {
+        double t;
+        uint32_t n = drafted[i] + 1;
+        if (time_pass(gm, (uint32_t)prompt, n, reps, &t))
+            return 1;
+        printf("verify %2u drafted (%2u tok): %8.3f ms  %5.2fx a step  (%.1f tokens/s if all kept)\n",
+               drafted[i], n, t * 1e3, t / step, n / t);
+    }
+    gpu_model_destroy(gm);
+    gpu_context_destroy(ctx);
+    model_close(&m);
+    gguf_close(f);
+    return 0;
+}

@@ -1,0 +1,260 @@
+/* Speculative decoding: the draft proposes k tokens one step at a time; the
+ * target runs the last accepted token and the k drafted ones as one small
+ * batch (the weights read once for all of them) and keeps the longest prefix
+ * it agrees with, plus one token of its own. Both caches are then rolled back
+ * past the rejected positions (gpu_model_truncate: no copy).
+ *
+ * State between rounds: hist[0..pos] are the prompt and the tokens generated
+ * so far; the target's cache holds positions [0, pos) (hist[pos] is not run
+ * yet), the draft's [0, dpast) with dpast <= pos. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/util.h"
+#include "engine/generate.h"
+
+typedef struct spec {
+    gpu_model *gm, *dm;
+    const gen_options *o;
+    gen_stats *stats;
+    bool greedy;
+    sampler smp;
+    uint32_t n_ctx, n_vocab, last_n, n_cand;
+    float penalty;
+    int32_t *hist;       /* n_ctx + 1 */
+    uint32_t dpast;
+    sampler_dist *q;     /* the draft's distribution of each drafted token */
+    sampler_dist p;
+    float *logits;       /* (draft_max + 1) rows of the target's logits */
+} spec;
+
+static glesllm_status put_tokens(gpu_model *m, const int32_t *hist, uint32_t from, uint32_t to)
+{
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = from; st == GLESLLM_OK && i <= to; i++)
+        st = gpu_model_set_token(m, i, hist[i]);
+    return st;
+}
+
+/* The draft runs hist[dpast..pos] and then proposes k tokens, into
+ * hist[pos + 1 .. pos + k] (greedy: its argmax; sampling: a draw from its
+ * distribution, kept in s->q). */
+static glesllm_status draft(spec *s, uint32_t pos, uint32_t k)
+{
+    gpu_model *dm = s->dm;
+    unsigned pick = s->greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
+    glesllm_status st = put_tokens(dm, s->hist, s->dpast, pos);
+    if (!st)
+        st = pos > s->dpast ? gpu_model_prefill(dm, s->dpast, pos - s->dpast + 1, pick)
+                            : gpu_model_step(dm, pos, pick);
+    float vals[GPU_MAX_CANDIDATES], gmax, gsum;
+    int32_t ids[GPU_MAX_CANDIDATES];
+    for (uint32_t i = 1; st == GLESLLM_OK && i <= k; i++) {
+        if (!s->greedy) {
+            /* each draw needs the last: wait for every step */
+            if ((st = gpu_model_wait(dm)))
+                break;
+            uint32_t n = gpu_model_candidates(dm, vals, ids, &gmax, &gsum);
+            sampler_dist_make(&s->o->sampling, vals, ids, n, gmax, gsum, &s->q[i - 1]);
+            s->hist[pos + i] = sampler_draw(&s->smp, &s->q[i - 1]);
+            if (s->hist[pos + i] < 0 || (st = gpu_model_set_token(dm, pos + i, s->hist[pos + i])))
+                break;
+        }
+        /* greedy: the argmax went into slot pos + i on the GPU, where this
+         * step reads it; the steps queue up without a wait */
+        if (i < k)
+            st = gpu_model_step(dm, pos + i, pick);
+    }
+    if (!st)
+        st = gpu_model_wait(dm);
+    for (uint32_t i = 1; st == GLESLLM_OK && s->greedy && i <= k; i++)
+        s->hist[pos + i] = gpu_model_get_token(dm, pos + i);
+    for (uint32_t i = 1; st == GLESLLM_OK && i <= k; i++)
+        if (s->hist[pos + i] < 0 || (uint32_t)s->hist[pos + i] >= s->n_vocab)
+            st = err_set(GLESLLM_ERR_GL, "the draft model produced no valid token (NaN logits?)");
+    s->dpast = pos + k;
+    return st;
+}
+
+/* The target's distribution at position `at` from its logits row (what
+ * GPU_STEP_CANDIDATES and the sampler make of it in a plain step). */
+static void target_dist(spec *s, float *row, uint32_t at)
+{
+    uint32_t lo = at + 1 > s->last_n ? at + 1 - s->last_n : 0;
+    sampler_penalize(row, s->n_vocab, s->hist + lo, at + 1 - lo, s->penalty);
+    float vals[SAMPLER_MAX_CANDIDATES], gmax, gsum;
+    int32_t ids[SAMPLER_MAX_CANDIDATES];
+    uint32_t n = sampler_top(row, s->n_vocab, s->n_cand, vals, ids, &gmax, &gsum);
+    sampler_dist_make(&s->o->sampling, vals, ids, n, gmax, gsum, &s->p);
+}
+
+/* One round at pos with k drafted tokens: the target checks them, the kept
+ * ones and the target's own token are emitted. *go: whether to continue;
+ * *accepted: drafted tokens kept. */
+static glesllm_status verify(spec *s, uint32_t pos, uint32_t k, uint32_t *accepted, bool *go)
+{
+    gpu_model *gm = s->gm;
+    glesllm_status st = put_tokens(gm, s->hist, pos, pos + k);
+    if (!st)
+        st = gpu_model_prefill(gm, pos, k + 1,
+                               s->greedy ? GPU_STEP_ARGMAX_ALL : GPU_STEP_ALL_LOGITS);
+    if (!st && !s->greedy)
+        st = gpu_model_read_logits_all(gm, 0, k + 1, s->logits);
+    if (!st)
+        st = gpu_model_wait(gm);
+    if (st)
+        return st;
+    uint32_t a = 0;
+    int32_t tok = -1;
+    for (;; a++) {
+        if (s->greedy) {
+            tok = gpu_model_get_token(gm, pos + a + 1); /* the target's argmax after pos + a */
+        } else {
+            target_dist(s, s->logits + (size_t)a * s->n_vocab, pos + a);
+            if (a == k)
+                tok = sampler_draw(&s->smp, &s->p);
+            else if (sampler_speculative(&s->smp, &s->p, &s->q[a], s->hist[pos + a + 1], &tok))
+                tok = s->hist[pos + a + 1];
+        }
+        if (tok < 0 || (uint32_t)tok >= s->n_vocab)
+            return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+        bool keep = a < k && tok == s->hist[pos + a + 1];
+        s->hist[pos + a + 1] = tok;
+        if (!engine_emit(s->o, s->stats, tok)) {
+            *go = false;
+            break;
+        }
+        if (!keep)
+            break;
+    }
+    *accepted = a;
+    /* the target ran hist[pos .. pos + k]; positions up to pos + a had the
+     * tokens that stay. The draft ran hist[dpast_old .. pos + k - 1]. */
+    st = gpu_model_truncate(gm, pos + a + 1);
+    uint32_t dkeep = pos + a + 1 < s->dpast ? pos + a + 1 : s->dpast;
+    if (!st)
+        st = gpu_model_truncate(s->dm, dkeep);
+    s->dpast = dkeep;
+    return st;
+}
+
+static glesllm_status check_pair(const gpu_model *gm, const gpu_model *dm)
+{
+    if (gpu_model_n_vocab(gm) != gpu_model_n_vocab(dm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the draft model's vocabulary has %u tokens, the target's %u: a draft "
+                       "must share the target's vocabulary", gpu_model_n_vocab(dm),
+                       gpu_model_n_vocab(gm));
+    if (gpu_model_n_ctx(dm) < gpu_model_n_ctx(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the draft model's context (%u) is smaller than the target's (%u)",
+                       gpu_model_n_ctx(dm), gpu_model_n_ctx(gm));
+    if (gpu_model_n_small(gm) < 2)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "speculative decoding needs the target's small batches (n_small >= 2)");
+    return GLESLLM_OK;
+}
+
+static glesllm_status run(spec *s)
+{
+    const gen_options *o = s->o;
+    gen_stats *stats = s->stats;
+    uint32_t kmax = o->draft_max ? o->draft_max : GEN_DRAFT_MAX_DEFAULT;
+    if (kmax > gpu_model_n_small(s->gm) - 1)
+        kmax = gpu_model_n_small(s->gm) - 1;
+    uint32_t kmin = o->draft_min < kmax ? o->draft_min : kmax, k = kmax;
+    glesllm_status st = GLESLLM_OK;
+    if (!s->greedy) {
+        s->n_cand = sampler_candidates(&o->sampling);
+        st = gpu_model_set_sampling(s->dm, s->n_cand, s->penalty, s->last_n);
+    }
+    /* the prompt but its last token, in both models (the target from what its
+     * cache lacks) */
+    double t0 = now_seconds();
+    uint32_t n = o->n_prompt, pos = n - 1;
+    uint32_t first = o->n_cached < pos ? o->n_cached : pos;
+    memcpy(s->hist, o->prompt, n * sizeof *s->hist);
+    if (!st && first < pos && !(st = put_tokens(s->gm, s->hist, first, pos - 1)))
+        st = gpu_model_prefill(s->gm, first, pos - first, 0);
+    if (!st && pos && !(st = put_tokens(s->dm, s->hist, 0, pos - 1)))
+        st = gpu_model_prefill(s->dm, 0, pos, 0);
+    if (!st && first == pos)
+        st = gpu_model_truncate(s->gm, pos);
+    s->dpast = pos;
+    if (!st && !(st = gpu_model_wait(s->gm)))
+        st = gpu_model_wait(s->dm);
+    stats->n_prompt = n;
+    stats->prompt_s = now_seconds() - t0;
+    stats->stop = GEN_STOP_N_PREDICT;
+    if (st)
+        return st;
+    double t1 = now_seconds();
+    for (bool go = o->n_predict != 0; go && st == GLESLLM_OK;) {
+        if (o->stop && *o->stop) {
+            stats->stop = GEN_STOP_REQUESTED;
+            break;
+        }
+        if (pos >= s->n_ctx) {
+            stats->stop = GEN_STOP_CONTEXT;
+            break;
+        }
+        /* positions pos .. pos + kk must fit the context; no more drafted
+         * tokens than are still wanted */
+        uint32_t kk = k < s->n_ctx - 1 - pos ? k : s->n_ctx - 1 - pos;
+        if (o->n_predict >= 0 && kk + 1 > (uint32_t)o->n_predict - stats->n_gen)
+            kk = (uint32_t)o->n_predict - stats->n_gen - 1;
+        if (kk && (st = draft(s, pos, kk)))
+            break;
+        uint32_t a = 0;
+        if ((st = verify(s, pos, kk, &a, &go)))
+            break;
+        stats->n_rounds++;
+        stats->n_drafted += kk;
+        stats->n_accepted += a;
+        pos += a + 1;
+        /* adaptive length: grow while everything is kept, else a little past
+         * what was kept */
+        if (a == kk && kk == k)
+            k = k + 2 < kmax ? k + 2 : kmax;
+        else if (a < kk)
+            k = a + 1 > kmin ? a + 1 : kmin;
+    }
+    stats->gen_s = now_seconds() - t1;
+    stats->dispatches_per_token = gpu_model_last_dispatches(s->gm);
+    return st;
+}
+
+glesllm_status engine_speculative(gpu_model *gm, const gen_options *o, gen_stats *stats)
+{
+    glesllm_status st = check_pair(gm, o->draft);
+    if (st)
+        return st;
+    spec s;
+    memset(&s, 0, sizeof s);
+    s.gm = gm;
+    s.dm = o->draft;
+    s.o = o;
+    s.stats = stats;
+    s.greedy = o->sampling.temp <= 0.0f;
+    sampler_init(&s.smp, &o->sampling);
+    s.n_ctx = gpu_model_n_ctx(gm);
+    s.n_vocab = gpu_model_n_vocab(gm);
+    s.last_n = o->sampling.repeat_last_n < 0 ? s.n_ctx : (uint32_t)o->sampling.repeat_last_n;
+    s.penalty = o->sampling.repeat_penalty > 0.0f ? o->sampling.repeat_penalty : 1.0f;
+    uint32_t rows = gpu_model_n_small(gm);
+    s.hist = malloc((s.n_ctx + 1) * sizeof *s.hist);
+    if (!s.greedy) {
+        s.q = malloc(rows * sizeof *s.q);
+        s.logits = malloc((size_t)rows * s.n_vocab * sizeof *s.logits);
+    }
+    if (!s.hist || (!s.greedy && (!s.q || !s.logits)))
+        st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for speculative decoding");
+    else
+        st = run(&s);
+    free(s.hist);
+    free(s.q);
+    free(s.logits);
+    return st;
+}

@@ -1,0 +1,242 @@
+/* Session files. See session.h. */
+#include "model/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+static const char MAGIC[8] = "GLESKVC";
+
+typedef struct session_header {
+    uint32_t version, n_layer, n_head_kv, head_dim, n_vocab;
+    uint64_t fingerprint;
+    uint32_t n_tokens;
+} session_header;
+
+#define HEADER_BYTES (8 + 5 * 4 + 8 + 4)
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Shapes and types of every tensor and samples of its bytes (start, middle,
+ * end): a different model or another quantization of it gives another value. */
+static uint64_t tensor_print(uint64_t h, const model_tensor *t)
+{
+    if (!t->data)
+        return fnv1a(h, "-", 1);
+    uint64_t dims[3] = { t->type, t->rows, t->cols };
+    h = fnv1a(h, dims, sizeof dims);
+    uint64_t bytes = t->rows * model_tensor_row_bytes(t), take = bytes < 64 ? bytes : 64;
+    const unsigned char *d = t->data;
+    h = fnv1a(h, d, take);
+    h = fnv1a(h, d + bytes / 2 - (bytes / 2 < take ? bytes / 2 : take / 2), take);
+    return fnv1a(h, d + bytes - take, take);
+}
+
+static uint64_t model_fingerprint(const model *m)
+{
+    const model_hparams *hp = &m->hp;
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint32_t shape[] = { hp->arch, hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv,
+                         hp->head_dim, hp->n_vocab };
+    float f[] = { hp->eps, hp->rope_base, hp->rope_scale };
+    h = fnv1a(h, shape, sizeof shape);
+    h = fnv1a(h, f, sizeof f);
+    h = tensor_print(h, &m->tok_embd);
+    h = tensor_print(h, &m->output);
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        const model_layer *l = &m->layers[i];
+        const model_tensor *ts[] = { &l->wq, &l->wk, &l->wv, &l->wo, &l->gate, &l->up, &l->down };
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+            h = tensor_print(h, ts[k]);
+    }
+    return h;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static session_header header_of(const gpu_model *gm, uint32_t n)
+{
+    const model *m = gpu_model_model(gm);
+    session_header h = { SESSION_VERSION, m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim,
+                         m->hp.n_vocab, model_fingerprint(m), n };
+    return h;
+}
+
+static void encode_header(const session_header *h, unsigned char *b)
+{
+    memcpy(b, MAGIC, 8);
+    uint32_t v[5] = { h->version, h->n_layer, h->n_head_kv, h->head_dim, h->n_vocab };
+    for (int i = 0; i < 5; i++)
+        put32(b + 8 + 4 * i, v[i]);
+    put32(b + 28, (uint32_t)h->fingerprint);
+    put32(b + 32, (uint32_t)(h->fingerprint >> 32));
+    put32(b + 36, h->n_tokens);
+}
+
+/* bytes of one layer's K (or V) for one position */
+static size_t kv_row(const session_header *h) { return (size_t)h->n_head_kv * h->head_dim * 2; }
+
+static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const int32_t *tokens,
+                       glesllm_status *st)
+{
+    unsigned char b[HEADER_BYTES];
+    encode_header(h, b);
+    if (fwrite(b, 1, sizeof b, f) != sizeof b)
+        return false;
+    for (uint32_t i = 0; i < h->n_tokens; i++) {
+        put32(b, (uint32_t)tokens[i]);
+        if (fwrite(b, 1, 4, f) != 4)
+            return false;
+    }
+    size_t bytes = kv_row(h) * h->n_tokens;
+    unsigned char *k = malloc(bytes ? 2 * bytes : 1);
+    if (!k) {
+        *st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the KV cache");
+        return false;
+    }
+    bool ok = true;
+    for (uint32_t l = 0; ok && l < h->n_layer; l++) {
+        if ((*st = gpu_model_kv_io(gm, l, 0, h->n_tokens, k, k + bytes, false)))
+            ok = false;
+        else
+            ok = fwrite(k, 1, 2 * bytes, f) == 2 * bytes;
+    }
+    free(k);
+    return ok;
+}
+
+glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *tokens, uint32_t n)
+{
+    if (n > gpu_model_n_past(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "saving %u positions of a cache that holds %u", n, gpu_model_n_past(gm));
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "session file path too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return err_set(GLESLLM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    session_header h = header_of(gm, n);
+    glesllm_status st = GLESLLM_OK;
+    bool ok = write_body(gm, f, &h, tokens, &st);
+    int saved = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        if (st)
+            return err_prefix(st, "%s: ", path);
+        return err_set(GLESLLM_ERR_IO, "%s: writing the session file failed: %s", path,
+                       strerror(saved));
+    }
+    return GLESLLM_OK;
+}
+
+static glesllm_status read_header(FILE *f, const char *path, session_header *h, long *size)
+{
+    unsigned char b[HEADER_BYTES];
+    if (fseek(f, 0, SEEK_END) != 0 || (*size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        return err_set(GLESLLM_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (fread(b, 1, sizeof b, f) != sizeof b || memcmp(b, MAGIC, 8) != 0)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s is not a glesllm session file; delete it or give another path", path);
+    h->version = get32(b + 8);
+    h->n_layer = get32(b + 12);
+    h->n_head_kv = get32(b + 16);
+    h->head_dim = get32(b + 20);
+    h->n_vocab = get32(b + 24);
+    h->fingerprint = get32(b + 28) | (uint64_t)get32(b + 32) << 32;
+    h->n_tokens = get32(b + 36);
+    if (h->version != SESSION_VERSION)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s: session file version %u, this build reads %u; delete it (the next "
+                       "run writes a new one)", path, h->version, SESSION_VERSION);
+    return GLESLLM_OK;
+}
+
+static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32_t *want,
+                           uint32_t n_want, uint32_t *n_loaded)
+{
+    session_header h = { 0 }, mine = header_of(gm, 0);
+    long size = 0;
+    glesllm_status st = read_header(f, path, &h, &size);
+    if (st)
+        return st;
+    if (h.n_layer != mine.n_layer || h.n_head_kv != mine.n_head_kv ||
+        h.head_dim != mine.head_dim || h.n_vocab != mine.n_vocab ||
+        h.fingerprint != mine.fingerprint)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "%s was written for another model (or another quantization of it); "
+                       "delete it or give another path", path);
+    size_t row = kv_row(&h);
+    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens;
+    if ((uint64_t)size != expect)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s: %ld bytes, but its header says %llu (cut short or damaged); delete it",
+                       path, size, (unsigned long long)expect);
+    uint32_t n = 0;
+    unsigned char b[4];
+    while (n < h.n_tokens && n < n_want && fread(b, 1, 4, f) == 4 && (int32_t)get32(b) == want[n])
+        n++;
+    if (n > gpu_model_n_ctx(gm))
+        n = gpu_model_n_ctx(gm);
+    *n_loaded = n;
+    if ((st = gpu_model_truncate(gm, 0)) || !n)
+        return st;
+    size_t bytes = row * n;
+    unsigned char *k = malloc(2 * bytes);
+    if (!k)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
+    for (uint32_t l = 0; !st && l < h.n_layer; l++) {
+        long at = (long)(HEADER_BYTES + 4ull * h.n_tokens + 2ull * l * row * h.n_tokens);
+        if (fseek(f, at, SEEK_SET) != 0 || fread(k, 1, bytes, f) != bytes ||
+            fseek(f, (long)(at + row * h.n_tokens), SEEK_SET) != 0 ||
+            fread(k + bytes, 1, bytes, f) != bytes)
+            st = err_set(GLESLLM_ERR_IO, "%s: cannot read layer %u's K/V", path, l);
+        else
+            st = gpu_model_kv_io(gm, l, 0, n, k, k + bytes, true);
+    }
+    free(k);
+    if (st)
+        gpu_model_truncate(gm, 0);
+    return st;
+}
+
+glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want, uint32_t n_want,
+                            uint32_t *n_loaded)
+{
+    *n_loaded = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(GLESLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    glesllm_status st = load(gm, f, path, want, n_want, n_loaded);
+    fclose(f);
+    if (st)
+        *n_loaded = 0;
+    return st;
+}

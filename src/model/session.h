@@ -1,0 +1,35 @@
+/* Session files: the KV cache of a model's first positions and the token ids
+ * that made them, so a later run whose prompt starts with the same tokens
+ * skips their prefill (`glesllm run --prompt-cache FILE`).
+ *
+ * Layout (little-endian; K and V as the cache holds them, F16):
+ *   char     magic[8]      "GLESKVC\0"
+ *   uint32   version       SESSION_VERSION
+ *   uint32   n_layer, n_head_kv, head_dim, n_vocab
+ *   uint64   fingerprint   of the model's shapes, types and weight bytes
+ *   uint32   n_tokens
+ *   int32    tokens[n_tokens]
+ *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise
+ * A file written for another model (or another quantization of it) is
+ * refused by its fingerprint. */
+#ifndef GLESLLM_MODEL_SESSION_H
+#define GLESLLM_MODEL_SESSION_H
+
+#include <stdint.h>
+
+#include "model/forward.h"
+
+#define SESSION_VERSION 1
+
+/* Writes positions [0, n) of gm's cache (n <= gpu_model_n_past) and the ids
+ * that made them to path, through a temporary file renamed at the end. */
+glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *tokens, uint32_t n);
+
+/* Reads a session file written for this model and puts the longest common
+ * prefix of its tokens and want[0..n_want) into gm's cache (positions 0 ..
+ * *n_loaded - 1; gpu_model_n_past becomes *n_loaded). A file that is not
+ * one, is cut short, or was written for another model is an error naming it. */
+glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want, uint32_t n_want,
+                            uint32_t *n_loaded);
+
+#endif

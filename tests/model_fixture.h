@@ -1,0 +1,75 @@
+/* A model loaded for a test: a GGUF (a file, or a demo model made in memory),
+ * the model read from it, its GPU upload and optionally the CPU reference. */
+#ifndef GLESLLM_TEST_MODEL_FIXTURE_H
+#define GLESLLM_TEST_MODEL_FIXTURE_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/demo_model.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/ref_model.h"
+#include "unity.h"
+
+typedef struct loaded {
+    uint8_t *data;
+    gguf_file *f;
+    model m;
+    gpu_model *gm;
+    ref_model *ref;
+} loaded;
+
+static inline void fixture_unload(loaded *L)
+{
+    gpu_model_destroy(L->gm);
+    ref_model_destroy(L->ref);
+    model_close(&L->m);
+    gguf_close(L->f);
+    free(L->data);
+    memset(L, 0, sizeof *L);
+}
+
+/* Takes f; the CPU reference too when `ref`. */
+static inline void fixture_load_file(gpu_context *ctx, gguf_file *f, const gpu_model_options *opt,
+                                     bool ref, loaded *L)
+{
+    L->f = f;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &L->m), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_create(ctx, &L->m, opt, &L->gm),
+                                  glesllm_last_error());
+    if (ref)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L->m, opt->n_ctx, &L->ref));
+}
+
+static inline void fixture_load_demo(gpu_context *ctx, const demo_spec *s,
+                                     const gpu_model_options *opt, bool ref, loaded *L)
+{
+    memset(L, 0, sizeof *L);
+    size_t size;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_to_memory(s, &L->data, &size),
+                                  glesllm_last_error());
+    gguf_file *f;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open_memory(L->data, size, &f),
+                                  glesllm_last_error());
+    fixture_load_file(ctx, f, opt, ref, L);
+}
+
+/* The small models the decode tests use: 2 layers, 256 hidden, 4/2 heads,
+ * 512 ff, 300 tokens, every matrix in `type`. */
+static inline demo_spec fixture_small_spec(const char *arch, uint32_t type)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = arch;
+    s.n_layer = 2;
+    s.n_embd = 256;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 512;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = type;
+    s.seed = 7;
+    return s;
+}
+
+#endif

@@ -1,0 +1,524 @@
+/* KV-cache rollback, session files and speculative decoding: rolling back
+ * and running again gives the logits of never having gone past; a session
+ * file restores the cache; greedy speculative output equals the target's
+ * alone (the same model as draft, another quantization of it, the shared
+ * llama.cpp models); speculative sampling follows the target's distribution. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/generate.h"
+#include "model/session.h"
+#include "model_fixture.h"
+#include "quant/quant.h"
+#include "reference_jsonl.h"
+#include "test_gpu.h"
+#include "unity.h"
+
+static gpu_context *ctx;
+
+void setUp(void) {}
+void tearDown(void) {}
+
+static void load(const demo_spec *s, uint32_t n_ctx, int32_t n_small, loaded *L)
+{
+    gpu_model_options opt = { n_ctx };
+    opt.n_small = n_small;
+    fixture_load_demo(ctx, s, &opt, false, L);
+}
+
+static double rel_diff(const float *a, const float *b, uint32_t n)
+{
+    double md = 0.0, mx = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)a[i] - b[i]));
+        mx = fmax(mx, fabs((double)b[i]));
+    }
+    return md / mx;
+}
+
+static int32_t token_at(uint32_t pos, uint32_t nv) { return (int32_t)((pos * 53u + 11u) % nv); }
+
+/* Steps pos0 .. pos1 - 1 with token_at(pos + shift); the logits of the last. */
+static void run_steps(gpu_model *gm, uint32_t pos0, uint32_t pos1, uint32_t shift, float *logits)
+{
+    uint32_t nv = gpu_model_n_vocab(gm);
+    for (uint32_t p = pos0; p < pos1; p++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, p, token_at(p + shift, nv)));
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                      gpu_model_step(gm, p, p + 1 == pos1 ? GPU_STEP_LOGITS : 0),
+                                      glesllm_last_error());
+    }
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, logits));
+}
+
+static void test_rollback_then_reappend_gives_the_same_logits(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
+    loaded L;
+    load(&s, 32, 0, &L);
+    uint32_t nv = L.m.hp.n_vocab;
+    float *want = malloc(nv * sizeof(float)), *got = malloc(nv * sizeof(float));
+    run_steps(L.gm, 0, 10, 0, want); /* logits of position 9 */
+    TEST_ASSERT_EQUAL_UINT(10, gpu_model_n_past(L.gm));
+    /* past it with other tokens, back to 7, other tokens again, back to 7 */
+    run_steps(L.gm, 10, 16, 100, got);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 7));
+    TEST_ASSERT_EQUAL_UINT(7, gpu_model_n_past(L.gm));
+    run_steps(L.gm, 7, 12, 31, got);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 7));
+    /* re-append the first tokens: as a small batch, then step by step */
+    for (uint32_t p = 7; p < 10; p++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, p, token_at(p, nv)));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(L.gm, 7, 3, GPU_STEP_LOGITS));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
+    double e1 = rel_diff(got, want, nv);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 7));
+    run_steps(L.gm, 7, 10, 0, got);
+    double e2 = rel_diff(got, want, nv);
+    printf("rollback: re-appended logits off by %.3g (small batch), %.3g (steps)\n", e1, e2);
+    /* the same weights, K/V and positions: the steps give the very same
+     * values; the batch sums in another order (f32), within 1e-5 */
+    TEST_ASSERT_TRUE_MESSAGE(e2 == 0.0, "steps after a rollback differ from the first run");
+    TEST_ASSERT_TRUE_MESSAGE(e1 < 1e-5, "a batch after a rollback differs from the first run");
+    /* no holes: a step past the cache, a truncate past it */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step(L.gm, 11, GPU_STEP_LOGITS));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_prefill(L.gm, 12, 2, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_truncate(L.gm, 11));
+    TEST_ASSERT_EQUAL_UINT(10, gpu_model_n_past(L.gm));
+    free(want);
+    free(got);
+    fixture_unload(&L);
+}
+
+static char *temp_path(const char *name)
+{
+    static char path[512];
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/glesllm_%ld_%s", dir && *dir ? dir : "/tmp", (long)getpid(),
+             name);
+    return path;
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void test_session_file_restores_the_cache(void)
+{
+    demo_spec s = fixture_small_spec("qwen2", GGML_TYPE_Q4_0);
+    loaded A, B;
+    load(&s, 32, 0, &A);
+    uint32_t nv = A.m.hp.n_vocab;
+    float *want = malloc(nv * sizeof(float)), *got = malloc(nv * sizeof(float));
+    int32_t ids[12];
+    for (uint32_t p = 0; p < 12; p++)
+        ids[p] = token_at(p, nv);
+    run_steps(A.gm, 0, 12, 0, want);
+    char path[512];
+    snprintf(path, sizeof path, "%s", temp_path("session.bin"));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_save(A.gm, path, ids, 12),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, session_save(A.gm, path, ids, 13));
+
+    /* another upload of the same model; the prompt shares the first 9 tokens */
+    load(&s, 32, 0, &B);
+    int32_t prompt[12];
+    memcpy(prompt, ids, sizeof prompt);
+    prompt[9] = (prompt[9] + 1) % (int32_t)nv;
+    uint32_t n = 0;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_load(B.gm, path, prompt, 12, &n),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_UINT(9, n);
+    TEST_ASSERT_EQUAL_UINT(9, gpu_model_n_past(B.gm));
+    run_steps(B.gm, 9, 12, 0, got);
+    double e = rel_diff(got, want, nv);
+    printf("session: logits after a restored cache off by %.3g\n", e);
+    /* the cache holds the very bytes the first run wrote */
+    TEST_ASSERT_TRUE_MESSAGE(e == 0.0, "the restored cache gives other logits");
+    /* the whole prompt: every position loaded */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(B.gm, path, ids, 12, &n));
+    TEST_ASSERT_EQUAL_UINT(12, n);
+    fixture_unload(&B);
+
+    /* another model (other weights, same shapes) is refused by its fingerprint */
+    demo_spec other = s;
+    other.seed = 8;
+    load(&other, 32, 0, &B);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, session_load(B.gm, path, ids, 12, &n));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "another model"));
+    TEST_ASSERT_EQUAL_UINT(0, n);
+    /* a file cut short, and one that is not a session file */
+    long size = file_size(path);
+    TEST_ASSERT_EQUAL_INT(0, truncate(path, size - 7));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, session_load(A.gm, path, ids, 12, &n));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "cut short"));
+    FILE *f = fopen(path, "wb");
+    TEST_ASSERT_NOT_NULL(f);
+    fputs("GGUF and then some text that is no session", f);
+    fclose(f);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, session_load(A.gm, path, ids, 12, &n));
+    remove(path);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_IO, session_load(A.gm, path, ids, 12, &n));
+    /* a folder that does not exist: an error, no file left behind */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/nope/session.bin", temp_path("missing"));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_IO, session_save(A.gm, bad, ids, 12));
+    TEST_ASSERT_EQUAL_INT(-1, file_size(bad));
+    free(want);
+    free(got);
+    fixture_unload(&B);
+    fixture_unload(&A);
+}
+
+typedef struct collected {
+    int32_t ids[256];
+    uint32_t n;
+} collected;
+
+static bool collect(void *ud, int32_t id)
+{
+    collected *c = ud;
+    if (c->n < 256)
+        c->ids[c->n++] = id;
+    return true;
+}
+
+/* engine_generate with or without a draft; the ids into *out */
+static gen_stats generate(gpu_model *gm, gpu_model *draft, const int32_t *prompt, uint32_t n,
+                          int32_t n_predict, uint32_t draft_max, const sampler_params *sp,
+                          collected *out)
+{
+    gen_options o;
+    memset(&o, 0, sizeof o);
+    o.prompt = prompt;
+    o.n_prompt = n;
+    o.n_predict = n_predict;
+    o.sampling = *sp;
+    o.ignore_eos = true;
+    o.on_token = collect;
+    o.ud = out;
+    o.draft = draft;
+    o.draft_max = draft_max;
+    out->n = 0;
+    gen_stats gs;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, engine_generate(gm, &o, &gs), glesllm_last_error());
+    return gs;
+}
+
+static sampler_params greedy(void)
+{
+    sampler_params sp = sampler_defaults();
+    sp.temp = 0.0f;
+    return sp;
+}
+
+/* Greedy ids with each draft equal the target's alone, for several prompts
+ * and draft lengths; `all_kept`: the draft is the target's own weights. */
+static void check_greedy(gpu_model *target, gpu_model *draft, bool all_kept, const int32_t *prompt,
+                         uint32_t n_prompt, int32_t n_predict, const char *what)
+{
+    sampler_params sp = greedy();
+    collected plain, spec;
+    generate(target, NULL, prompt, n_prompt, n_predict, 0, &sp, &plain);
+    const uint32_t lengths[] = { 1, 3, 8 };
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        gen_stats gs = generate(target, draft, prompt, n_prompt, n_predict, lengths[i], &sp, &spec);
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s, prompt of %u, draft length %u: ids differ", what, n_prompt,
+                 lengths[i]);
+        TEST_ASSERT_EQUAL_UINT_MESSAGE(plain.n, spec.n, msg);
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(plain.ids, spec.ids, plain.n * sizeof(int32_t), msg);
+        printf("%s, prompt %u, draft length %u: %u tokens in %u rounds, %u of %u drafted kept\n",
+               what, n_prompt, lengths[i], spec.n, gs.n_rounds, gs.n_accepted, gs.n_drafted);
+        TEST_ASSERT_TRUE(gs.n_drafted > 0);
+        if (all_kept)
+            TEST_ASSERT_EQUAL_UINT_MESSAGE(gs.n_drafted, gs.n_accepted, msg);
+    }
+}
+
+static void test_greedy_speculative_equals_target_alone(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
+    s.n_vocab = 64; /* a small vocabulary: the drafts agree often enough */
+    demo_spec q4 = s;
+    q4.type = q4.embd_type = q4.out_type = GGML_TYPE_Q4_0;
+    loaded T, D, Q;
+    load(&s, 40, 9, &T); /* 8 drafted tokens and the last kept one */
+    load(&s, 40, 0, &D);
+    load(&q4, 40, 0, &Q);
+    int32_t p1[] = { 1, 17, 33, 5 }, p2[] = { 3 }, p3[20];
+    for (uint32_t i = 0; i < 20; i++)
+        p3[i] = token_at(i, 64);
+    check_greedy(T.gm, D.gm, true, p1, 4, 30, "same model");
+    check_greedy(T.gm, Q.gm, false, p1, 4, 30, "Q4_0 draft");
+    check_greedy(T.gm, Q.gm, false, p2, 1, 25, "Q4_0 draft");
+    /* to the end of the context (40): it stops there, the same */
+    check_greedy(T.gm, Q.gm, false, p3, 20, -1, "Q4_0 draft, context end");
+    check_greedy(T.gm, D.gm, true, p3, 20, -1, "same model, context end");
+    fixture_unload(&Q);
+    fixture_unload(&D);
+    fixture_unload(&T);
+}
+
+static void test_draft_must_fit_the_target(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0), o = s;
+    o.n_vocab = 301;
+    loaded T, D;
+    load(&s, 16, 0, &T);
+    load(&o, 16, 0, &D);
+    gen_options go;
+    memset(&go, 0, sizeof go);
+    int32_t prompt[] = { 1, 2 };
+    go.prompt = prompt;
+    go.n_prompt = 2;
+    go.n_predict = 4;
+    go.draft = D.gm;
+    gen_stats gs;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, engine_generate(T.gm, &go, &gs));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "vocabulary"));
+    fixture_unload(&D);
+    fixture_unload(&T);
+}
+
+/* The shared llama.cpp-quantized model as draft of the F32 one, on the
+ * reference prompts: the same greedy ids as the F32 model alone. */
+static void test_shared_models_speculative(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char tpath[1024], dpath[1024], rpath[1024];
+    snprintf(tpath, sizeof tpath, "%s/models/tiny-spm-f32.gguf", dir);
+    snprintf(dpath, sizeof dpath, "%s/models/tiny-spm-q4_0.gguf", dir);
+    snprintf(rpath, sizeof rpath, "%s/reference/tiny-spm-f32.jsonl", dir);
+    gguf_file *tf, *df;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open(tpath, &tf), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open(dpath, &df), glesllm_last_error());
+    loaded T, D;
+    memset(&T, 0, sizeof T);
+    memset(&D, 0, sizeof D);
+    gpu_model_options to = { 128 }, dopt = { 128 };
+    to.n_small = 9;
+    fixture_load_file(ctx, tf, &to, false, &T);
+    fixture_load_file(ctx, df, &dopt, false, &D);
+    ref_case *cases = calloc(3, sizeof *cases);
+    TEST_ASSERT_NOT_NULL(cases);
+    int n_cases = ref_read(rpath, cases, 3);
+    TEST_ASSERT_TRUE_MESSAGE(n_cases > 0, "no cases in the reference file");
+    for (int c = 0; c < n_cases; c++)
+        check_greedy(T.gm, D.gm, false, (const int32_t *)cases[c].prompt_ids,
+                     (uint32_t)cases[c].n_prompt, 24, "tiny-spm Q4_0 draft of F32");
+    free(cases);
+    fixture_unload(&D);
+    fixture_unload(&T);
+}
+
+/* ---- sampling ------------------------------------------------------------------ */
+
+static sampler_dist make_dist(const int32_t *ids, const double *w, uint32_t n)
+{
+    sampler_dist d;
+    double t = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        t += w[i];
+    d.n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        d.ids[i] = ids[i];
+        d.p[i] = w[i] / t;
+    }
+    return d;
+}
+
+/* chi-square of counts against probabilities (bins expecting fewer than 5
+ * merged into one); *df its degrees of freedom */
+static double chi_square(const uint32_t *count, const double *p, uint32_t bins, uint32_t n,
+                         uint32_t *df)
+{
+    double chi = 0.0, rest_e = 0.0, rest_o = 0.0;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < bins; i++) {
+        double e = p[i] * n;
+        if (e < 5.0) {
+            rest_e += e;
+            rest_o += count[i];
+            continue;
+        }
+        chi += (count[i] - e) * (count[i] - e) / e;
+        used++;
+    }
+    if (rest_e > 0.0) {
+        chi += (rest_o - rest_e) * (rest_o - rest_e) / fmax(rest_e, 1e-9);
+        used++;
+    } else if (rest_o > 0.0) {
+        chi += 1e9; /* drawn where the target gives no probability at all */
+    }
+    *df = used > 1 ? used - 1 : 1;
+    return chi;
+}
+
+/* far above the chi-square's df +- sqrt(2 df) spread: p < 1e-6 or so */
+static double chi_limit(uint32_t df) { return df + 7.0 * sqrt(2.0 * df) + 10.0; }
+
+/* The acceptance rule alone: drafts drawn from q, kept or replaced by
+ * sampler_speculative, come out distributed as p (q has a token p lacks and
+ * misses one p has). */
+static void test_acceptance_rule_gives_the_target_distribution(void)
+{
+    const int32_t pid[] = { 4, 7, 9, 2, 5 }, qid[] = { 7, 4, 2, 11 };
+    const double pw[] = { 0.30, 0.25, 0.20, 0.15, 0.10 }, qw[] = { 0.50, 0.10, 0.30, 0.10 };
+    sampler_dist p = make_dist(pid, pw, 5), q = make_dist(qid, qw, 4);
+    sampler_params sp = sampler_defaults();
+    sp.seed = 1234;
+    sampler draw, rule;
+    sampler_init(&draw, &sp);
+    sp.seed = 99;
+    sampler_init(&rule, &sp);
+    uint32_t count[12] = { 0 }, kept = 0, n = 200000;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t d = sampler_draw(&draw, &q), out;
+        bool k = sampler_speculative(&rule, &p, &q, d, &out);
+        TEST_ASSERT_TRUE(out >= 0 && out < 12);
+        TEST_ASSERT_TRUE(!k || out == d);
+        kept += k;
+        count[out]++;
+    }
+    double want[12] = { 0 }, overlap = 0.0;
+    for (uint32_t i = 0; i < p.n; i++) {
+        want[p.ids[i]] = p.p[i];
+        overlap += fmin(p.p[i], sampler_dist_prob(&q, p.ids[i]));
+    }
+    uint32_t df;
+    double chi = chi_square(count, want, 12, n, &df);
+    printf("acceptance rule: chi-square %.2f (df %u, limit %.1f), kept %.4f (expected %.4f)\n",
+           chi, df, chi_limit(df), (double)kept / n, overlap);
+    TEST_ASSERT_TRUE_MESSAGE(chi < chi_limit(df), "the output does not follow the target");
+    TEST_ASSERT_EQUAL_UINT(0, count[11]); /* the draft's token the target never picks */
+    /* kept with probability sum min(p, q): 5 sigma of a binomial */
+    TEST_ASSERT_TRUE_MESSAGE(fabs((double)kept / n - overlap) < 5.0 * sqrt(overlap * (1 - overlap) / n),
+                             "drafts kept more or less often than sum min(p, q)");
+}
+
+/* The target's distribution of the token after `prompt` (a plain step's
+ * candidates through the sampler). */
+static void target_distribution(gpu_model *gm, const int32_t *prompt, uint32_t n,
+                                const sampler_params *sp, double *p, uint32_t nv)
+{
+    for (uint32_t i = 0; i < n; i++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, i, prompt[i]));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_sampling(gm, sampler_candidates(sp), 1.0f, 64));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(gm, 0, n, GPU_STEP_CANDIDATES));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_wait(gm));
+    float vals[GPU_MAX_CANDIDATES], gmax, gsum;
+    int32_t ids[GPU_MAX_CANDIDATES];
+    uint32_t k = gpu_model_candidates(gm, vals, ids, &gmax, &gsum);
+    sampler_dist d;
+    sampler_dist_make(sp, vals, ids, k, gmax, gsum, &d);
+    memset(p, 0, nv * sizeof *p);
+    for (uint32_t i = 0; i < d.n; i++)
+        p[d.ids[i]] = d.p[i];
+}
+
+/* Whole-engine check on a vocabulary of 24 tokens: a draft with other
+ * weights (seed) proposes, the target decides; over many seeds the first
+ * generated token follows the target's distribution after the prompt, and
+ * the second, given the most frequent first, the target's after that. */
+static void test_speculative_sampling_follows_the_target(void)
+{
+    const uint32_t nv = 24, runs = 1200;
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32), o;
+    s.n_vocab = nv;
+    s.n_layer = 1;
+    s.n_embd = 64;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.n_ff = 96;
+    o = s;
+    o.seed = 99;
+    loaded T, D;
+    load(&s, 16, 0, &T);
+    load(&o, 16, 0, &D);
+    sampler_params sp = sampler_defaults();
+    sp.temp = 1.5f; /* flat: many tokens in play */
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    const int32_t prompt[3] = { 1, 5, 9 };
+    uint32_t first[24] = { 0 }, second[24][24];
+    memset(second, 0, sizeof second);
+    uint64_t drafted = 0, kept = 0;
+    for (uint32_t r = 0; r < runs; r++) {
+        collected out;
+        sp.seed = 1000 + r;
+        gen_stats gs = generate(T.gm, D.gm, prompt, 3, 2, 4, &sp, &out);
+        TEST_ASSERT_EQUAL_UINT(2, out.n);
+        first[out.ids[0]]++;
+        second[out.ids[0]][out.ids[1]]++;
+        drafted += gs.n_drafted;
+        kept += gs.n_accepted;
+    }
+    double p[24];
+    target_distribution(T.gm, prompt, 3, &sp, p, nv);
+    uint32_t df, mode = 0;
+    double chi = chi_square(first, p, nv, runs, &df);
+    printf("speculative sampling: first token chi-square %.2f (df %u, limit %.1f); %llu of %llu "
+           "drafted kept\n", chi, df, chi_limit(df), (unsigned long long)kept,
+           (unsigned long long)drafted);
+    TEST_ASSERT_TRUE_MESSAGE(drafted > 0 && kept > 0 && kept < drafted,
+                             "the draft should be kept sometimes and rejected sometimes");
+    TEST_ASSERT_TRUE_MESSAGE(chi < chi_limit(df), "the first token does not follow the target");
+    for (uint32_t i = 1; i < nv; i++)
+        mode = first[i] > first[mode] ? i : mode;
+    const int32_t longer[4] = { 1, 5, 9, (int32_t)mode };
+    target_distribution(T.gm, longer, 4, &sp, p, nv);
+    chi = chi_square(second[mode], p, nv, first[mode], &df);
+    printf("speculative sampling: second token after %u (%u runs) chi-square %.2f (df %u, "
+           "limit %.1f)\n", mode, first[mode], chi, df, chi_limit(df));
+    TEST_ASSERT_TRUE_MESSAGE(chi < chi_limit(df), "the second token does not follow the target");
+
+    /* the target's own weights as draft: p and q agree at every drafted
+     * position (the target's logits row a is the draft's step a), so every
+     * drafted token is kept, up to rounding of p / q */
+    loaded S;
+    load(&s, 16, 0, &S);
+    drafted = kept = 0;
+    for (uint32_t r = 0; r < 20; r++) {
+        collected out;
+        sp.seed = 7 + r;
+        gen_stats gs = generate(T.gm, S.gm, prompt, 3, 12, 4, &sp, &out);
+        drafted += gs.n_drafted;
+        kept += gs.n_accepted;
+    }
+    printf("speculative sampling, the model as its own draft: %llu of %llu drafted kept\n",
+           (unsigned long long)kept, (unsigned long long)drafted);
+    TEST_ASSERT_TRUE(drafted >= 20 * 4);
+    TEST_ASSERT_EQUAL_UINT64(drafted, kept);
+    fixture_unload(&S);
+    fixture_unload(&D);
+    fixture_unload(&T);
+}
+
+int main(void)
+{
+    UNITY_BEGIN();
+    RUN_TEST(test_acceptance_rule_gives_the_target_distribution);
+    ctx = test_open_gpu();
+    if (!ctx)
+        return 1;
+    RUN_TEST(test_rollback_then_reappend_gives_the_same_logits);
+    RUN_TEST(test_session_file_restores_the_cache);
+    RUN_TEST(test_greedy_speculative_equals_target_alone);
+    RUN_TEST(test_draft_must_fit_the_target);
+    RUN_TEST(test_speculative_sampling_follows_the_target);
+    RUN_TEST(test_shared_models_speculative);
+    gpu_context_destroy(ctx);
+    return test_exit_code(UNITY_END());
+}
