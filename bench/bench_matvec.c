@@ -278,7 +278,7 @@ int main(int argc, char **argv)
     int n_formats = 0;
     uint64_t shapes[8][2];
     int n_shapes = 0, sweep = 0;
-    matvec_config force = { 0, 0, 0, false };
+    matvec_config force = { 0, 0, 0, false, false };
     int force_sub = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -355,7 +355,7 @@ int main(int argc, char **argv)
                 for (uint32_t tpr = 8; tpr <= wg && tpr <= 64; tpr *= 2)
                     for (uint32_t nr = 2; nr <= 8; nr *= 2)
                         for (int sub = 0; sub <= (C->subgroup ? 1 : 0); sub++) {
-                            matvec_config cfg = { wg, tpr, nr, sub != 0 };
+                            matvec_config cfg = { wg, tpr, nr, sub != 0, false };
                             if (sub && tpr % C->subgroup_size)
                                 continue;
                             double us, gbs = measure(t, &cfg, &us);
@@ -404,11 +404,14 @@ int main(int argc, char **argv)
                 cfg.nr = force.nr;
             if (force_sub >= 0)
                 cfg.subgroup = force_sub != 0;
+            if (cfg.xsh && matvec_shared_bytes(&cfg, n_tokens, true) >
+                               gpu_context_limits(ctx)->max_shared_bytes)
+                cfg.xsh = false; /* a forced split that leaves no room for it */
             double us, gbs = measure(t, &cfg, &us);
-            printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d | %.2f | %.0f | %.0f | %.0f%% |\n",
+            printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d%s | %.2f | %.0f | %.0f | %.0f%% |\n",
                    (unsigned long long)t->rows, (unsigned long long)t->cols,
                    ggml_type_name(t->type), (double)t->w[0].bytes / (1 << 20), cfg.wg, cfg.tpr,
-                   cfg.nr, cfg.subgroup, us, gbs, copy, 100 * gbs / copy);
+                   cfg.nr, cfg.subgroup, cfg.xsh ? " xsh" : "", us, gbs, copy, 100 * gbs / copy);
             fflush(stdout);
             tensor_free(t);
             free(t);

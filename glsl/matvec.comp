@@ -27,6 +27,9 @@
 // (rows of act_stride(columns) floats); its y row at + t * param 6 floats;
 // QKV: Q goes to X's buffer at float offset param 6 + t * act_stride(Q_DIM),
 // RoPE from the table row + t * HEAD_DIM, K/V at + t * KV_DIM / 2 uints.
+// XSH (NT > 1): the work group stages the tokens' x of TPR units at a time
+// in shared memory (norm weight applied), read once from memory instead of
+// once per slot of lanes.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -70,6 +73,46 @@ float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 shared float red[WG_SIZE];
 #if NT > 1
 shared float part[NR * NT * WG_SIZE];  // the per-lane sums of every (row, token)
+#endif
+#ifdef XSH
+// token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
+// warp read consecutive vec4 (no bank conflicts)
+shared vec4 xsh[NT * 8 * TPR];
+
+// Units ub .. ub + TPR - 1 of every token's x into xsh (zeros past the row
+// and past ntok); every invocation of the work group calls it.
+void stage_x(uint xo, uint xs, uint ntok, uint ub)
+{
+    barrier();  // the last block's reads are done
+    for (uint i = gl_LocalInvocationIndex; i < uint(NT * 8 * TPR); i += uint(WG_SIZE)) {
+        uint k = i / uint(8 * TPR), rest = i % uint(8 * TPR), l = rest / 8u, j = rest % 8u;
+        uint u = ub + l;
+        vec4 v = vec4(0.0);
+        if (k < ntok && u < uint(W_UNITS)) {
+            v = xv[xo + k * xs + u * 8u + j];
+#ifdef NORM
+            v *= xv[PARAM_U(3) + u * 8u + j];
+#endif
+#ifdef W_IS_FLOAT
+            if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
+                uvec4 idx = u * 32u + ((j & 3u) * 4u + (j >> 2u) * 16u) + uvec4(0u, 1u, 2u, 3u);
+                v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
+            }
+#endif
+        }
+        xsh[(k * 8u + j) * uint(TPR) + l] = v;
+    }
+    barrier();
+}
+
+// load_x from the staged block: token k, this lane's unit
+void staged_x(uint k, uint lane, out vec4 x[8], out float sx_lo, out float sx_hi)
+{
+    for (int j = 0; j < 8; j++)
+        x[j] = xsh[(k * 8u + uint(j)) * uint(TPR) + lane];
+    sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
+    sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
+}
 #endif
 
 // The sum over the TPR lanes of this invocation's slot; valid in lane 0.
@@ -241,7 +284,19 @@ void main()
 #ifdef NORM
     float nscale = norm_sums(xo, xs, ntok);
 #endif
+#ifdef XSH
+    // every invocation runs every block (the barriers of stage_x)
+    // (a bound the compiler cannot see: this loop stays a loop, not
+    // W_UNITS / TPR copies of its body)
+    uint n_units = uint(W_UNITS) + (PARAM_U(0) >> 31);
+    for (uint ub = 0u; ub < n_units; ub += uint(TPR)) {
+        stage_x(xo, xs, ntok, ub);
+        uint u = ub + lane;
+        if (u >= n_units)
+            continue;
+#else
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
+#endif
 #if NT == 1
         vec4 x[8];
         float sx_lo, sx_hi;
@@ -267,7 +322,11 @@ void main()
                 continue;  // (not break: the loop unrolls, acc stays in registers)
             vec4 x[8];
             float sx_lo, sx_hi;
+#ifdef XSH
+            staged_x(uint(k), lane, x, sx_lo, sx_hi);
+#else
             load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi);
+#endif
             for (int r = 0; r < NR; r++) {
                 float lo = dot(q[r * 8], x[0]) + dot(q[r * 8 + 1], x[1]) +
                            dot(q[r * 8 + 2], x[2]) + dot(q[r * 8 + 3], x[3]);

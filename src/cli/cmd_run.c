@@ -430,11 +430,12 @@ int cmd_run(int argc, char **argv)
             gs.dispatches_per_token, stop_text(gs.stop));
     if (a.draft)
         fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
-                        "%.2f tokens a round, effective %.1f tokens/s\n",
+                        "%.2f tokens a round, effective %.1f tokens/s (drafting %.3f s, "
+                        "verifying %.3f s)\n",
                 gs.n_rounds, gs.n_drafted, gs.n_accepted,
                 gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
                 gs.n_rounds ? (double)gs.n_gen / gs.n_rounds : 0.0,
-                gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0);
+                gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0, gs.draft_s, gs.verify_s);
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
                         "more\n", n_ctx);

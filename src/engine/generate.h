@@ -49,6 +49,7 @@ typedef struct gen_stats {
     /* speculative decoding: verification passes, tokens drafted, drafted tokens
      * the target accepted */
     uint32_t n_rounds, n_drafted, n_accepted;
+    double draft_s, verify_s; /* wall time drafting and verifying */
 } gen_stats;
 
 /* Tokens drafted a round by default and at most (the target checks at most

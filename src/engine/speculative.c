@@ -205,10 +205,15 @@ static glesllm_status run(spec *s)
         uint32_t kk = k < s->n_ctx - 1 - pos ? k : s->n_ctx - 1 - pos;
         if (o->n_predict >= 0 && kk + 1 > (uint32_t)o->n_predict - stats->n_gen)
             kk = (uint32_t)o->n_predict - stats->n_gen - 1;
+        double r0 = now_seconds();
         if (kk && (st = draft(s, pos, kk)))
             break;
+        double r1 = now_seconds();
         uint32_t a = 0;
-        if ((st = verify(s, pos, kk, &a, &go)))
+        st = verify(s, pos, kk, &a, &go);
+        stats->draft_s += r1 - r0;
+        stats->verify_s += now_seconds() - r1;
+        if (st)
             break;
         stats->n_rounds++;
         stats->n_drafted += kk;

@@ -116,12 +116,32 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     return c;
 }
 
+uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
+{
+    if (nt <= 1)
+        return 0; /* (the reductions' few words) */
+    /* the partial sums and the norm's, the reduction's, the staged x */
+    return (c->nr + 1) * nt * c->wg * 4 + 2 * c->wg * 4 + (xsh ? nt * 8 * c->tpr * 16 : 0);
+}
+
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
     matvec_config c = matvec_default_config(ctx, type, rows, cols);
-    /* each row's unit stays in registers while every token's x passes by: two
-     * rows a thread (the pairs GLU and QKV need) keep that within registers */
-    c.nr = 2;
+    /* Measured on an H100 (bench/RESULTS.md, session 7): 8 lanes a row, each
+     * on 4 rows whose units stay in registers while every token's x passes
+     * by from shared memory: 3.6x faster for 8 tokens than a warp a row with
+     * 2 rows a thread. Where the limits leave less room, x comes from
+     * memory, then 2 rows a thread. */
+    const gpu_limits *L = gpu_context_limits(ctx);
+    const char *env = getenv("GLESLLM_MULTI_XSH");
+    c.tpr = 8;
+    c.subgroup = false; /* fewer lanes than a subgroup */
+    c.nr = 4;
+    c.xsh = !(env && strcmp(env, "0") == 0);
+    if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
+        c.xsh = false;
+    if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
+        c.nr = 2;
     return c;
 }
 
@@ -170,7 +190,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "a multiple of the subgroup size");
     }
     /* several tokens: the partial sums (and the norm's) in shared memory */
-    uint32_t shared_bytes = v.nt > 1 ? (cfg->nr + 1) * v.nt * cfg->wg * 4 + 2 * cfg->wg * 4 : 0;
+    uint32_t shared_bytes = matvec_shared_bytes(cfg, v.nt, cfg->xsh);
     if (shared_bytes > L->max_shared_bytes)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
@@ -178,9 +198,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s", tdef, cfg->wg,
-             cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, cfg->subgroup ? "\nUSE_SUBGROUP 1" : "",
-             epi, v.norm ? "\nNORM 1" : "");
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s", tdef,
+             cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1,
+             cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", epi, v.norm ? "\nNORM 1" : "",
+             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "");
     glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;

@@ -52,12 +52,16 @@ typedef struct matvec_config {
     uint32_t tpr;     /* threads per row: a power of two dividing wg */
     uint32_t nr;      /* rows per thread */
     bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
+    bool xsh;         /* several tokens: their x staged in shared memory, tpr units at a
+                         time (matvec_multi_config: where it fits; GLESLLM_MULTI_XSH=0 off) */
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits
  * (multi: for kernels of several tokens a dispatch, matvec_variant.nt > 1). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
+/* Shared memory a matvec of nt tokens needs with this configuration. */
+uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
 /* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt). */
 #define MATVEC_MAX_NT 8
