@@ -425,9 +425,9 @@ int cmd_run(int argc, char **argv)
     if (a.prompt_cache && n_save > n_cached)
         fprintf(stderr, "glesllm: prompt cache %s: wrote %u tokens\n", a.prompt_cache, n_save);
     fprintf(stderr, "glesllm: generation: %u tokens in %.3f s (%.1f tokens/s), %u dispatches "
-                    "per token; stopped: %s\n",
+                    "per %s; stopped: %s\n",
             gs.n_gen, gs.gen_s, gs.gen_s > 0 ? (gs.n_gen > 1 ? gs.n_gen - 1 : 0) / gs.gen_s : 0.0,
-            gs.dispatches_per_token, stop_text(gs.stop));
+            gs.dispatches_per_token, a.draft ? "verification" : "token", stop_text(gs.stop));
     if (a.draft)
         fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
                         "%.2f tokens a round, effective %.1f tokens/s (drafting %.3f s, "
