@@ -113,6 +113,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
         c.nr /= 2;
     c.subgroup = C->subgroup && C->subgroup_size && tpr >= C->subgroup_size &&
                  tpr % C->subgroup_size == 0;
+    c.xsh = false;
     return c;
 }
 
