@@ -3,6 +3,7 @@
 #ifndef GLESLLM_TEST_MODEL_FIXTURE_H
 #define GLESLLM_TEST_MODEL_FIXTURE_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,17 @@ static inline void fixture_load_demo(gpu_context *ctx, const demo_spec *s,
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open_memory(L->data, size, &f),
                                   glesllm_last_error());
     fixture_load_file(ctx, f, opt, ref, L);
+}
+
+/* max |got - want| / max |want|: how far a row of logits is off */
+static inline double fixture_rel_diff(const float *got, const float *want, uint32_t n)
+{
+    double md = 0.0, mx = 1e-30;
+    for (uint32_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)got[i] - want[i]));
+        mx = fmax(mx, fabs((double)want[i]));
+    }
+    return md / mx;
 }
 
 /* The small models the decode tests use: 2 layers, 256 hidden, 4/2 heads,

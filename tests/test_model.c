@@ -181,16 +181,6 @@ static void test_context_end_and_bad_tokens(void)
 
 /* ---- prefill --------------------------------------------------------------- */
 
-static double rel_diff(const float *got, const float *want, uint32_t n)
-{
-    double md = 0.0, mx = 1e-30;
-    for (uint32_t i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)got[i] - want[i]));
-        mx = fmax(mx, fabs((double)want[i]));
-    }
-    return md / mx;
-}
-
 /* The logits of `total` tokens decoded one step at a time, then the same
  * tokens prefilled in the pieces given (each after the earlier ones are in
  * the cache) with a chunk of `batch`: the logits of every position
@@ -238,7 +228,7 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
         const float *want = seq + (size_t)(pos + n - 1) * nv;
-        double e = rel_diff(got, want, nv);
+        double e = fixture_rel_diff(got, want, nv);
         worst = fmax(worst, e);
         snprintf(msg, sizeof msg, "%s %s batch %u, piece %u (%u tokens at %u): last logits off by %.3g",
                  s->arch, ggml_type_name(s->type), batch, p, n, pos, e);
@@ -250,7 +240,7 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
         if (flags & GPU_STEP_ALL_LOGITS) {
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, got));
             for (uint32_t i = 0; i < n; i++) {
-                e = rel_diff(got + (size_t)i * nv, seq + (size_t)(pos + i) * nv, nv);
+                e = fixture_rel_diff(got + (size_t)i * nv, seq + (size_t)(pos + i) * nv, nv);
                 worst = fmax(worst, e);
                 snprintf(msg, sizeof msg, "%s %s piece %u: logits of position %u off by %.3g",
                          s->arch, ggml_type_name(s->type), p, pos + i, e);

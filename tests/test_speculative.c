@@ -29,16 +29,6 @@ static void load(const demo_spec *s, uint32_t n_ctx, int32_t n_small, loaded *L)
     fixture_load_demo(ctx, s, &opt, false, L);
 }
 
-static double rel_diff(const float *a, const float *b, uint32_t n)
-{
-    double md = 0.0, mx = 0.0;
-    for (uint32_t i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)a[i] - b[i]));
-        mx = fmax(mx, fabs((double)b[i]));
-    }
-    return md / mx;
-}
-
 static int32_t token_at(uint32_t pos, uint32_t nv) { return (int32_t)((pos * 53u + 11u) % nv); }
 
 /* Steps pos0 .. pos1 - 1 with token_at(pos + shift); the logits of the last. */
@@ -74,10 +64,10 @@ static void test_rollback_then_reappend_gives_the_same_logits(void)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, p, token_at(p, nv)));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(L.gm, 7, 3, GPU_STEP_LOGITS));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
-    double e1 = rel_diff(got, want, nv);
+    double e1 = fixture_rel_diff(got, want, nv);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 7));
     run_steps(L.gm, 7, 10, 0, got);
-    double e2 = rel_diff(got, want, nv);
+    double e2 = fixture_rel_diff(got, want, nv);
     printf("rollback: re-appended logits off by %.3g (small batch), %.3g (steps)\n", e1, e2);
     /* the same weights, K/V and positions: the steps give the very same
      * values; the batch sums in another order (f32), within 1e-5 */
@@ -141,7 +131,7 @@ static void test_session_file_restores_the_cache(void)
     TEST_ASSERT_EQUAL_UINT(9, n);
     TEST_ASSERT_EQUAL_UINT(9, gpu_model_n_past(B.gm));
     run_steps(B.gm, 9, 12, 0, got);
-    double e = rel_diff(got, want, nv);
+    double e = fixture_rel_diff(got, want, nv);
     printf("session: logits after a restored cache off by %.3g\n", e);
     /* the cache holds the very bytes the first run wrote */
     TEST_ASSERT_TRUE_MESSAGE(e == 0.0, "the restored cache gives other logits");

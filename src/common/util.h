@@ -16,6 +16,16 @@ static inline uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* FNV-1a over n bytes, continuing from h (start from FNV1A_SEED). */
+#define FNV1A_SEED 0xcbf29ce484222325ull
+static inline uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
 /* Room for `need` elements of `size` bytes in the growable array p of *cap
  * elements (doubling, from `first`): the array, moved or not, or NULL when out
  * of memory (then p and *cap are unchanged). */

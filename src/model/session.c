@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/util.h"
 
 static const char MAGIC[8] = "GLESKVC";
 
@@ -18,14 +19,6 @@ typedef struct session_header {
 } session_header;
 
 #define HEADER_BYTES (8 + 5 * 4 + 8 + 4)
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* Shapes and types of every tensor and samples of its bytes (start, middle,
  * end): a different model or another quantization of it gives another value. */
@@ -45,7 +38,7 @@ static uint64_t tensor_print(uint64_t h, const model_tensor *t)
 static uint64_t model_fingerprint(const model *m)
 {
     const model_hparams *hp = &m->hp;
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FNV1A_SEED;
     uint32_t shape[] = { hp->arch, hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv,
                          hp->head_dim, hp->n_vocab };
     float f[] = { hp->eps, hp->rope_base, hp->rope_scale };

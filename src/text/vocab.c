@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/util.h"
 #include "text/pretokenize.h"
 #include "text/unicode.h"
 
@@ -46,13 +47,6 @@ struct vocab {
     char warnings[256];
 };
 
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV_SEED 0xcbf29ce484222325ull
 
 static uint64_t table_size(uint64_t n)
 {
@@ -64,7 +58,7 @@ static uint64_t table_size(uint64_t n)
 
 int32_t vocab_find(const vocab *v, const char *s, size_t n)
 {
-    for (uint64_t i = fnv1a(FNV_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
+    for (uint64_t i = fnv1a(FNV1A_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
         uint32_t e = v->slots[i];
         if (!e)
             return -1;
@@ -79,7 +73,7 @@ static void insert_token(vocab *v, uint32_t id)
 {
     const char *s = v->arena + v->off[id];
     uint32_t n = v->len[id];
-    for (uint64_t i = fnv1a(FNV_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
+    for (uint64_t i = fnv1a(FNV1A_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
         uint32_t e = v->slots[i];
         if (!e || (v->len[e - 1] == n && memcmp(v->arena + v->off[e - 1], s, n) == 0)) {
             v->slots[i] = id + 1;
@@ -90,7 +84,7 @@ static void insert_token(vocab *v, uint32_t id)
 
 static uint64_t merge_hash(const char *l, size_t nl, const char *r, size_t nr)
 {
-    uint64_t h = fnv1a(FNV_SEED, l, nl);
+    uint64_t h = fnv1a(FNV1A_SEED, l, nl);
     h = (h ^ 0xffu) * 0x100000001b3ull; /* a byte no UTF-8 text holds */
     return fnv1a(h, r, nr);
 }
