@@ -4,7 +4,15 @@
  * weight is read once per token) next to the copy-kernel ceiling measured by
  * bench_matvec.
  *
- *   bench_decode -m MODEL.gguf [-n 128] [-r 3] [-c 4096]
+ *   bench_decode -m MODEL.gguf [-n 128] [-r 3] [-c 4096] [--profile [-p 512]]
+ *
+ * --profile: one more run with a GPU timestamp after every dispatch, then the
+ * GPU time per token of each kind of dispatch (program, work groups, whether a
+ * barrier preceded it), largest first. The timestamps slow the run a little.
+ * With -p N also the same table for one prefill of N tokens (ids 1..N) from
+ * an empty cache. --profile-steps: one more run, every dispatch of a step by
+ * its place in the step (use -n below 64 so that every step has the same
+ * dispatches: past 64 positions attention adds its merge).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,12 +32,105 @@ static bool count(void *ud, int32_t id)
     return true;
 }
 
+/* The profiler's table, per `steps` (tokens or passes). */
+static void print_table(gpu_queue *q, double steps, const char *what)
+{
+    gpu_profile_entry e[128];
+    size_t n = gpu_queue_profile_get(q, e, 128);
+    n = n < 128 ? n : 128;
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++)
+        total += e[i].total_ns / steps / 1e3;
+    printf("GPU time by dispatch, %s (a timestamp after each; %.1f us a %s):\n", what, total,
+           steps > 1 ? "token" : "pass");
+    printf("  %9s %7s %9s %9s  %s\n", "us", "share", "count", "us each", "kernel");
+    for (size_t i = 0; i < n; i++) {
+        double us = e[i].total_ns / steps / 1e3;
+        printf("  %9.1f %6.1f%% %9.2f %9.2f  %s, %u groups%s\n", us, 100.0 * us / total,
+               e[i].count / steps, e[i].total_ns / 1e3 / (double)e[i].count, e[i].name,
+               e[i].groups, e[i].barrier ? ", after a barrier" : "");
+    }
+}
+
+static int by_seq(const void *a, const void *b)
+{
+    const gpu_profile_entry *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* --profile-steps: every dispatch of a step by its place in the step */
+static int print_sequence(gpu_model *gm, const gen_options *o)
+{
+    gpu_queue *q = gpu_model_queue(gm);
+    gen_stats gs;
+    if (!gpu_queue_profile_enable(q, GPU_PROFILE_SEQUENCE)) {
+        fprintf(stderr, "bench_decode: --profile-steps: %s\n", glesllm_last_error());
+        return 1;
+    }
+    gpu_queue_profile_reset(q);
+    if (engine_generate(gm, o, &gs)) {
+        fprintf(stderr, "bench_decode: %s\n", glesllm_last_error());
+        return 1;
+    }
+    static gpu_profile_entry e[512];
+    size_t n = gpu_queue_profile_get(q, e, 512);
+    n = n < 512 ? n : 512;
+    qsort(e, n, sizeof *e, by_seq);
+    printf("Every dispatch of a decode step by place (us, mean over the steps that had it):\n");
+    for (size_t i = 0; i < n; i++)
+        printf("  %4u %8.2f  %-28s %5u groups  x%llu\n", e[i].seq,
+               e[i].total_ns / 1e3 / (double)e[i].count, e[i].name, e[i].groups,
+               (unsigned long long)e[i].count);
+    gpu_queue_profile_enable(q, GPU_PROFILE_DISPATCHES);
+    return 0;
+}
+
+static int print_profile(gpu_model *gm, const gen_options *o, uint32_t n_prefill)
+{
+    gpu_queue *q = gpu_model_queue(gm);
+    gen_stats gs;
+    if (!gpu_queue_profile_enable(q, GPU_PROFILE_DISPATCHES)) {
+        fprintf(stderr, "bench_decode: --profile: %s\n", glesllm_last_error());
+        return 1;
+    }
+    if (engine_generate(gm, o, &gs)) {
+        fprintf(stderr, "bench_decode: %s\n", glesllm_last_error());
+        return 1;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "decode, %u steps", gs.n_gen);
+    print_table(q, gs.n_gen ? gs.n_gen : 1, what);
+    if (!n_prefill)
+        return 0;
+    for (uint32_t i = 0; i < n_prefill; i++)
+        if (gpu_model_set_token(gm, i, (int32_t)(1 + i % (gpu_model_model(gm)->hp.n_vocab - 1))))
+            break;
+    gpu_queue_profile_reset(q);
+    if (gpu_model_truncate(gm, 0) || gpu_model_prefill(gm, 0, n_prefill, GPU_STEP_ARGMAX) ||
+        gpu_model_wait(gm)) {
+        fprintf(stderr, "bench_decode: prefill: %s\n", glesllm_last_error());
+        return 1;
+    }
+    snprintf(what, sizeof what, "one prefill of %u tokens", n_prefill);
+    print_table(q, 1, what);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    int n = 128, reps = 3, n_ctx = 4096;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-m"))
+    int n = 128, reps = 3, n_ctx = 4096, n_prefill = 0;
+    bool profile = false, steps = false;
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--profile")) {
+            profile = true;
+            i--;
+        } else if (!strcmp(argv[i], "--profile-steps")) {
+            steps = true;
+            i--;
+        } else if (i + 1 >= argc)
+            path = NULL, i = argc;
+        else if (!strcmp(argv[i], "-m"))
             path = argv[i + 1];
         else if (!strcmp(argv[i], "-n"))
             n = atoi(argv[i + 1]);
@@ -37,9 +138,12 @@ int main(int argc, char **argv)
             reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c"))
             n_ctx = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-p"))
+            n_prefill = atoi(argv[i + 1]);
     }
-    if (!path || n < 2 || reps < 1 || n_ctx < n + 1) {
-        fprintf(stderr, "usage: bench_decode -m MODEL.gguf [-n 128] [-r 3] [-c 4096]\n");
+    if (!path || n < 2 || reps < 1 || n_ctx < n + 1 || n_prefill < 0 || n_prefill > n_ctx) {
+        fprintf(stderr,
+                "usage: bench_decode -m MODEL.gguf [-n 128] [-r 3] [-c 4096] [--profile [-p N]] [--profile-steps]\n");
         return 2;
     }
     gguf_file *f;
@@ -80,6 +184,14 @@ int main(int argc, char **argv)
            "%7.1f GB/s  %.2f ms/token recording on the CPU\n",
            path, gpu_context_string(ctx, 0x1F01), n, mean, sd, gs.dispatches_per_token, gb,
            gb * mean, gs.n_gen ? 1e3 * gs.record_s / gs.n_gen : 0.0);
+    uint64_t ev_n, ev_bytes;
+    if (gpu_context_memory_evicted(ctx, &ev_n, &ev_bytes) && ev_n)
+        fprintf(stderr, "bench_decode: the driver evicted %llu times, %llu MiB\n",
+                (unsigned long long)ev_n, (unsigned long long)(ev_bytes >> 20));
+    if (profile && print_profile(gm, &o, (uint32_t)n_prefill) != 0)
+        return 1;
+    if (steps && print_sequence(gm, &o) != 0)
+        return 1;
     gpu_model_destroy(gm);
     gpu_context_destroy(ctx);
     model_close(&m);

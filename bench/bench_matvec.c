@@ -10,8 +10,19 @@
  * it reads plus the bytes it writes (as STREAM does).
  *
  * usage: bench_matvec [-f Q4_0,Q8_0,...] [-s 14336x4096,...] [--ms N]
- *                     [--wg N --tpr N --nr N --subgroup 0|1] [--sweep]
- * --sweep: for each format, the 14336x4096 shape under every work split. */
+ *                     [--wg N --tpr N --nr N --subgroup 0|1] [--chain]
+ *                     [--sweep]
+ * --chain: every matvec of a round writes the same output, so each waits for
+ *          the one before (a barrier between them), as in a decode step where
+ *          each matvec reads what the one before wrote; without it they run
+ *          back to back and overlap. Timed by GPU timestamps at the start and
+ *          end of each submission where the driver has them (the CPU's
+ *          recording, which can outlast a short kernel, left out).
+ * --ws MiB: the bytes of tensor copies cycled through (default 512; a model's
+ *          weights are several GB).
+ * --one-buffer: the copies side by side in one buffer (as many as its
+ *          storage-block limit holds) instead of a buffer each.
+ * --sweep: for each format and shape, every work split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +44,16 @@ static const uint32_t all_formats[] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYP
 static const uint64_t all_shapes[][2] = { { 4096, 4096 }, { 1024, 4096 }, { 14336, 4096 },
                                           { 4096, 14336 }, { 32000, 4096 } };
 
-#define WORKING_SET ((uint64_t)512 << 20)
-#define MAX_COPIES 64
+#define MAX_COPIES 512
 
 static gpu_context *ctx;
 static gpu_queue *queue;
 static double target_ms = 200;
 static uint32_t n_tokens = 1; /* --tokens: the multi-token matvec of that many */
+static bool chain;            /* --chain */
+static bool one_buffer;       /* --one-buffer: the copies in one buffer, not one each */
+static uint64_t working_set = (uint64_t)512 << 20; /* --ws MiB: bytes of copies cycled through */
+static double gpu_ms_round;   /* GPU time a round (timestamps), 0 where unmeasured */
 
 static double now_ms(void) { return now_seconds() * 1e3; }
 
@@ -62,11 +76,19 @@ static double time_rounds(record_fn record, void *arg)
         for (int i = 0; i < rounds; i++)
             if (record(arg))
                 die("record");
+        gpu_queue_profile_reset(queue);
         if (gpu_queue_submit(queue) || gpu_queue_wait(queue, 60000))
             die("submit");
         double dt = now_ms() - t0;
-        if (dt >= target_ms || rounds >= (1 << 20))
+        if (dt >= target_ms || rounds >= (1 << 20)) {
+            gpu_profile_entry e[16];
+            size_t n = gpu_queue_profile_get(queue, e, 16);
+            double ns = 0;
+            for (size_t i = 0; i < n && i < 16; i++)
+                ns += (double)e[i].total_ns;
+            gpu_ms_round = ns / 1e6 / rounds;
             return dt / rounds;
+        }
         rounds = dt > 1 ? (int)(rounds * (target_ms * 1.2 / dt)) + 1 : rounds * 8;
     }
 }
@@ -98,7 +120,7 @@ static double copy_gbs(void)
     gpu_program prog;
     if (gpu_program_build(ctx, "copy.comp", "WG_SIZE 256", &prog))
         die("copy kernel");
-    size_t size = (size_t)(WORKING_SET / 2);
+    size_t size = (size_t)256 << 20;
     const gpu_limits *L = gpu_context_limits(ctx);
     if (size > L->max_storage_block_bytes)
         size = (size_t)L->max_storage_block_bytes;
@@ -130,7 +152,7 @@ static int record_mv(void *p)
     va.n_tok = n_tokens;
     va.y_stride = a->w[0].rows;
     for (int i = 0; i < a->copies; i++)
-        if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[i], 0, &va))
+        if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[chain ? 0 : i], 0, &va))
             return 1;
     return 0;
 }
@@ -141,6 +163,7 @@ typedef struct bench_tensor {
     int copies;
     gpu_weight w[MAX_COPIES];
     gpu_buffer x, y[MAX_COPIES];
+    gpu_buffer big; /* --one-buffer: copies 1.. side by side in it */
 } bench_tensor;
 
 /* one tensor uploaded `copies` times (repacked once) */
@@ -157,7 +180,7 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
         die("random weights");
     if (gpu_weight_upload(ctx, "bench", type, rows, cols, data, 0, &t->w[0]))
         die("upload");
-    t->copies = (int)((WORKING_SET + t->w[0].bytes - 1) / t->w[0].bytes);
+    t->copies = (int)((working_set + t->w[0].bytes - 1) / t->w[0].bytes);
     if (t->copies > MAX_COPIES)
         t->copies = MAX_COPIES;
     if (t->copies < 2)
@@ -169,7 +192,32 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
         if (!(t->w[c].parts = calloc(t->w[0].n_parts, sizeof *t->w[0].parts)))
             die("copies");
     }
-    for (uint32_t i = 0; i < t->w[0].n_parts; i++) {
+    if (one_buffer) {
+        const gpu_weight_part *src = &t->w[0].parts[0];
+        uint64_t stride = (src->plan.bytes + 255) / 256 * 256;
+        uint64_t limit = gpu_context_limits(ctx)->max_storage_block_bytes;
+        if (limit > ((uint64_t)1 << 32) - 1)
+            limit = ((uint64_t)1 << 32) - 1; /* plane offsets are 32-bit parameters */
+        while (t->copies > 2 && (uint64_t)(t->copies - 1) * stride > limit)
+            t->copies--;
+        uint8_t *host = malloc((size_t)((t->copies - 1) * stride));
+        if (t->w[0].n_parts != 1 || !host ||
+            quant_gpu_repack(&src->plan, (const uint8_t *)data, host))
+            die("--one-buffer (one part, host memory)");
+        for (int c = 2; c < t->copies; c++)
+            memcpy(host + (c - 1) * stride, host, (size_t)src->plan.bytes);
+        if (gpu_buffer_create(ctx, (size_t)((t->copies - 1) * stride), host, 0, "bench copies",
+                              &t->big))
+            die("copies upload");
+        free(host);
+        for (int c = 1; c < t->copies; c++) {
+            t->w[c].parts[0] = *src;
+            t->w[c].parts[0].buf = t->big;
+            for (int k = 0; k < QGPU_MAX_PLANES; k++)
+                t->w[c].parts[0].plan.plane_offset[k] += (uint64_t)(c - 1) * stride;
+        }
+    }
+    for (uint32_t i = 0; i < t->w[0].n_parts && !one_buffer; i++) {
         const gpu_weight_part *src = &t->w[0].parts[i];
         void *host = malloc((size_t)src->plan.bytes);
         if (!host || quant_gpu_repack(&src->plan, (const uint8_t *)data + src->row0 * row_bytes, host))
@@ -198,9 +246,12 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
 static void tensor_free(bench_tensor *t)
 {
     for (int c = 0; c < t->copies; c++) {
+        if (c && one_buffer)
+            memset(&t->w[c].parts[0].buf, 0, sizeof(gpu_buffer)); /* t->big's */
         gpu_weight_destroy(&t->w[c]);
         gpu_buffer_destroy(&t->y[c]);
     }
+    gpu_buffer_destroy(&t->big);
     gpu_buffer_destroy(&t->x);
 }
 
@@ -213,6 +264,8 @@ static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
         die("matvec kernel");
     mv_arg a = { &k, t->w, t->copies, &t->x, t->y };
     double ms = time_rounds(record_mv, &a) / t->copies;
+    if (chain && gpu_ms_round > 0) /* the GPU's time: the CPU's recording left out */
+        ms = gpu_ms_round / t->copies;
     matvec_destroy(&k);
     *us = ms * 1e3;
     return (double)t->w[0].bytes / (ms * 1e6);
@@ -223,6 +276,8 @@ static void open_gpu(double *copy, const char **renderer)
     gpu_options opt;
     if (gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) || gpu_queue_create(ctx, &queue))
         die("GPU");
+    if (chain && !gpu_queue_profile_enable(queue, GPU_PROFILE_SUBMITS))
+        fprintf(stderr, "bench_matvec: no GPU timestamps (%s): wall time\n", glesllm_last_error());
     *renderer = gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */);
     *copy = copy_gbs();
 }
@@ -234,6 +289,8 @@ static void print_header(double copy, const char *renderer)
     printf("device: %s (%s)\n", renderer, gpu_context_string(ctx, 0x1F02 /* GL_VERSION */));
     printf("card memory limit: %s\n", card_limit(renderer));
     printf("copy kernel (read + write): %.0f GB/s\n\n", copy);
+    if (chain)
+        printf("each matvec after the one before (--chain): the time of one running alone\n\n");
 }
 
 static void close_gpu(void)
@@ -310,6 +367,13 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--nr") && v) {
             force.nr = (uint32_t)atoi(v);
             i++;
+        } else if (!strcmp(a, "--ws") && v) {
+            working_set = (uint64_t)atoi(v) << 20;
+            i++;
+        } else if (!strcmp(a, "--one-buffer")) {
+            one_buffer = true;
+        } else if (!strcmp(a, "--chain")) {
+            chain = true;
         } else if (!strcmp(a, "--subgroup") && v) {
             force_sub = atoi(v);
             i++;
@@ -324,7 +388,8 @@ int main(int argc, char **argv)
             sweep = 1;
         } else {
             fprintf(stderr, "usage: bench_matvec [-f FORMATS] [-s RxC,...] [--ms N] [--wg N] "
-                            "[--tpr N] [--nr N] [--subgroup 0|1] [--tokens N] [--sweep]\n");
+                            "[--tpr N] [--nr N] [--subgroup 0|1] [--tokens N] "
+                            "[--chain] [--ws MiB] [--one-buffer] [--sweep]\n");
             return 2;
         }
     }
@@ -345,28 +410,40 @@ int main(int argc, char **argv)
     if (sweep) {
         open_gpu(&copy, &renderer);
         print_header(copy, renderer);
-        printf("| format | wg | tpr | nr | subgroup | us | GB/s | %% of copy |\n|---|---|---|---|---|---|---|---|\n");
+        printf("| shape | format | wg | tpr | nr | subgroup | us | GB/s | %% of copy "
+               "|\n|---|---|---|---|---|---|---|---|---|\n");
         const gpu_caps *C = gpu_context_caps(ctx);
         uint32_t maxwg = gpu_context_limits(ctx)->max_invocations;
-        for (int f = 0; f < n_formats; f++) {
-            bench_tensor *t = malloc(sizeof *t);
-            tensor_make(t, formats[f], shapes[0][0], shapes[0][1]);
-            for (uint32_t wg = 64; wg <= 256 && wg <= maxwg; wg *= 2)
-                for (uint32_t tpr = 8; tpr <= wg && tpr <= 64; tpr *= 2)
-                    for (uint32_t nr = 2; nr <= 8; nr *= 2)
-                        for (int sub = 0; sub <= (C->subgroup ? 1 : 0); sub++) {
+        for (int sh = 0; sh < n_shapes; sh++)
+            for (int f = 0; f < n_formats; f++) {
+                bench_tensor *t = malloc(sizeof *t);
+                tensor_make(t, formats[f], shapes[sh][0], shapes[sh][1]);
+                for (uint32_t wg = 128; wg <= 512 && wg <= maxwg; wg *= 2)
+                    for (uint32_t tpr = 16; tpr <= wg && tpr <= 256; tpr *= 2)
+                        for (uint32_t nr = 1; nr <= 8; nr *= 2) {
+                            int sub = C->subgroup && tpr % C->subgroup_size == 0;
                             matvec_config cfg = { wg, tpr, nr, sub != 0, false };
-                            if (sub && tpr % C->subgroup_size)
+                            if ((force.wg && wg != force.wg) || (force.tpr && tpr != force.tpr) ||
+                                (force.nr && nr != force.nr))
                                 continue;
                             double us, gbs = measure(t, &cfg, &us);
-                            printf("| %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% |\n",
+                            printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% |\n",
+                                   (unsigned long long)t->rows, (unsigned long long)t->cols,
                                    ggml_type_name(t->type), wg, tpr, nr, sub, us, gbs,
                                    100 * gbs / copy);
                             fflush(stdout);
                         }
-            tensor_free(t);
-            free(t);
-        }
+                /* the default again, last: drift within the process shows here */
+                matvec_config cfg = matvec_default_config(ctx, t->type, t->rows, t->cols);
+                double us, gbs = measure(t, &cfg, &us);
+                printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% | "
+                       "default, measured last\n",
+                       (unsigned long long)t->rows, (unsigned long long)t->cols,
+                       ggml_type_name(t->type), cfg.wg, cfg.tpr, cfg.nr, cfg.subgroup, us, gbs,
+                       100 * gbs / copy);
+                tensor_free(t);
+                free(t);
+            }
         close_gpu();
         return 0;
     }
@@ -408,6 +485,10 @@ int main(int argc, char **argv)
                                gpu_context_limits(ctx)->max_shared_bytes)
                 cfg.xsh = false; /* a forced split that leaves no room for it */
             double us, gbs = measure(t, &cfg, &us);
+            uint64_t ev_n, ev_bytes;
+            if (gpu_context_memory_evicted(ctx, &ev_n, &ev_bytes) && ev_n)
+                fprintf(stderr, "bench_matvec: the driver evicted %llu times, %llu MiB\n",
+                        (unsigned long long)ev_n, (unsigned long long)(ev_bytes >> 20));
             printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d%s | %.2f | %.0f | %.0f | %.0f%% |\n",
                    (unsigned long long)t->rows, (unsigned long long)t->cols,
                    ggml_type_name(t->type), (double)t->w[0].bytes / (1 << 20), cfg.wg, cfg.tpr,

@@ -3,10 +3,14 @@
 // positions p < kv length. The positions are cut into chunks, one work group
 // per (head, chunk), so a long context spreads over the GPU; with one chunk
 // the result is written directly, else each chunk writes its max score, its
-// sum of exp and its unnormalised output and attn_combine.comp merges them.
+// sum of exp and its unnormalised output, and the last of a head's chunks to
+// finish (counted with an atomic) merges them into the head's output:
+// o = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c.
 // Bindings: 0 the layer's buffer (uint[]: Q as f32 bits at 0, K and V as
 //           packed halves, [position][kv head][HEAD_DIM]),
-//           1 activations (float[]: the output or the partials).
+//           1 activations (float[]: the output and the partials),
+//           2 a counter per head (uint[], 0 between dispatches: the merging
+//           work group puts it back).
 // Params: 0 kv length, 1 positions per chunk (<= CHUNK_MAX), 2 chunks,
 //         3 output float offset (one chunk), 4 partials float offset
 //         ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint offset,
@@ -30,7 +34,9 @@ layout(std430, binding = 0) readonly buffer L4 { uvec4 lb4[]; };
 #else
 #define VEC 2u
 #endif
-layout(std430, binding = 1) restrict buffer A { float act[]; };
+// coherent: the merging work group reads the other groups' partials
+layout(std430, binding = 1) coherent restrict buffer A { float act[]; };
+layout(std430, binding = 2) coherent restrict buffer C { uint counter[]; };
 
 #define LANES (uint(HEAD_DIM) / VEC)     // invocations per position in the V pass
 #define GROUPS (uint(WG_SIZE) / LANES)   // positions at a time in the V pass
@@ -38,6 +44,27 @@ layout(std430, binding = 1) restrict buffer A { float act[]; };
 shared float qs[HEAD_DIM];
 shared float sc[CHUNK_MAX];
 shared vec4 part[WG_SIZE * 2];
+shared bool merge_here;
+
+#define STRIDE uint(HEAD_DIM + 2)
+
+// The last chunk of head h to finish: every chunk's partials into the output.
+void merge_chunks(uint h, uint n)
+{
+    uint base = PARAM_U(4) + h * n * STRIDE;
+    float m = -3.0e38;
+    for (uint c = 0u; c < n; c++)
+        m = max(m, act[base + c * STRIDE]);
+    float l = 0.0;
+    for (uint c = 0u; c < n; c++)
+        l += act[base + c * STRIDE + 1u] * exp(act[base + c * STRIDE] - m);
+    for (uint d = gl_LocalInvocationIndex; d < uint(HEAD_DIM); d += uint(WG_SIZE)) {
+        float o = 0.0;
+        for (uint c = 0u; c < n; c++)
+            o += act[base + c * STRIDE + 2u + d] * exp(act[base + c * STRIDE] - m);
+        act[PARAM_U(3) + h * uint(HEAD_DIM) + d] = o / l;
+    }
+}
 
 void main()
 {
@@ -110,7 +137,7 @@ void main()
             for (uint i = 0u; i < VEC; i++)
                 act[out_ + i] = r[i] / sum;
         } else {
-            uint base = PARAM_U(4) + (h * PARAM_U(2) + c) * uint(HEAD_DIM + 2);
+            uint base = PARAM_U(4) + (h * PARAM_U(2) + c) * STRIDE;
             for (uint i = 0u; i < VEC; i++)
                 act[base + 2u + VEC * t + i] = r[i];
             if (t == 0u) {
@@ -119,4 +146,18 @@ void main()
             }
         }
     }
+    if (PARAM_U(2) == 1u)
+        return;
+    // the partials out before this group counts itself in; the last one merges
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0u)
+        merge_here = atomicAdd(counter[h], 1u) == PARAM_U(2) - 1u;
+    barrier();
+    if (!merge_here)
+        return;
+    memoryBarrierBuffer();
+    merge_chunks(h, PARAM_U(2));
+    if (t == 0u)
+        counter[h] = 0u;
 }

@@ -17,10 +17,11 @@
 //          param 7 (indexed by global row); Q to y[0..Q_DIM) as f32 bits,
 //          K and V as packed halves at y uint offsets params 14 and 15.
 //   GLU and QKV need NR even (pairs of rows stay in one thread).
-// NORM: x is RMS-normalised first (the norm folded into this kernel): every
-// work group sums x^2 over the row, x is multiplied by the norm weight at
-// x's buffer vec4 offset param 3 and the sum by 1/sqrt(mean + eps), eps the
-// float bits of param 4.
+// NORM: x is RMS-normalised first (the norm folded into this kernel): x is
+// multiplied by the norm weight at x's buffer vec4 offset param 3 and the
+// sum by 1/sqrt(mean(x^2) + eps), eps the float bits of param 4; sum(x^2)
+// comes with one token from the units the lanes load anyway, with several
+// from a pass of every work group over the tokens' x first.
 // NT > 1: the same for up to NT tokens at once (the weights read once for
 // all): param 0 holds the rows in its low 24 bits and the token count
 // (1..NT) in its high 8; token t's x is at x offset + t * (W_UNITS * 8) vec4
@@ -39,9 +40,6 @@
 #endif
 #include "common.glsl"
 #include "weights.glsl"
-#ifdef NORM
-#include "reduce.glsl"
-#endif
 
 layout(local_size_x = WG_SIZE) in;
 
@@ -148,16 +146,12 @@ float slot_sum(float v)
 }
 
 // x's unit u of the token at vec4 offset xo (the norm weight applied, and
-// the zero padding of a float row's tail), with the sums of its two halves.
-void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi)
+// the zero padding of a float row's tail), with the sums of its two halves
+// and the sum of squares of the unit before the norm weight (ss).
+void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, out float ss)
 {
     for (int k = 0; k < 8; k++)
         x[k] = xv[xo + u * 8u + uint(k)];
-#ifdef NORM
-    uint no = PARAM_U(3);
-    for (int k = 0; k < 8; k++)
-        x[k] *= xv[no + u * 8u + uint(k)];
-#endif
 #ifdef W_IS_FLOAT
     if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
         for (int k = 0; k < 8; k++) {
@@ -166,19 +160,25 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi)
         }
     }
 #endif
+    ss = 0.0;
+#ifdef NORM
+    for (int k = 0; k < 8; k++)
+        ss += dot(x[k], x[k]);
+    uint no = PARAM_U(3);
+    for (int k = 0; k < 8; k++)
+        x[k] *= xv[no + u * 8u + uint(k)];
+#endif
     // sums of the unit's two halves of x, for the affine maps' offsets
     sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
     sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
 }
 
-#ifdef NORM
+#if defined(NORM) && NT > 1
 // The sums of x^2 of the ntok tokens' x (rows xs vec4 apart from vec4 offset
-// xo; every work group reads x from cache): with one token, 1 / RMS is
-// returned; with several, the sums are left in nred[k * WG_SIZE] (0 returned).
-#if NT > 1
+// xo; every work group reads x from cache), left in nred[k * WG_SIZE]. (One
+// token: the lanes of a slot add up the squares of the units they load.)
 shared float nred[NT * WG_SIZE];
-#endif
-float norm_sums(uint xo, uint xs, uint ntok)
+void norm_sums(uint xo, uint xs, uint ntok)
 {
     float ss[NT];
     for (int k = 0; k < NT; k++)
@@ -192,9 +192,6 @@ float norm_sums(uint xo, uint xs, uint ntok)
             }
         }
     }
-#if NT == 1
-    return inversesqrt(wg_reduce_sum(ss[0]) / float(W_COLS) + PARAM_F(4));
-#else
     // the NT sums in one shared-memory tree
     uint t = gl_LocalInvocationIndex;
     for (int k = 0; k < NT; k++)
@@ -206,8 +203,6 @@ float norm_sums(uint xo, uint xs, uint ntok)
                 nred[k * WG_SIZE + int(t)] += nred[k * WG_SIZE + int(t + s)];
         barrier();
     }
-    return 0.0;
-#endif
 }
 #endif
 
@@ -281,9 +276,10 @@ void main()
     float acc[NR * NT];
     for (int i = 0; i < NR * NT; i++)
         acc[i] = 0.0;
-#ifdef NORM
-    float nscale = norm_sums(xo, xs, ntok);
+#if defined(NORM) && NT > 1
+    norm_sums(xo, xs, ntok);
 #endif
+    float ssum = 0.0;  // NORM, one token: this lane's share of sum(x^2)
 #ifdef XSH
     // every invocation runs every block (the barriers of stage_x)
     // (a bound the compiler cannot see: this loop stays a loop, not
@@ -299,8 +295,9 @@ void main()
 #endif
 #if NT == 1
         vec4 x[8];
-        float sx_lo, sx_hi;
-        load_x(xo, u, x, sx_lo, sx_hi);
+        float sx_lo, sx_hi, ss;
+        load_x(xo, u, x, sx_lo, sx_hi, ss);
+        ssum += ss;
         for (int r = 0; r < NR; r++) {
             vec4 q[8], ab;
             w_unit(min(first + uint(r), rows - 1u), u, q, ab);
@@ -321,11 +318,11 @@ void main()
             if (uint(k) >= ntok)
                 continue;  // (not break: the loop unrolls, acc stays in registers)
             vec4 x[8];
-            float sx_lo, sx_hi;
+            float sx_lo, sx_hi, ss;
 #ifdef XSH
             staged_x(uint(k), lane, x, sx_lo, sx_hi);
 #else
-            load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi);
+            load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi, ss);
 #endif
             for (int r = 0; r < NR; r++) {
                 float lo = dot(q[r * 8], x[0]) + dot(q[r * 8 + 1], x[1]) +
@@ -341,6 +338,10 @@ void main()
     float tot[NR];
     for (int r = 0; r < NR; r++)
         tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
+#ifdef NORM
+    // the slot's lanes loaded every unit of x once: their squares add up to sum(x^2)
+    float nscale = inversesqrt(slot_sum(ssum) / float(W_COLS) + PARAM_F(4));
+#endif
     if (lane != 0u)
         return;
 #ifdef NORM

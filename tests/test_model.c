@@ -157,7 +157,7 @@ static void test_quantized_formats_match_cpu(void)
 
 static void test_long_context_splits_attention(void)
 {
-    /* past 256 positions attention runs in chunks merged by attn_combine */
+    /* past 256 positions attention runs in chunks merged in the kernel */
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_layer = 1;
     s.n_embd = 64;

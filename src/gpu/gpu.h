@@ -111,6 +111,9 @@ glesllm_status gpu_buffer_read(gpu_context *ctx, const gpu_buffer *buf, size_t o
  * (GL_NVX_gpu_memory_info). Drivers that allocate lazily accept any size, so
  * buffers are checked against this before they are created. */
 uint64_t gpu_context_memory_available(gpu_context *ctx);
+/* How often and how much the driver evicted GPU memory to make room
+ * (GL_NVX_gpu_memory_info); false where it does not say. */
+bool gpu_context_memory_evicted(gpu_context *ctx, uint64_t *count, uint64_t *bytes);
 /* Bytes of GPU memory allocated through this context. */
 uint64_t gpu_context_allocated(const gpu_context *ctx);
 
@@ -193,5 +196,32 @@ typedef struct gpu_queue_stats {
     uint64_t submits;
 } gpu_queue_stats;
 gpu_queue_stats gpu_queue_get_stats(const gpu_queue *q);
+
+/* GPU time per kind of dispatch (benchmarks): with profiling on, a timestamp
+ * (GL_EXT_disjoint_timer_query) follows every dispatch, and the time from the
+ * previous timestamp (the barrier wait before the dispatch and the dispatch
+ * itself) is added to the entry of its (program, work groups, barrier)
+ * when the step is waited for. Timestamps cost time of their own: profile
+ * runs are for finding where the time goes, not for the tokens/s figure. */
+typedef struct gpu_profile_entry {
+    const char *name;   /* the program's name */
+    uint32_t groups;    /* work groups of the dispatch, all dimensions */
+    bool barrier;       /* a storage barrier preceded it */
+    uint32_t seq;       /* GPU_PROFILE_SEQUENCE: its place among the step's dispatches */
+    uint64_t count;
+    uint64_t total_ns;
+} gpu_profile_entry;
+typedef enum gpu_profile_mode {
+    GPU_PROFILE_DISPATCHES = 1, /* a timestamp after every dispatch */
+    GPU_PROFILE_SUBMITS = 2,    /* one at the first dispatch after a wait and one at each
+                                   submit: one entry, "submit", of whole submissions */
+    GPU_PROFILE_SEQUENCE = 3    /* as DISPATCHES, an entry per position in the step (seq) */
+} gpu_profile_mode;
+/* False (with the reason in glesllm_last_error) where the driver has no
+ * timestamps. Calling it again switches the mode (and keeps the entries). */
+bool gpu_queue_profile_enable(gpu_queue *q, gpu_profile_mode mode);
+/* The entries so far, largest total first; returns how many there are. */
+size_t gpu_queue_profile_get(const gpu_queue *q, gpu_profile_entry *out, size_t max);
+void gpu_queue_profile_reset(gpu_queue *q);
 
 #endif

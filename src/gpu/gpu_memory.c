@@ -18,6 +18,8 @@
 /* GL_NVX_gpu_memory_info: not in the Khronos GLES headers */
 #define GL_GPU_MEMORY_INFO_DEDICATED_VIDMEM_NVX 0x9047
 #define GL_GPU_MEMORY_INFO_CURRENT_AVAILABLE_VIDMEM_NVX 0x9049
+#define GL_GPU_MEMORY_INFO_EVICTION_COUNT_NVX 0x904A
+#define GL_GPU_MEMORY_INFO_EVICTED_MEMORY_NVX 0x904B
 
 typedef struct nvml_memory {
     unsigned long long total, free, used;
@@ -110,4 +112,21 @@ uint64_t gpu_context_memory_available(gpu_context *ctx)
     if (glGetError() != GL_NO_ERROR || kib <= 0)
         return 0;
     return (uint64_t)kib * 1024u;
+}
+
+bool gpu_context_memory_evicted(gpu_context *ctx, uint64_t *count, uint64_t *bytes)
+{
+    (void)ctx;
+    *count = *bytes = 0;
+    if (!gpu_has_gl_extension("GL_NVX_gpu_memory_info"))
+        return false;
+    GLint n = 0, kib = 0;
+    gpu_gl_clear_errors();
+    glGetIntegerv(GL_GPU_MEMORY_INFO_EVICTION_COUNT_NVX, &n);
+    glGetIntegerv(GL_GPU_MEMORY_INFO_EVICTED_MEMORY_NVX, &kib);
+    if (glGetError() != GL_NO_ERROR)
+        return false;
+    *count = n > 0 ? (uint64_t)n : 0;
+    *bytes = kib > 0 ? (uint64_t)kib * 1024u : 0;
+    return true;
 }

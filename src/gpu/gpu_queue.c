@@ -9,6 +9,29 @@
 #include "gpu/gpu_internal.h"
 
 #define MAX_PENDING 64
+#define PROF_QUERIES 2048 /* timestamps between two waits; later dispatches go unmeasured */
+#define PROF_ENTRIES 512
+
+#ifndef GL_TIMESTAMP_EXT
+#define GL_TIMESTAMP_EXT 0x8E28
+#endif
+#ifndef GL_QUERY_RESULT_EXT
+#define GL_QUERY_RESULT_EXT 0x8866
+#endif
+typedef void (*pfn_query_counter)(GLuint id, GLenum target);
+typedef void (*pfn_query_u64)(GLuint id, GLenum pname, GLuint64 *params);
+
+typedef struct profiler {
+    pfn_query_counter counter;
+    pfn_query_u64 result;
+    GLuint ids[PROF_QUERIES + 1]; /* [0]: the start */
+    gpu_profile_entry label[PROF_QUERIES + 1];
+    size_t n;                     /* timestamps placed since the last wait, the start included */
+    gpu_profile_mode mode;
+    uint32_t since_submit;        /* dispatches since the last timestamped submit */
+    gpu_profile_entry entries[PROF_ENTRIES];
+    size_t n_entries;
+} profiler;
 
 typedef struct pending_write {
     unsigned buffer;
@@ -23,6 +46,7 @@ struct gpu_queue {
     bool mapped_written; /* since the last submit */
     GLsync fence;
     gpu_queue_stats stats;
+    profiler *prof; /* NULL unless profiling */
 };
 
 glesllm_status gpu_queue_create(gpu_context *ctx, gpu_queue **out)
@@ -40,7 +64,123 @@ void gpu_queue_destroy(gpu_queue *q)
         return;
     if (q->fence)
         glDeleteSync(q->fence);
+    if (q->prof) {
+        glDeleteQueries(PROF_QUERIES + 1, q->prof->ids);
+        free(q->prof);
+    }
     free(q);
+}
+
+bool gpu_queue_profile_enable(gpu_queue *q, gpu_profile_mode mode)
+{
+    if (q->prof) {
+        q->prof->mode = mode;
+        return true;
+    }
+    if (!gpu_has_gl_extension("GL_EXT_disjoint_timer_query")) {
+        err_set(GLESLLM_ERR_UNSUPPORTED, "the driver has no GL_EXT_disjoint_timer_query");
+        return false;
+    }
+    profiler *p = calloc(1, sizeof *p);
+    if (!p) {
+        err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the profiler");
+        return false;
+    }
+    p->counter = (pfn_query_counter)eglGetProcAddress("glQueryCounterEXT");
+    p->result = (pfn_query_u64)eglGetProcAddress("glGetQueryObjectui64vEXT");
+    if (!p->counter || !p->result) {
+        free(p);
+        err_set(GLESLLM_ERR_UNSUPPORTED, "the driver lists timer queries but not their functions");
+        return false;
+    }
+    glGenQueries(PROF_QUERIES + 1, p->ids);
+    p->mode = mode;
+    q->prof = p;
+    return true;
+}
+
+void gpu_queue_profile_reset(gpu_queue *q)
+{
+    if (q->prof)
+        q->prof->n_entries = 0;
+}
+
+static int by_total(const void *a, const void *b)
+{
+    const gpu_profile_entry *x = a, *y = b;
+    return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+size_t gpu_queue_profile_get(const gpu_queue *q, gpu_profile_entry *out, size_t max)
+{
+    if (!q->prof)
+        return 0;
+    size_t n = q->prof->n_entries < max ? q->prof->n_entries : max;
+    memcpy(out, q->prof->entries, n * sizeof *out);
+    qsort(out, n, sizeof *out, by_total);
+    return q->prof->n_entries;
+}
+
+/* A timestamp before the first dispatch after a wait (profile_start), one
+ * after each dispatch recorded (profile_mark) in GPU_PROFILE_DISPATCHES mode. */
+static void profile_start(profiler *p)
+{
+    if (p->n == 0)
+        p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
+}
+
+static void profile_mark(profiler *p, const gpu_dispatch *d, bool barrier)
+{
+    p->since_submit++;
+    if (p->n > PROF_QUERIES || p->mode == GPU_PROFILE_SUBMITS)
+        return;
+    p->label[p->n] = (gpu_profile_entry){ d->prog->name, d->groups[0] * d->groups[1] * d->groups[2],
+                                          barrier,
+                                          p->mode == GPU_PROFILE_SEQUENCE ? p->since_submit - 1 : 0,
+                                          1, 0 };
+    p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
+}
+
+/* GPU_PROFILE_SUBMITS: a timestamp at the end of a submission */
+static void profile_submit(profiler *p)
+{
+    uint32_t n = p->since_submit;
+    p->since_submit = 0; /* (SEQUENCE counts from each submission) */
+    if (p->mode != GPU_PROFILE_SUBMITS || p->n == 0 || p->n > PROF_QUERIES || !n)
+        return;
+    p->label[p->n] = (gpu_profile_entry){ "submit", n, false, 0, 1, 0 };
+    p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
+}
+
+/* After a wait: every timestamp is written; add the differences to the entries. */
+static void profile_collect(profiler *p)
+{
+    GLuint64 prev = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        GLuint64 t = 0;
+        p->result(p->ids[i], GL_QUERY_RESULT_EXT, &t);
+        if (i == 0) {
+            prev = t;
+            continue;
+        }
+        const gpu_profile_entry *l = &p->label[i];
+        size_t e = 0;
+        while (e < p->n_entries && !(strcmp(p->entries[e].name, l->name) == 0 &&
+                                     p->entries[e].groups == l->groups &&
+                                     p->entries[e].seq == l->seq &&
+                                     p->entries[e].barrier == l->barrier))
+            e++;
+        if (e == p->n_entries) {
+            if (e == PROF_ENTRIES)
+                continue;
+            p->entries[p->n_entries++] =
+                (gpu_profile_entry){ l->name, l->groups, l->barrier, l->seq, 0, 0 };
+        }
+        p->entries[e].count++;
+        p->entries[e].total_ns += t > prev ? t - prev : 0;
+        prev = t;
+    }
+    p->n = 0;
 }
 
 static bool overlaps_pending(const gpu_queue *q, unsigned buffer, size_t begin, size_t end)
@@ -110,6 +250,8 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
         q->n_pending = 0;
         q->stats.barriers++;
     }
+    if (q->prof)
+        profile_start(q->prof);
     glUseProgram(d->prog->id);
     for (uint32_t i = 0; i < d->n_bindings; i++) {
         const gpu_binding *b = &d->bindings[i];
@@ -120,6 +262,8 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
         glUniform1uiv(d->prog->params_location, (GLsizei)d->n_params, d->params);
     GL_CHECK(glDispatchCompute(d->groups[0], d->groups[1], d->groups[2]));
     q->stats.dispatches++;
+    if (q->prof)
+        profile_mark(q->prof, d, need_barrier);
 
     for (uint32_t i = 0; i < d->n_bindings; i++) {
         const gpu_binding *b = &d->bindings[i];
@@ -147,6 +291,8 @@ glesllm_status gpu_queue_submit(gpu_queue *q)
         GL_CHECK(glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT_EXT));
         q->mapped_written = false;
     }
+    if (q->prof)
+        profile_submit(q->prof);
     if (q->fence)
         glDeleteSync(q->fence);
     q->fence = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
@@ -171,6 +317,8 @@ glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms)
                        gpu_gl_error_name(glGetError()));
     glDeleteSync(q->fence);
     q->fence = NULL;
+    if (q->prof)
+        profile_collect(q->prof);
     return GLESLLM_OK;
 }
 

@@ -59,10 +59,11 @@ struct gpu_model {
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
-    gpu_program attn, combine, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
+    gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
     bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
+    gpu_buffer attn_count; /* attention.comp's chunk counters, a uint a head */
     uint32_t cand_k, pen_last_n;
     float pen;
     /* float offsets in act */
@@ -235,10 +236,6 @@ static glesllm_status build_programs(gpu_model *gm)
              CHUNK_MAX, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
     if (st || (st = build_prefill_attention(gm)))
-        return st;
-    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u", hp->head_dim < 128 ? 64u : 128u,
-             hp->head_dim);
-    if ((st = gpu_program_build(gm->ctx, "attn_combine.comp", defs, &gm->combine)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
     if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax1)))
@@ -527,6 +524,14 @@ static glesllm_status create_caches(gpu_model *gm)
                                           GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
     if (st)
         return st;
+    uint32_t *zeros = calloc(hp->n_head, 4);
+    if (!zeros)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the attention counters");
+    st = gpu_buffer_create(gm->ctx, (size_t)hp->n_head * 4, zeros, GPU_BUFFER_DEVICE,
+                           "attention counters", &gm->attn_count);
+    free(zeros);
+    if (st)
+        return st;
     return gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL, GPU_BUFFER_MAPPED,
                              "sampling candidates", &gm->cand);
 }
@@ -563,7 +568,6 @@ void gpu_model_destroy(gpu_model *gm)
         gpu_buffer_destroy(&gm->logits_all[i]);
     free(gm->logits_all);
     gpu_program_destroy(&gm->attn);
-    gpu_program_destroy(&gm->combine);
     gpu_program_destroy(&gm->argmax1);
     gpu_program_destroy(&gm->argmax2);
     gpu_program_destroy(&gm->topk1);
@@ -573,6 +577,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
     gpu_buffer_destroy(&gm->tokens);
+    gpu_buffer_destroy(&gm->attn_count);
     free(gm);
 }
 
@@ -694,6 +699,8 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
 uint32_t gpu_model_n_ctx(const gpu_model *gm) { return gm->n_ctx; }
 uint32_t gpu_model_n_vocab(const gpu_model *gm) { return gm->m->hp.n_vocab; }
 const model *gpu_model_model(const gpu_model *gm) { return gm->m; }
+
+gpu_queue *gpu_model_queue(gpu_model *gm) { return gm->q; }
 kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
 uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
 uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
@@ -739,7 +746,7 @@ static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32
     /* Past 64 positions the range is cut into chunks so that there are many
      * work groups (about 256 over all heads: enough to fill a large GPU),
      * each chunk at least 16 and at most CHUNK_MAX positions; their partial
-     * results are merged by a second dispatch. */
+     * results are merged by the last chunk of each head to finish. */
     uint32_t chunk = len, n_chunks = 1;
     if (len > 64) {
         uint32_t want = (256 + hp->n_head - 1) / hp->n_head;
@@ -753,8 +760,9 @@ static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32
     gpu_dispatch d = { 0 };
     d.prog = &gm->attn;
     d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
-    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_WRITE };
-    d.n_bindings = 2;
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 3;
     uint32_t p[] = { len, chunk, n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials,
                      (uint32_t)gm->k_base, (uint32_t)gm->v_base };
     memcpy(d.params, p, sizeof p);
@@ -762,12 +770,7 @@ static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32
     d.groups[0] = hp->n_head;
     d.groups[1] = n_chunks;
     d.groups[2] = 1;
-    glesllm_status st = gpu_queue_dispatch(gm->q, &d);
-    if (st || n_chunks == 1)
-        return st;
-    uint32_t cp[] = { n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials };
-    gpu_dispatch c = act_dispatch(gm, &gm->combine, hp->n_head, cp, 3);
-    return gpu_queue_dispatch(gm->q, &c);
+    return gpu_queue_dispatch(gm->q, &d);
 }
 
 /* The argmax of `rows` rows of logits (act_stride(n_vocab) apart from float

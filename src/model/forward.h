@@ -118,6 +118,8 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);
 glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint32_t n, void *k,
                                void *v, bool write);
 const model *gpu_model_model(const gpu_model *gm);
+/* The dispatch queue the model records into (profiling, counters). */
+gpu_queue *gpu_model_queue(gpu_model *gm);
 
 /* Rows first .. first + count - 1 (n_vocab floats each) of the last
  * GPU_STEP_ALL_LOGITS prefill (slow: waits and copies). */

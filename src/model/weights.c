@@ -99,20 +99,38 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
     const gpu_caps *C = gpu_context_caps(ctx);
+    const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
-    /* Measured on an H200 (bench/RESULTS.md): 128 invocations (the GLES
-     * minimum), up to a warp per row, each thread on up to eight rows while
-     * that still leaves a few hundred work groups to spread over the GPU. */
-    c.wg = 128;
-    uint32_t units = units_per_row(type, cols), tpr = 8;
-    while (tpr < units && tpr < 32)
-        tpr *= 2;
-    c.tpr = tpr;
+    /* Measured on an H100 with every matvec waiting for the one before, as
+     * in a decode step (bench_matvec --chain, bench/RESULTS.md session 8): a
+     * kernel running alone is bound by how many loads are in flight, so a
+     * lane takes at most 2 units of a row (tpr the power of two >= units / 2,
+     * up to 256: 64 for 4096 columns, 256 for 14336), or 1 where that still
+     * makes at most 128Ki lanes (small models), and a thread takes up to 8
+     * rows while the dispatch keeps >= 64Ki lanes; two rows' lanes a work
+     * group, 128 invocations at least. (Split for throughput instead, back to
+     * back: 32 lanes, 8 rows; 14336x4096 Q4_0 at 65% of copy speed, but each
+     * matvec of a step ran 1.5-3x longer than with the split here.) */
+    uint32_t units = units_per_row(type, cols), most = L->max_invocations / 2;
+    c.tpr = 16;
+    while (c.tpr < (units + 1) / 2 && c.tpr < 256 && c.tpr < most)
+        c.tpr *= 2;
+    if (c.tpr < units && c.tpr < 256 && c.tpr < most && rows * c.tpr * 2 <= 131072)
+        c.tpr *= 2;
     c.nr = 8;
-    while (c.nr > 1 && rows < (uint64_t)c.nr * (c.wg / c.tpr) * 256)
+    while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
-    c.subgroup = C->subgroup && C->subgroup_size && tpr >= C->subgroup_size &&
-                 tpr % C->subgroup_size == 0;
+    /* GLESLLM_MATVEC=wg,tpr,nr: one split for every decode matvec (benchmarks) */
+    const char *env = getenv("GLESLLM_MATVEC");
+    unsigned wg, tpr, nr;
+    bool forced = env && sscanf(env, "%u,%u,%u", &wg, &tpr, &nr) == 3;
+    if (forced) {
+        c.tpr = tpr;
+        c.nr = nr;
+    }
+    c.wg = forced ? wg : c.tpr * 2 > 128 ? c.tpr * 2 : 128;
+    c.subgroup = C->subgroup && C->subgroup_size && c.tpr >= C->subgroup_size &&
+                 c.tpr % C->subgroup_size == 0;
     c.xsh = false;
     return c;
 }
@@ -135,6 +153,7 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
      * memory, then 2 rows a thread. */
     const gpu_limits *L = gpu_context_limits(ctx);
     const char *env = getenv("GLESLLM_MULTI_XSH");
+    c.wg = 128;
     c.tpr = 8;
     c.subgroup = false; /* fewer lanes than a subgroup */
     c.nr = 4;
@@ -146,9 +165,14 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
     return c;
 }
 
+static const char *type_label(uint32_t type)
+{
+    return ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN";
+}
+
 static void type_define(uint32_t type, char *buf, size_t n)
 {
-    snprintf(buf, n, "WTYPE_%s 1", ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN");
+    snprintf(buf, n, "WTYPE_%s 1", type_label(type));
 }
 
 /* The defines of an epilogue (matvec.comp and matmul.comp share them). */
@@ -206,6 +230,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
+    /* named by type and tokens in errors and profiles */
+    static const char *const epi_names[] = { "", " +y", " glu", " qkv" };
+    snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", type_label(type),
+             v.nt > 1 ? v.nt : 1, v.epilogue < 4 ? epi_names[v.epilogue] : "",
+             v.norm ? " norm" : "");
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
@@ -367,6 +396,7 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
+    snprintf(out->prog.name, sizeof out->prog.name, "matmul %s", type_label(type));
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
