@@ -29,8 +29,12 @@
 // slots i and i + TM / 2 are a pair of rows.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
-// in highp.
+// in highp; F16_TILES (GL_NV_gpu_shader5): the tiles as f16vec4 and each
+// unit's 32 products added up in f16 pairs (16 each), then into the f32 sums.
 #pragma optionNV(unroll all)
+#ifdef F16_TILES
+#extension GL_NV_gpu_shader5 : require
+#endif
 #include "common.glsl"
 #include "weights.glsl"
 
@@ -54,10 +58,15 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 #define BN (TY * uint(TN))
 #define RS 9u  // vec4 per tile row: 8 and one of padding
 
-#ifdef HALF_TILES
+#if defined(F16_TILES)
+#define TVEC f16vec4
+#define TSTORE(v) f16vec4(v)
+#elif defined(HALF_TILES)
 #define TVEC mediump vec4
+#define TSTORE(v) (v)
 #else
 #define TVEC vec4
+#define TSTORE(v) (v)
 #endif
 
 shared TVEC ws[BM * RS];
@@ -93,7 +102,7 @@ void main()
             vec4 v[8];
             w_unit_values(min(row0 + slot_row(sl), rows - 1u), u, v);
             for (int k = 0; k < 8; k++)
-                ws[sl * RS + uint(k)] = v[k];
+                ws[sl * RS + uint(k)] = TSTORE(v[k]);
         }
         // the tokens' tile
         for (uint i = t; i < BN * 8u; i += uint(WG_SIZE)) {
@@ -106,9 +115,15 @@ void main()
                 v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
 #endif
             }
-            xs[tok * RS + k4] = v;
+            xs[tok * RS + k4] = TSTORE(v);
         }
         barrier();
+#ifdef F16_TILES
+        f16vec2 h[TM][TN];
+        for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN; j++)
+                h[i][j] = f16vec2(0.0);
+#endif
         for (uint k4 = 0u; k4 < 8u; k4++) {
             TVEC a[TM], b[TN];
             for (int i = 0; i < TM; i++)
@@ -117,8 +132,17 @@ void main()
                 b[j] = xs[(ty + TY * uint(j)) * RS + k4];
             for (int i = 0; i < TM; i++)
                 for (int j = 0; j < TN; j++)
+#ifdef F16_TILES
+                    h[i][j] += a[i].xy * b[j].xy + a[i].zw * b[j].zw;
+#else
                     acc[i][j] += float(dot(a[i], b[j]));
+#endif
         }
+#ifdef F16_TILES
+        for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN; j++)
+                acc[i][j] += float(h[i][j].x) + float(h[i][j].y);
+#endif
         barrier();
     }
 

@@ -483,6 +483,23 @@ static void test_matmul_tilings_and_half(void)
         printf("note: mediump is 32-bit on this driver: the half tiles ran at full precision\n");
 }
 
+/* f16vec4 tiles (GL_NV_gpu_shader5): each factor rounded to 11 bits and each
+ * unit's 32 products added in two f16 sums of 16, so an error of a few 2^-11
+ * of sum |wx| per unit; 8e-3 of sum |wx| leaves room for 16 roundings that
+ * do not cancel */
+static void test_matmul_f16_tiles(void)
+{
+    if (!gpu_context_caps(ctx)->f16_types)
+        TEST_IGNORE_MESSAGE("no GL_NV_gpu_shader5 here (or GLESLLM_LIMITS=min)");
+    const matmul_config cfg = { 128, 8, 4, false, true };
+    const uint32_t some[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
+                              GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+    for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
+        mv_case mc = { some[f], 45, 4 * ggml_block_size(some[f]), 0 };
+        check_batched_mm(&mc, &cfg, 41, 8e-3, 8500 + f);
+    }
+}
+
 static void test_get_rows_every_format(void)
 {
     for (size_t f = 0; f < N_FORMATS; f++) {
@@ -561,6 +578,7 @@ int main(void)
     RUN_TEST(test_matvec_subgroup_path);
     RUN_TEST(test_matmul_every_format);
     RUN_TEST(test_matmul_tilings_and_half);
+    RUN_TEST(test_matmul_f16_tiles);
     RUN_TEST(test_matvec_multi_token_every_format);
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);

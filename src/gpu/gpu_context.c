@@ -161,6 +161,7 @@ static void query_caps(gpu_context *ctx)
         C->subgroup_size = C->subgroup ? (uint32_t)size : 0;
     }
     C->fp16_arith = gpu_has_gl_extension("GL_EXT_shader_explicit_arithmetic_types_float16");
+    C->f16_types = gpu_has_gl_extension("GL_NV_gpu_shader5");
     GLint range[2] = { 0, 0 }, precision = 0;
     glGetShaderPrecisionFormat(GL_FRAGMENT_SHADER, GL_MEDIUM_FLOAT, range, &precision);
     C->mediump_is_fp16 = precision > 0 && precision < 23;
@@ -175,6 +176,7 @@ static void query_caps(gpu_context *ctx)
         C->subgroup = false;
         C->subgroup_size = 0;
         C->fp16_arith = false;
+        C->f16_types = false;
     }
 }
 

@@ -349,10 +349,11 @@ matmul_config matmul_default_config(gpu_context *ctx)
     const gpu_limits *L = gpu_context_limits(ctx);
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
      * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. */
-    matmul_config c = { 128, 8, 4, false };
+    matmul_config c = { 128, 8, 4, false, false };
     /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 1 puts the tiles in
      * mediump (f16 arithmetic where the driver has it: faster on mobile GPUs,
-     * about 3 decimal digits per product) */
+     * about 3 decimal digits per product), half 2 in f16vec4 with the
+     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5) */
     const char *env = getenv("GLESLLM_MATMUL");
     unsigned wg, tm, tn, half = 0;
     if (env && sscanf(env, "%u,%u,%u,%u", &wg, &tm, &tn, &half) >= 3) {
@@ -360,6 +361,7 @@ matmul_config matmul_default_config(gpu_context *ctx)
         c.tm = tm;
         c.tn = tn;
         c.half = half == 1;
+        c.f16 = half == 2;
     }
     if (c.wg > L->max_invocations)
         c.wg = 128;
@@ -388,11 +390,15 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
                        "matmul: invalid tiling (wg %u, tm %u, tn %u, %u bytes of shared memory "
                        "of %u; no folded norm)",
                        cfg->wg, cfg->tm, cfg->tn, matmul_shared_bytes(cfg), L->max_shared_bytes);
+    if (cfg->f16 && !gpu_context_caps(ctx)->f16_types)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "matmul: f16 tiles need GL_NV_gpu_shader5, which this driver does not "
+                       "offer (or GLESLLM_LIMITS=min); use the f32 tiles");
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
     snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s", tdef, cfg->wg, cfg->tm,
-             cfg->tn, cfg->half ? "\nHALF_TILES 1" : "", epi);
+             cfg->tn, cfg->f16 ? "\nF16_TILES 1" : cfg->half ? "\nHALF_TILES 1" : "", epi);
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
