@@ -426,15 +426,23 @@ int main(int argc, char **argv)
                             if ((force.wg && wg != force.wg) || (force.tpr && tpr != force.tpr) ||
                                 (force.nr && nr != force.nr))
                                 continue;
+                            /* several tokens: x staged in shared memory where it fits */
+                            cfg.xsh = n_tokens > 1 && matvec_shared_bytes(&cfg, n_tokens, true) <=
+                                                          gpu_context_limits(ctx)->max_shared_bytes;
+                            if (matvec_shared_bytes(&cfg, n_tokens, cfg.xsh) >
+                                gpu_context_limits(ctx)->max_shared_bytes)
+                                continue;
                             double us, gbs = measure(t, &cfg, &us);
-                            printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% |\n",
+                            printf("| %llux%llu | %s | %u | %u | %u | %d%s | %.2f | %.0f | %.0f%% |\n",
                                    (unsigned long long)t->rows, (unsigned long long)t->cols,
-                                   ggml_type_name(t->type), wg, tpr, nr, sub, us, gbs,
-                                   100 * gbs / copy);
+                                   ggml_type_name(t->type), wg, tpr, nr, sub, cfg.xsh ? " xsh" : "",
+                                   us, gbs, 100 * gbs / copy);
                             fflush(stdout);
                         }
                 /* the default again, last: drift within the process shows here */
-                matvec_config cfg = matvec_default_config(ctx, t->type, t->rows, t->cols);
+                matvec_config cfg = n_tokens > 1
+                                        ? matvec_multi_config(ctx, t->type, t->rows, t->cols)
+                                        : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% | "
                        "default, measured last\n",

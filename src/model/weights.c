@@ -146,22 +146,33 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
     matvec_config c = matvec_default_config(ctx, type, rows, cols);
-    /* Measured on an H100 (bench/RESULTS.md, session 7): 8 lanes a row, each
-     * on 4 rows whose units stay in registers while every token's x passes
-     * by from shared memory: 3.6x faster for 8 tokens than a warp a row with
-     * 2 rows a thread. Where the limits leave less room, x comes from
-     * memory, then 2 rows a thread. */
     const gpu_limits *L = gpu_context_limits(ctx);
+    const gpu_caps *C = gpu_context_caps(ctx);
+    /* Measured on an H100 in the model (bench_verify, glesllm bench -p 8;
+     * bench/RESULTS.md session 8): 256 invocations of 16 lanes a row, each
+     * on 2 rows whose units stay in registers while every token's x passes
+     * by from shared memory: verifying 8 drafted tokens 36.0 -> 25.6 ms
+     * against session 7's 128 x 8 lanes x 4 rows (tuned back to back, where
+     * kernels overlap; in a pass each waits for the one before). Where the
+     * limits leave less room: 128 invocations, x from memory. */
     const char *env = getenv("GLESLLM_MULTI_XSH");
-    c.wg = 128;
-    c.tpr = 8;
-    c.subgroup = false; /* fewer lanes than a subgroup */
-    c.nr = 4;
+    c.wg = L->max_invocations >= 256 ? 256 : 128;
+    c.tpr = 16;
+    c.nr = 2;
+    /* GLESLLM_MULTI=wg,tpr,nr: another split for every multi-token matvec (benchmarks) */
+    const char *split = getenv("GLESLLM_MULTI");
+    unsigned wg, tpr, nr;
+    if (split && sscanf(split, "%u,%u,%u", &wg, &tpr, &nr) == 3) {
+        c.wg = wg;
+        c.tpr = tpr;
+        c.nr = nr;
+    }
+    c.subgroup = C->subgroup && C->subgroup_size && c.tpr % C->subgroup_size == 0;
     c.xsh = !(env && strcmp(env, "0") == 0);
     if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
     if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
-        c.nr = 2;
+        c.nr = 1;
     return c;
 }
 
