@@ -1,5 +1,6 @@
 /* Buffers and the dispatch queue: persistent-mapping round trip, device and
- * dynamic buffers, range checks, out-of-memory, and barrier placement. */
+ * dynamic buffers, range checks, out-of-memory, barrier placement, and the
+ * queue's GPU-timestamp profiler. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +181,72 @@ static void test_queue_places_barriers_only_where_needed(void)
         gpu_buffer_destroy(&y[i]);
 }
 
+/* The profiler: a chain of three dispatches, then two independent ones, per
+ * dispatch (one entry a kind: name, work groups, barrier or not) and per
+ * submission (one "submit" entry); with another queue that never profiled,
+ * nothing. */
+static void test_queue_profiler(void)
+{
+    gpu_queue *q;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_create(ctx, &q));
+    if (!gpu_queue_profile_enable(q, GPU_PROFILE_DISPATCHES)) {
+        gpu_queue_destroy(q);
+        TEST_IGNORE_MESSAGE("no GL_EXT_disjoint_timer_query here");
+    }
+    test_rng rng = { 12 };
+    float x[ROWS * N], w[N];
+    rng_fill(&rng, x, ROWS * N, -2.0f, 2.0f);
+    rng_fill(&rng, w, N, 0.5f, 1.5f);
+    gpu_buffer bx, bw, y[3];
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, x, 0, "x", &bx));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof w, w, 0, "w", &bw));
+    for (int i = 0; i < 3; i++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, NULL, 0, "y", &y[i]));
+    for (int round = 0; round < 2; round++) { /* entries add up over waits */
+        for (int i = 0; i < 3; i++) {
+            gpu_dispatch d = test_rms_dispatch(&rms, i ? &y[i - 1] : &bx, &bw, &y[i], ROWS, N, 1e-5f);
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_dispatch(q, &d));
+        }
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(q));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(q, 0));
+    }
+    gpu_profile_entry e[8];
+    size_t n = gpu_queue_profile_get(q, e, 8);
+    /* a barrier before the second and third of each chain; the first of a
+     * round touches nothing written since the last barrier (y[2]) */
+    TEST_ASSERT_EQUAL_size_t(2, n);
+    uint64_t count = 0, with_barrier = 0;
+    for (size_t i = 0; i < n; i++) {
+        TEST_ASSERT_EQUAL_STRING(rms.name, e[i].name);
+        TEST_ASSERT_EQUAL_UINT32(ROWS, e[i].groups);
+        TEST_ASSERT_TRUE(e[i].total_ns > 0);
+        count += e[i].count;
+        with_barrier += e[i].barrier ? e[i].count : 0;
+    }
+    TEST_ASSERT_EQUAL_UINT64(6, count);
+    TEST_ASSERT_EQUAL_UINT64(4, with_barrier);
+
+    gpu_queue_profile_reset(q);
+    TEST_ASSERT_TRUE(gpu_queue_profile_enable(q, GPU_PROFILE_SUBMITS));
+    for (int i = 0; i < 3; i++) {
+        gpu_dispatch d = test_rms_dispatch(&rms, &bx, &bw, &y[i], ROWS, N, 1e-5f);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_dispatch(q, &d));
+    }
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(q));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(q, 0));
+    n = gpu_queue_profile_get(q, e, 8);
+    TEST_ASSERT_EQUAL_size_t(1, n);
+    TEST_ASSERT_EQUAL_STRING("submit", e[0].name);
+    TEST_ASSERT_EQUAL_UINT32(3, e[0].groups); /* dispatches in it */
+    TEST_ASSERT_EQUAL_UINT64(1, e[0].count);
+    TEST_ASSERT_EQUAL_size_t(0, gpu_queue_profile_get(queue, e, 8));
+    gpu_queue_destroy(q);
+    gpu_buffer_destroy(&bx);
+    gpu_buffer_destroy(&bw);
+    for (int i = 0; i < 3; i++)
+        gpu_buffer_destroy(&y[i]);
+}
+
 int main(void)
 {
     ctx = test_open_gpu();
@@ -197,6 +264,7 @@ int main(void)
     RUN_TEST(test_binding_ranges_are_checked);
     RUN_TEST(test_out_of_memory_is_an_error);
     RUN_TEST(test_queue_places_barriers_only_where_needed);
+    RUN_TEST(test_queue_profiler);
     int r = test_exit_code(UNITY_END());
     gpu_program_destroy(&rms);
     gpu_queue_destroy(queue);

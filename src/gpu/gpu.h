@@ -205,7 +205,7 @@ gpu_queue_stats gpu_queue_get_stats(const gpu_queue *q);
  * when the step is waited for. Timestamps cost time of their own: profile
  * runs are for finding where the time goes, not for the tokens/s figure. */
 typedef struct gpu_profile_entry {
-    const char *name;   /* the program's name */
+    char name[64];      /* the program's name (a copy: programs may go first) */
     uint32_t groups;    /* work groups of the dispatch, all dimensions */
     bool barrier;       /* a storage barrier preceded it */
     uint32_t seq;       /* GPU_PROFILE_SEQUENCE: its place among the step's dispatches */

@@ -3,6 +3,7 @@
  * A barrier is placed only before a dispatch that touches a range written
  * since the last barrier, so independent dispatches run back to back. A step
  * ends with one fence. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,10 +135,11 @@ static void profile_mark(profiler *p, const gpu_dispatch *d, bool barrier)
     p->since_submit++;
     if (p->n > PROF_QUERIES || p->mode == GPU_PROFILE_SUBMITS)
         return;
-    p->label[p->n] = (gpu_profile_entry){ d->prog->name, d->groups[0] * d->groups[1] * d->groups[2],
-                                          barrier,
-                                          p->mode == GPU_PROFILE_SEQUENCE ? p->since_submit - 1 : 0,
-                                          1, 0 };
+    gpu_profile_entry *l = &p->label[p->n];
+    snprintf(l->name, sizeof l->name, "%s", d->prog->name);
+    l->groups = d->groups[0] * d->groups[1] * d->groups[2];
+    l->barrier = barrier;
+    l->seq = p->mode == GPU_PROFILE_SEQUENCE ? p->since_submit - 1 : 0;
     p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
 }
 
@@ -148,7 +150,11 @@ static void profile_submit(profiler *p)
     p->since_submit = 0; /* (SEQUENCE counts from each submission) */
     if (p->mode != GPU_PROFILE_SUBMITS || p->n == 0 || p->n > PROF_QUERIES || !n)
         return;
-    p->label[p->n] = (gpu_profile_entry){ "submit", n, false, 0, 1, 0 };
+    gpu_profile_entry *l = &p->label[p->n];
+    snprintf(l->name, sizeof l->name, "submit");
+    l->groups = n;
+    l->barrier = false;
+    l->seq = 0;
     p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
 }
 
@@ -171,10 +177,13 @@ static void profile_collect(profiler *p)
                                      p->entries[e].barrier == l->barrier))
             e++;
         if (e == p->n_entries) {
-            if (e == PROF_ENTRIES)
+            if (e == PROF_ENTRIES) { /* table full: this one goes unrecorded */
+                prev = t;
                 continue;
-            p->entries[p->n_entries++] =
-                (gpu_profile_entry){ l->name, l->groups, l->barrier, l->seq, 0, 0 };
+            }
+            p->entries[p->n_entries] = *l;
+            p->entries[p->n_entries].count = 0;
+            p->entries[p->n_entries++].total_ns = 0;
         }
         p->entries[e].count++;
         p->entries[e].total_ns += t > prev ? t - prev : 0;
