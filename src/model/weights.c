@@ -96,9 +96,28 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
 }
 
-matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
+/* GLESLLM_MATVEC / GLESLLM_MULTI=wg,tpr,nr: a split forced for benchmarks */
+static bool split_from_env(const char *name, matvec_config *c)
+{
+    const char *env = getenv(name);
+    unsigned wg, tpr, nr;
+    if (!env || sscanf(env, "%u,%u,%u", &wg, &tpr, &nr) != 3)
+        return false;
+    c->wg = wg;
+    c->tpr = tpr;
+    c->nr = nr;
+    return true;
+}
+
+/* the subgroup reduction where a row's lanes are whole subgroups */
+static bool subgroup_fits(gpu_context *ctx, uint32_t tpr)
 {
     const gpu_caps *C = gpu_context_caps(ctx);
+    return C->subgroup && C->subgroup_size && tpr % C->subgroup_size == 0;
+}
+
+matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
+{
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
     /* Measured on an H100 with every matvec waiting for the one before, as
@@ -120,17 +139,9 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     c.nr = 8;
     while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
-    /* GLESLLM_MATVEC=wg,tpr,nr: one split for every decode matvec (benchmarks) */
-    const char *env = getenv("GLESLLM_MATVEC");
-    unsigned wg, tpr, nr;
-    bool forced = env && sscanf(env, "%u,%u,%u", &wg, &tpr, &nr) == 3;
-    if (forced) {
-        c.tpr = tpr;
-        c.nr = nr;
-    }
-    c.wg = forced ? wg : c.tpr * 2 > 128 ? c.tpr * 2 : 128;
-    c.subgroup = C->subgroup && C->subgroup_size && c.tpr >= C->subgroup_size &&
-                 c.tpr % C->subgroup_size == 0;
+    c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
+    split_from_env("GLESLLM_MATVEC", &c);
+    c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
     return c;
 }
@@ -145,9 +156,11 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
 {
-    matvec_config c = matvec_default_config(ctx, type, rows, cols);
+    (void)type;
+    (void)rows;
+    (void)cols;
     const gpu_limits *L = gpu_context_limits(ctx);
-    const gpu_caps *C = gpu_context_caps(ctx);
+    matvec_config c;
     /* Measured on an H100 in the model (bench_verify, glesllm bench -p 8;
      * bench/RESULTS.md session 8): 256 invocations of 16 lanes a row, each
      * on 2 rows whose units stay in registers while every token's x passes
@@ -159,15 +172,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
-    /* GLESLLM_MULTI=wg,tpr,nr: another split for every multi-token matvec (benchmarks) */
-    const char *split = getenv("GLESLLM_MULTI");
-    unsigned wg, tpr, nr;
-    if (split && sscanf(split, "%u,%u,%u", &wg, &tpr, &nr) == 3) {
-        c.wg = wg;
-        c.tpr = tpr;
-        c.nr = nr;
-    }
-    c.subgroup = C->subgroup && C->subgroup_size && c.tpr % C->subgroup_size == 0;
+    split_from_env("GLESLLM_MULTI", &c);
+    c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = !(env && strcmp(env, "0") == 0);
     if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
