@@ -123,19 +123,36 @@ static void test_out_of_memory_is_an_error(void)
     gpu_buffer_destroy(&b);
 }
 
+/* Random x (ROWS x N) and norm weights w, their buffers, and three outputs
+ * of x's size: the chains of the queue tests below. */
+static void chain_buffers(uint64_t seed, float *x, float *w, gpu_buffer *bx, gpu_buffer *bw,
+                          gpu_buffer y[3])
+{
+    test_rng rng = { seed };
+    size_t xb = sizeof(float) * ROWS * N;
+    rng_fill(&rng, x, ROWS * N, -2.0f, 2.0f);
+    rng_fill(&rng, w, N, 0.5f, 1.5f);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xb, x, 0, "x", bx));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof(float) * N, w, 0, "w", bw));
+    for (int i = 0; i < 3; i++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xb, NULL, 0, "y", &y[i]));
+}
+
+static void free_chain_buffers(gpu_buffer *bx, gpu_buffer *bw, gpu_buffer y[3])
+{
+    gpu_buffer_destroy(bx);
+    gpu_buffer_destroy(bw);
+    for (int i = 0; i < 3; i++)
+        gpu_buffer_destroy(&y[i]);
+}
+
 /* A chain x -> y1 -> y2 -> y3 needs a barrier before each dependent
  * dispatch; three dispatches into separate outputs need none. */
 static void test_queue_places_barriers_only_where_needed(void)
 {
-    test_rng rng = { 11 };
     float x[ROWS * N], w[N], ref[ROWS * N], tmp[ROWS * N], out[ROWS * N];
-    rng_fill(&rng, x, ROWS * N, -2.0f, 2.0f);
-    rng_fill(&rng, w, N, 0.5f, 1.5f);
     gpu_buffer bx, bw, y[3];
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, x, 0, "x", &bx));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof w, w, 0, "w", &bw));
-    for (int i = 0; i < 3; i++)
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, NULL, 0, "y", &y[i]));
+    chain_buffers(11, x, w, &bx, &bw, y);
 
     gpu_queue_stats s0 = gpu_queue_get_stats(queue);
     for (int i = 0; i < 3; i++) {
@@ -175,10 +192,7 @@ static void test_queue_places_barriers_only_where_needed(void)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &y[i], 0, out, sizeof out));
         TEST_ASSERT_TRUE(max_rel_error(out, ref, ROWS * N, 1e-3) < RMS_REL_TOL);
     }
-    gpu_buffer_destroy(&bx);
-    gpu_buffer_destroy(&bw);
-    for (int i = 0; i < 3; i++)
-        gpu_buffer_destroy(&y[i]);
+    free_chain_buffers(&bx, &bw, y);
 }
 
 /* The profiler: a chain of three dispatches, then two independent ones, per
@@ -193,15 +207,9 @@ static void test_queue_profiler(void)
         gpu_queue_destroy(q);
         TEST_IGNORE_MESSAGE("no GL_EXT_disjoint_timer_query here");
     }
-    test_rng rng = { 12 };
     float x[ROWS * N], w[N];
-    rng_fill(&rng, x, ROWS * N, -2.0f, 2.0f);
-    rng_fill(&rng, w, N, 0.5f, 1.5f);
     gpu_buffer bx, bw, y[3];
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, x, 0, "x", &bx));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof w, w, 0, "w", &bw));
-    for (int i = 0; i < 3; i++)
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof x, NULL, 0, "y", &y[i]));
+    chain_buffers(12, x, w, &bx, &bw, y);
     for (int round = 0; round < 2; round++) { /* entries add up over waits */
         for (int i = 0; i < 3; i++) {
             gpu_dispatch d = test_rms_dispatch(&rms, i ? &y[i - 1] : &bx, &bw, &y[i], ROWS, N, 1e-5f);
@@ -241,10 +249,7 @@ static void test_queue_profiler(void)
     TEST_ASSERT_EQUAL_UINT64(1, e[0].count);
     TEST_ASSERT_EQUAL_size_t(0, gpu_queue_profile_get(queue, e, 8));
     gpu_queue_destroy(q);
-    gpu_buffer_destroy(&bx);
-    gpu_buffer_destroy(&bw);
-    for (int i = 0; i < 3; i++)
-        gpu_buffer_destroy(&y[i]);
+    free_chain_buffers(&bx, &bw, y);
 }
 
 int main(void)
