@@ -24,32 +24,13 @@
 #include "gpu/gpu.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "profile_table.h"
 
 static bool count(void *ud, int32_t id)
 {
     (void)ud;
     (void)id;
     return true;
-}
-
-/* The profiler's table, per `steps` (tokens or passes). */
-static void print_table(gpu_queue *q, double steps, const char *what)
-{
-    gpu_profile_entry e[128];
-    size_t n = gpu_queue_profile_get(q, e, 128);
-    n = n < 128 ? n : 128;
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++)
-        total += e[i].total_ns / steps / 1e3;
-    printf("GPU time by dispatch, %s (a timestamp after each; %.1f us a %s):\n", what, total,
-           steps > 1 ? "token" : "pass");
-    printf("  %9s %7s %9s %9s  %s\n", "us", "share", "count", "us each", "kernel");
-    for (size_t i = 0; i < n; i++) {
-        double us = e[i].total_ns / steps / 1e3;
-        printf("  %9.1f %6.1f%% %9.2f %9.2f  %s, %u groups%s\n", us, 100.0 * us / total,
-               e[i].count / steps, e[i].total_ns / 1e3 / (double)e[i].count, e[i].name,
-               e[i].groups, e[i].barrier ? ", after a barrier" : "");
-    }
 }
 
 static int by_seq(const void *a, const void *b)
@@ -99,7 +80,7 @@ static int print_profile(gpu_model *gm, const gen_options *o, uint32_t n_prefill
     }
     char what[64];
     snprintf(what, sizeof what, "decode, %u steps", gs.n_gen);
-    print_table(q, gs.n_gen ? gs.n_gen : 1, what);
+    print_profile_table(q, gs.n_gen ? gs.n_gen : 1, what, "token");
     if (!n_prefill)
         return 0;
     for (uint32_t i = 0; i < n_prefill; i++)
@@ -112,7 +93,7 @@ static int print_profile(gpu_model *gm, const gen_options *o, uint32_t n_prefill
         return 1;
     }
     snprintf(what, sizeof what, "one prefill of %u tokens", n_prefill);
-    print_table(q, 1, what);
+    print_profile_table(q, 1, what, "pass");
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* bench_verify: what speculative decoding's verification costs next to a
  * plain decode step, on one model.
  *
- *   bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS]
+ *   bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS] [--profile]
  *
  * After a prompt of PROMPT_TOKENS (default 64), times (median of REPS, default
  * 20, after a warm-up) one decode step with its argmax, and the target's pass
@@ -9,7 +9,9 @@
  * token and the drafted ones) with the argmax of every position, as
  * engine_speculative runs it. The cache is rolled back after each pass. Prints
  * the times, the ratio to the decode step, and tokens/s when every drafted
- * token is kept. */
+ * token is kept. --profile: then, for the decode step and each pass, the GPU
+ * time of every kind of dispatch over REPS more runs (a timestamp after each
+ * dispatch, which slows the run a little). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "gpu/gpu.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "profile_table.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -55,16 +58,19 @@ static int time_pass(gpu_model *gm, uint32_t pos, uint32_t n, int reps, double *
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS]\n");
+        fprintf(stderr, "usage: bench_verify MODEL.gguf [-r REPS] [-p PROMPT_TOKENS] [--profile]\n");
         return 2;
     }
     int reps = 20;
     long prompt = 64;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-r") == 0)
-            reps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "-p") == 0)
-            prompt = atol(argv[i + 1]);
+    bool profile = false;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--profile") == 0)
+            profile = true;
+        else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
+            prompt = atol(argv[++i]);
         else {
             fprintf(stderr, "bench_verify: unknown option '%s'\n", argv[i]);
             return 2;
@@ -106,6 +112,25 @@ int main(int argc, char **argv)
             return 1;
         printf("verify %2u drafted (%2u tok): %8.3f ms  %5.2fx a step  (%.1f tokens/s if all kept)\n",
                drafted[i], n, t * 1e3, t / step, n / t);
+    }
+    if (profile) {
+        gpu_queue *q = gpu_model_queue(gm);
+        if (!gpu_queue_profile_enable(q, GPU_PROFILE_DISPATCHES))
+            return fail("--profile");
+        for (size_t i = 0; i <= sizeof drafted / sizeof drafted[0]; i++) {
+            uint32_t n = i ? drafted[i - 1] + 1 : 0;
+            double t;
+            gpu_queue_profile_reset(q);
+            if (time_pass(gm, (uint32_t)prompt, n, reps, &t))
+                return 1;
+            char what[64];
+            if (n)
+                snprintf(what, sizeof what, "a pass of %u drafted (%u tokens)", n - 1, n);
+            else
+                snprintf(what, sizeof what, "a decode step");
+            /* time_pass runs reps + 1 passes (one warm-up) */
+            print_profile_table(q, reps + 1, what, n ? "pass" : "step");
+        }
     }
     gpu_model_destroy(gm);
     gpu_context_destroy(ctx);
