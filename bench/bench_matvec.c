@@ -441,7 +441,7 @@ int main(int argc, char **argv)
                         }
                 /* the default again, last: drift within the process shows here */
                 matvec_config cfg = n_tokens > 1
-                                        ? matvec_multi_config(ctx, t->type, t->rows, t->cols)
+                                        ? matvec_multi_config(ctx, n_tokens)
                                         : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% | "
@@ -479,7 +479,7 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, t->rows, t->cols)
+            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, n_tokens)
                                              : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;

@@ -21,7 +21,8 @@
 // multiplied by the norm weight at x's buffer vec4 offset param 3 and the
 // sum by 1/sqrt(mean(x^2) + eps), eps the float bits of param 4; sum(x^2)
 // comes with one token from the units the lanes load anyway, with several
-// from a pass of every work group over the tokens' x first.
+// from the x the work group stages (XSH) or else from a pass of every work
+// group over the tokens' x first.
 // NT > 1: the same for up to NT tokens at once (the weights read once for
 // all): param 0 holds the rows in its low 24 bits and the token count
 // (1..NT) in its high 8; token t's x is at x offset + t * (W_UNITS * 8) vec4
@@ -30,7 +31,8 @@
 // RoPE from the table row + t * HEAD_DIM, K/V at + t * KV_DIM / 2 uints.
 // XSH (NT > 1): the work group stages the tokens' x of TPR units at a time
 // in shared memory (norm weight applied), read once from memory instead of
-// once per slot of lanes.
+// once per slot of lanes; each lane's weight units of a block are loaded
+// before the block is staged, so their loads overlap the staging.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -69,39 +71,77 @@ float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 #define ROWS_WG (SLOTS * NR)
 
 shared float red[WG_SIZE];
-#if NT > 1
-shared float part[NR * NT * WG_SIZE];  // the per-lane sums of every (row, token)
+#define PART_N (NR * NT * WG_SIZE)  // the per-lane sums of every (row, token)
+#ifdef XSH
+#define XSH_N (NT * 8 * TPR)        // vec4 of staged x a block
+// token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
+// warp read consecutive vec4 (no bank conflicts). The partial sums, written
+// after the last block, take the same memory (float i at smem[i / 4][i % 4]).
+shared vec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
+#define xsh smem
+#define PART(i) smem[(i) >> 2][(i) & 3u]
+#elif NT > 1
+shared float part[PART_N];
+#define PART(i) part[i]
 #endif
 #ifdef XSH
-// token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
-// warp read consecutive vec4 (no bank conflicts)
-shared vec4 xsh[NT * 8 * TPR];
-
-// Units ub .. ub + TPR - 1 of every token's x into xsh (zeros past the row
-// and past ntok); every invocation of the work group calls it.
-void stage_x(uint xo, uint xs, uint ntok, uint ub)
+#define XSH_PER ((XSH_N + WG_SIZE - 1) / WG_SIZE) // of them an invocation
+// Units ub .. ub + TPR - 1 of the ntok tokens' x into xsh (zeros past the
+// row); every invocation of the work group calls it. The vec4 an
+// invocation stages sit at the same places of every block (i = t + m *
+// WG_SIZE): NORM adds their squares (before the norm weight) to ss[m].
+void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
 {
     barrier();  // the last block's reads are done
-    for (uint i = gl_LocalInvocationIndex; i < uint(NT * 8 * TPR); i += uint(WG_SIZE)) {
+    for (int m = 0; m < XSH_PER; m++) {
+        uint i = gl_LocalInvocationIndex + uint(m * WG_SIZE);
+        if (i >= ntok * uint(8 * TPR))
+            break;  // (the tokens past ntok are never read)
         uint k = i / uint(8 * TPR), rest = i % uint(8 * TPR), l = rest / 8u, j = rest % 8u;
         uint u = ub + l;
         vec4 v = vec4(0.0);
-        if (k < ntok && u < uint(W_UNITS)) {
+        if (u < uint(W_UNITS)) {
             v = xv[xo + k * xs + u * 8u + j];
-#ifdef NORM
-            v *= xv[PARAM_U(3) + u * 8u + j];
-#endif
 #ifdef W_IS_FLOAT
             if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
                 uvec4 idx = u * 32u + ((j & 3u) * 4u + (j >> 2u) * 16u) + uvec4(0u, 1u, 2u, 3u);
                 v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
             }
 #endif
+#ifdef NORM
+            ss[m] += dot(v, v);
+            v *= xv[PARAM_U(3) + u * 8u + j];
+#endif
         }
         xsh[(k * 8u + j) * uint(TPR) + l] = v;
     }
     barrier();
 }
+
+#ifdef NORM
+// After the last block: token k's sum(x^2) from the invocations' ss, left in
+// nsum[k] (a tree over each token's 8 * TPR places of xsh).
+shared float nsum[NT];
+void stage_norm_sums(float ss[XSH_PER])
+{
+    barrier();  // the last block's reads are done
+    for (int m = 0; m < XSH_PER; m++) {
+        uint i = gl_LocalInvocationIndex + uint(m * WG_SIZE);
+        if (i < uint(XSH_N))
+            xsh[i].x = ss[m];
+    }
+    barrier();
+    for (uint s = uint(4 * TPR); s > 0u; s >>= 1u) {
+        for (uint i = gl_LocalInvocationIndex; i < uint(NT) * s; i += uint(WG_SIZE)) {
+            uint at = (i / s) * uint(8 * TPR) + i % s;
+            xsh[at].x += xsh[at + s].x;
+        }
+        barrier();
+    }
+    if (gl_LocalInvocationIndex < uint(NT))
+        nsum[gl_LocalInvocationIndex] = xsh[gl_LocalInvocationIndex * uint(8 * TPR)].x;
+}
+#endif
 
 // load_x from the staged block: token k, this lane's unit
 void staged_x(uint k, uint lane, out vec4 x[8], out float sx_lo, out float sx_hi)
@@ -173,7 +213,7 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
     sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
 }
 
-#if defined(NORM) && NT > 1
+#if defined(NORM) && NT > 1 && !defined(XSH)
 // The sums of x^2 of the ntok tokens' x (rows xs vec4 apart from vec4 offset
 // xo; every work group reads x from cache), left in nred[k * WG_SIZE]. (One
 // token: the lanes of a slot add up the squares of the units they load.)
@@ -276,18 +316,29 @@ void main()
     float acc[NR * NT];
     for (int i = 0; i < NR * NT; i++)
         acc[i] = 0.0;
-#if defined(NORM) && NT > 1
+#if defined(NORM) && NT > 1 && !defined(XSH)
     norm_sums(xo, xs, ntok);
 #endif
     float ssum = 0.0;  // NORM, one token: this lane's share of sum(x^2)
 #ifdef XSH
+    float xss[XSH_PER];  // NORM: sums of squares of the staged x (stage_x)
+    for (int m = 0; m < XSH_PER; m++)
+        xss[m] = 0.0;
     // every invocation runs every block (the barriers of stage_x)
     // (a bound the compiler cannot see: this loop stays a loop, not
     // W_UNITS / TPR copies of its body)
     uint n_units = uint(W_UNITS) + (PARAM_U(0) >> 31);
     for (uint ub = 0u; ub < n_units; ub += uint(TPR)) {
-        stage_x(xo, xs, ntok, ub);
         uint u = ub + lane;
+        // the rows' unit first: its loads are in flight while x is staged
+        vec4 q[NR * 8], ab[NR];
+        for (int r = 0; r < NR; r++) {
+            vec4 qr[8];
+            w_unit(min(first + uint(r), rows - 1u), min(u, n_units - 1u), qr, ab[r]);
+            for (int k = 0; k < 8; k++)
+                q[r * 8 + k] = qr[k];
+        }
+        stage_x(xo, xs, ntok, ub, xss);
         if (u >= n_units)
             continue;
 #else
@@ -306,6 +357,7 @@ void main()
             acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
         }
 #else
+#ifndef XSH
         // the NR rows' unit once, then every token's x against it
         vec4 q[NR * 8], ab[NR];
         for (int r = 0; r < NR; r++) {
@@ -314,6 +366,7 @@ void main()
             for (int k = 0; k < 8; k++)
                 q[r * 8 + k] = qr[k];
         }
+#endif
         for (int k = 0; k < NT; k++) {
             if (uint(k) >= ntok)
                 continue;  // (not break: the loop unrolls, acc stays in registers)
@@ -361,8 +414,14 @@ void main()
     // Several tokens: the partial sums go through shared memory (a loop of
     // per-value reductions would index acc dynamically and spill it), then
     // each invocation adds up the TPR lanes of some (rows, token) outputs.
+#if defined(NORM) && defined(XSH)
+    stage_norm_sums(xss);
+#endif
+#ifdef XSH
+    barrier();  // the staged x (the same memory) is no longer read
+#endif
     for (int i = 0; i < NR * NT; i++)
-        part[i * WG_SIZE + int(t)] = acc[i];
+        PART(uint(i * WG_SIZE) + t) = acc[i];
     barrier();
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2
@@ -380,8 +439,10 @@ void main()
             uint base = ((r + uint(j)) * uint(NT) + k) * uint(WG_SIZE) + s * uint(TPR);
             float sum = 0.0;
             for (uint l = 0u; l < uint(TPR); l++)
-                sum += part[base + l];
-#ifdef NORM
+                sum += PART(base + l);
+#if defined(NORM) && defined(XSH)
+            sum *= inversesqrt(nsum[k] / float(W_COLS) + PARAM_F(4));
+#elif defined(NORM)
             sum *= inversesqrt(nred[k * uint(WG_SIZE)] / float(W_COLS) + PARAM_F(4));
 #endif
             v[j] = sum;

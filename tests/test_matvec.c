@@ -417,6 +417,7 @@ static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t n_toks[] = { 1, 5, 70 };
     matmul_config cfg = matmul_default_config(ctx);
+    cfg.f16 = false; /* f32 tiles (the default's f16 ones: test_matmul_f16_tiles) */
     check_batched_mm(c, &cfg, n_toks[t], MATVEC_REL_TOL, seed);
 }
 
@@ -429,8 +430,8 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
 /* kernels of 2, 8, 8 tokens given 2, 5 and 8, the last with the norm */
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
-    const uint32_t nts[] = { 2, 8, 8 }, n_toks[] = { 2, 5, 8 };
-    matvec_config mv = matvec_multi_config(ctx, c->type, c->rows, c->cols);
+    const uint32_t nts[] = { 2, 8, MATVEC_MAX_NT }, n_toks[] = { 2, 5, MATVEC_MAX_NT };
+    matvec_config mv = matvec_multi_config(ctx, nts[t]);
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
     mv.xsh = false;
@@ -451,13 +452,13 @@ static void test_matvec_multi_token_every_format(void)
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
     mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
-    matvec_config mv = matvec_multi_config(ctx, split.type, split.rows, split.cols);
+    matvec_config mv = matvec_multi_config(ctx, 4);
     mv.subgroup = false;
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, one.type, one.rows, one.cols);
-    check_batched(&one, NULL, &mv, 8, true, 1, MATVEC_REL_TOL, 9998);
+    mv = matvec_multi_config(ctx, MATVEC_MAX_NT);
+    check_batched(&one, NULL, &mv, MATVEC_MAX_NT, true, 1, MATVEC_REL_TOL, 9998);
     mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }
@@ -526,6 +527,7 @@ static void test_split_tensors(void)
         check_matvec(&mc, &cfg, 4000 + f);
         check_get_rows(&mc, 4100 + f);
         matmul_config mcfg = matmul_default_config(ctx);
+        mcfg.f16 = false;
         check_batched_mm(&mc, &mcfg, 9, MATVEC_REL_TOL, 4200 + f);
     }
 }

@@ -21,6 +21,8 @@
 static gpu_context *ctx;
 static uint32_t n_batch; /* prefill chunk of the models loaded (0: the default) */
 static int32_t n_small;  /* their small-batch limit (0: the default, -1: none) */
+static bool f16_tiles;   /* their prefill tiles: the default (f16 where the driver
+                            has the types) instead of f32 */
 
 void setUp(void) {}
 void tearDown(void) {}
@@ -30,6 +32,10 @@ static gpu_model_options options(uint32_t n_ctx)
     gpu_model_options opt = { n_ctx };
     opt.n_batch = n_batch;
     opt.n_small = n_small;
+    /* f32 prefill tiles: the comparisons below hold prefill to decode and to
+     * the CPU reference at 1e-4 (the f16 default where the driver has the
+     * types: test_prefill_f16_tiles) */
+    opt.f32_tiles = !f16_tiles;
     return opt;
 }
 
@@ -318,6 +324,44 @@ static void test_prefill_equals_decode_quantized(void)
     }
 }
 
+/* The default f16 prefill tiles (GL_NV_gpu_shader5) against the f32 ones on
+ * the same quantized model: each product's factors rounded to 11 bits and
+ * each 32-value unit summed in f16 move the logits by about 1e-3 of the
+ * largest (9.8e-4 measured on an H100); 5e-3 leaves a factor 5. */
+static void test_prefill_f16_tiles(void)
+{
+    if (!gpu_context_caps(ctx)->f16_types)
+        TEST_IGNORE_MESSAGE("no GL_NV_gpu_shader5 here (or GLESLLM_LIMITS=min): f32 tiles only");
+    const uint32_t n = 21, n_ctx = 64;
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
+    float *rows[2];
+    uint32_t nv = 0;
+    for (int f16 = 0; f16 < 2; f16++) {
+        loaded L;
+        f16_tiles = f16;
+        load_demo(&s, n_ctx, &L);
+        f16_tiles = false;
+        nv = L.m.hp.n_vocab;
+        rows[f16] = malloc(sizeof(float) * nv * n);
+        TEST_ASSERT_NOT_NULL(rows[f16]);
+        for (uint32_t i = 0; i < n; i++)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, i, (int32_t)((i * 53u + 11u) % nv)));
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(L.gm, 0, n, GPU_STEP_ALL_LOGITS),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, rows[f16]));
+        fixture_unload(&L);
+    }
+    double worst = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        worst = fmax(worst, fixture_rel_diff(rows[1] + (size_t)i * nv, rows[0] + (size_t)i * nv, nv));
+    printf("f16 prefill tiles against f32: worst relative logit difference %.3g over %u positions\n",
+           worst, n);
+    TEST_ASSERT_TRUE_MESSAGE(worst < 5e-3, "f16 tiles too far from the f32 ones");
+    TEST_ASSERT_TRUE_MESSAGE(worst > 0.0, "f16 tiles gave the f32 logits exactly: not in use");
+    free(rows[0]);
+    free(rows[1]);
+}
+
 static void test_prefill_bad_ranges(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
@@ -535,7 +579,9 @@ static void check_shared_model(const char *dir, const char *name)
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_open(path, &f), glesllm_last_error());
     loaded L;
     memset(&L, 0, sizeof L);
+    f16_tiles = true; /* as users run it (F32 weights keep f32 tiles) */
     load_file(f, 128, &L);
+    f16_tiles = false;
     bool f32 = strstr(name, "f32") != NULL;
     /* Two logits closer than `tie` are a near-tie whose order is not checked.
      * F32 weights: the same f32 math as llama.cpp up to summation order and
@@ -620,6 +666,7 @@ int main(void)
     RUN_TEST(test_context_end_and_bad_tokens);
     RUN_TEST(test_prefill_equals_decode_f32);
     RUN_TEST(test_prefill_equals_decode_quantized);
+    RUN_TEST(test_prefill_f16_tiles);
     RUN_TEST(test_prefill_bad_ranges);
     RUN_TEST(test_perplexity_matches_cpu);
     RUN_TEST(test_perplexity_aidreams_matches_cpu);

@@ -68,7 +68,8 @@ static int info_gpu(void)
                gpu_context_limits_min(ctx) ? " (off under GLESLLM_LIMITS=min)" : "");
     printf("  fp16 arithmetic            %s%s\n", yes_no(C->fp16_arith),
            C->mediump_is_fp16 ? " (mediump float is fp16)" : "");
-    printf("  f16 types (NV_gpu_shader5) %s\n", yes_no(C->f16_types));
+    printf("  f16 types (NV_gpu_shader5) %s%s\n", yes_no(C->f16_types),
+           C->f16_types ? " (prefill tiles in f16 except for F32 weights)" : "");
     printf("  program binaries           %s\n", yes_no(C->program_binary));
     if (C->memory_source)
         printf("GPU memory:          %llu MiB, %llu MiB free (%s)\n",

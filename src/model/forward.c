@@ -137,7 +137,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, rows, cols)
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, var->nt)
                                     : matvec_default_config(gm->ctx, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;
@@ -191,7 +191,10 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, const matvec_vari
     if (gm->n_mkernels == MAX_KERNELS)
         return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matmul variants",
                        MAX_KERNELS);
-    glesllm_status st = matmul_build(gm->ctx, type, &gm->mcfg, &v, &gm->mkernels[gm->n_mkernels]);
+    /* f16 tiles for the quantized and 16-bit types; F32 weights stay f32 */
+    matmul_config cfg = gm->mcfg;
+    cfg.f16 = cfg.f16 && type != GGML_TYPE_F32;
+    glesllm_status st = matmul_build(gm->ctx, type, &cfg, &v, &gm->mkernels[gm->n_mkernels]);
     if (st != GLESLLM_OK)
         return st;
     *out = &gm->mkernels[gm->n_mkernels++];
@@ -673,6 +676,8 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
     gm->mcfg = matmul_default_config(ctx);
+    if (opt->f32_tiles)
+        gm->mcfg.f16 = false;
     gm->kv = opt->kv;
     gm->cand_k = 40;
     /* The norm inside each matvec work group (one sum of squares per group)

@@ -40,6 +40,9 @@ typedef struct gpu_model_options {
     int32_t n_small;        /* prefills of at most this many tokens read each weight
                                once for up to 8 tokens (multi-token matvecs) instead
                                of the tiled matmul (0: GPU_SMALL_BATCH; < 0: never) */
+    bool f32_tiles;         /* prefill tiles in f32 even where the default is f16
+                               (matmul_default_config): prefill logits then equal
+                               decode's to f32 rounding */
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8

@@ -150,15 +150,16 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1)
         return 0; /* (the reductions' few words) */
-    /* the partial sums and the norm's, the reduction's, the staged x */
-    return (c->nr + 1) * nt * c->wg * 4 + 2 * c->wg * 4 + (xsh ? nt * 8 * c->tpr * 16 : 0);
+    /* the reduction's words; with the staged x the partial sums in its memory
+     * and the norm's sums, else the partial sums and the norm's partial sums */
+    uint32_t part = c->nr * nt * c->wg * 4, staged = nt * 8 * c->tpr * 16;
+    if (xsh)
+        return c->wg * 4 + (part > staged ? part : staged) + nt * 4;
+    return c->wg * 4 + part + nt * c->wg * 4;
 }
 
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
 {
-    (void)type;
-    (void)rows;
-    (void)cols;
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
     /* Measured on an H100 in the model (bench_verify, glesllm bench -p 8;
@@ -166,8 +167,11 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
      * on 2 rows whose units stay in registers while every token's x passes
      * by from shared memory: verifying 8 drafted tokens 36.0 -> 25.6 ms
      * against session 7's 128 x 8 lanes x 4 rows (tuned back to back, where
-     * kernels overlap; in a pass each waits for the one before). Where the
-     * limits leave less room: 128 invocations, x from memory. */
+     * kernels overlap; in a pass each waits for the one before); 25.6 -> 20.6
+     * ms in session 9 with the partial sums in the staged x's memory (more
+     * groups resident). Where the
+     * limits leave less room: 128 invocations, x from memory, one row a
+     * thread, then fewer invocations. */
     const char *env = getenv("GLESLLM_MULTI_XSH");
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
@@ -175,10 +179,12 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows
     split_from_env("GLESLLM_MULTI", &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = !(env && strcmp(env, "0") == 0);
-    if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
+    if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
-    if (matvec_shared_bytes(&c, MATVEC_MAX_NT, c.xsh) > L->max_shared_bytes)
+    if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.nr = 1;
+    while (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes && c.wg > c.tpr)
+        c.wg /= 2;
     return c;
 }
 
@@ -365,11 +371,15 @@ matmul_config matmul_default_config(gpu_context *ctx)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
-     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. */
-    matmul_config c = { 128, 8, 4, false, false };
-    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 1 puts the tiles in
-     * mediump (f16 arithmetic where the driver has it: faster on mobile GPUs,
-     * about 3 decimal digits per product), half 2 in f16vec4 with the
+     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. f16
+     * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
+     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s; every shared model
+     * still gives llama.cpp's greedy ids (bench/RESULTS.md, session 8), while
+     * prefill logits move from decode's by about 1e-3 of the largest. */
+    matmul_config c = { 128, 8, 4, false, gpu_context_caps(ctx)->f16_types };
+    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
+     * the tiles in mediump (f16 arithmetic where the driver has it: faster on
+     * mobile GPUs, about 3 decimal digits per product), 2 in f16vec4 with the
      * products of each 32-value unit added in f16 (GL_NV_gpu_shader5) */
     const char *env = getenv("GLESLLM_MATMUL");
     unsigned wg, tm, tn, half = 0;

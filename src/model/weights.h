@@ -56,10 +56,11 @@ typedef struct matvec_config {
                          time (matvec_multi_config: where it fits; GLESLLM_MULTI_XSH=0 off) */
 } matvec_config;
 
-/* The configuration used for a rows x cols tensor under the context's limits
- * (multi: for kernels of several tokens a dispatch, matvec_variant.nt > 1). */
+/* The configuration used for a rows x cols tensor under the context's limits,
+ * and the one for kernels of nt > 1 tokens a dispatch (matvec_variant.nt;
+ * the same for every tensor). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt);
 /* Shared memory a matvec of nt tokens needs with this configuration. */
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
@@ -130,7 +131,8 @@ typedef struct matmul_config {
     uint32_t wg, tm, tn;  /* wg a multiple of 16; tm, tn 4 or 8 */
     bool half;            /* tiles and products in mediump (f16 where the driver has it) */
     bool f16;             /* tiles in f16vec4, each unit's products added in f16
-                             (GL_NV_gpu_shader5: gpu_caps.f16_types) */
+                             (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
+                             there, except for F32 weights in a model) */
 } matmul_config;
 
 /* The largest tiles the context's limits allow (shared memory, invocations). */
