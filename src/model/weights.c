@@ -169,9 +169,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
      * against session 7's 128 x 8 lanes x 4 rows (tuned back to back, where
      * kernels overlap; in a pass each waits for the one before); 25.6 -> 20.6
      * ms in session 9 with the partial sums in the staged x's memory (more
-     * groups resident). Where the
-     * limits leave less room: 128 invocations, x from memory, one row a
-     * thread, then fewer invocations. */
+     * groups resident). Where the limits leave less room: 128 invocations, x
+     * from memory, one row a thread, then fewer invocations. */
     const char *env = getenv("GLESLLM_MULTI_XSH");
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
