@@ -24,13 +24,17 @@
 // products of vec4. Threads are a TX x TY grid (TX = 16); thread (tx, ty)
 // holds the row slots tx + TX i (i < TM) and the token slots ty + TY j
 // (j < TN): eight neighbouring threads read eight neighbouring slots, whose
-// 36-float rows fall on distinct banks. With PAIRS (GLU, QKV) slot s < BM / 2
-// holds row 2 s of the tile and slot s + BM / 2 row 2 s + 1, so a thread's
-// slots i and i + TM / 2 are a pair of rows.
+// 36-float rows fall on distinct banks. F16_TILES: the tokens' tile is held
+// by value instead (value k of tokens 2 p and 2 p + 1 an f16vec2), the token
+// slots of thread (tx, ty) are the pairs ty + TY j (j < TN / 2), and each
+// product is a weight times a pair of tokens (a packed f16 multiply-add).
+// With PAIRS (GLU, QKV) slot s < BM / 2 holds row 2 s of the tile and slot
+// s + BM / 2 row 2 s + 1, so a thread's slots i and i + TM / 2 are a pair of
+// rows.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
-// in highp; F16_TILES (GL_NV_gpu_shader5): the tiles as f16vec4 and each
-// unit's 32 products added up in f16 pairs (16 each), then into the f32 sums.
+// in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
+// 32 products of a row and a token added up in f16, then into the f32 sums.
 #pragma optionNV(unroll all)
 #ifdef F16_TILES
 #extension GL_NV_gpu_shader5 : require
@@ -70,7 +74,13 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 #endif
 
 shared TVEC ws[BM * RS];
+#ifdef F16_TILES
+// the tokens' tile by value: xp[k * (BN / 2) + p] holds value k of tokens
+// 2 p and 2 p + 1
+shared f16vec2 xp[32u * (BN / 2u)];
+#else
 shared TVEC xs[BN * RS];
+#endif
 
 float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 
@@ -84,12 +94,91 @@ uint slot_row(uint s)
 #endif
 }
 
+// the token (of the tile) of a thread's token slot j
+uint slot_tok(uint ty, int j)
+{
+#ifdef F16_TILES
+    return 2u * (ty + TY * uint(j / 2)) + uint(j & 1);
+#else
+    return ty + TY * uint(j);
+#endif
+}
+
+// What an invocation stages of a unit: WPER weight units (a row slot's
+// each) and XPER items of the tokens' x (a vec4 of a token; f16: of two).
+#define WPER ((16 * TM + WG_SIZE - 1) / WG_SIZE)
+#ifdef F16_TILES
+#define XPER (((WG_SIZE / 16) * TN * 4 + WG_SIZE - 1) / WG_SIZE)
+#else
+#define XPER (((WG_SIZE / 16) * TN * 8 + WG_SIZE - 1) / WG_SIZE)
+#endif
+
+// x vec4 k4 of token tok of the tile for unit u (zeros past the tokens)
+vec4 x_vec(uint tok, uint u, uint k4, uint n_tok)
+{
+    vec4 v = vec4(0.0);
+    if (tok < n_tok) {
+        v = xv[PARAM_U(2) + tok * (W_UNITS * 8u) + u * 8u + k4];
+#ifdef W_IS_FLOAT
+        uvec4 idx = u * 32u + k4 * 4u + uvec4(0u, 1u, 2u, 3u);
+        v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
+#endif
+    }
+    return v;
+}
+
+// Unit u's tiles, from memory into shared memory (after a barrier)
+void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
+{
+    uint t = gl_LocalInvocationIndex;
+    // load everything first, then store: the loads are in flight together
+    TVEC sw[WPER * 8];
+    for (int m = 0; m < WPER; m++) {
+        uint sl = (t + uint(m * WG_SIZE)) % BM;
+        vec4 v[8];
+        w_unit_values(min(row0 + slot_row(sl), rows - 1u), u, v);
+        for (int k = 0; k < 8; k++)
+            sw[m * 8 + k] = TSTORE(v[k]);
+    }
+#ifdef F16_TILES
+    vec4 x2[XPER][2];
+    for (int m = 0; m < XPER; m++) {
+        uint i = t + uint(m * WG_SIZE), p = i / 8u, k4 = i % 8u;
+        for (int e = 0; e < 2; e++)
+            x2[m][e] = x_vec(tok0 + 2u * p + uint(e), u, k4, p < BN / 2u ? n_tok : 0u);
+    }
+#else
+    TVEC sx[XPER];
+    for (int m = 0; m < XPER; m++) {
+        uint i = t + uint(m * WG_SIZE);
+        sx[m] = TSTORE(x_vec(tok0 + i / 8u, u, i % 8u, i < BN * 8u ? n_tok : 0u));
+    }
+#endif
+    for (int m = 0; m < WPER; m++) {
+        uint i = t + uint(m * WG_SIZE);
+        if (i < BM)
+            for (int k = 0; k < 8; k++)
+                ws[i * RS + uint(k)] = sw[m * 8 + k];
+    }
+    for (int m = 0; m < XPER; m++) {
+        uint i = t + uint(m * WG_SIZE);
+#ifdef F16_TILES
+        uint p = i / 8u, k = (i % 8u) * 4u;  // vec4 k4 holds values 4 k4 .. 4 k4 + 3
+        if (p < BN / 2u)
+            for (int c = 0; c < 4; c++)
+                xp[(k + uint(c)) * (BN / 2u) + p] = f16vec2(x2[m][0][c], x2[m][1][c]);
+#else
+        if (i < BN * 8u)
+            xs[(i / 8u) * RS + i % 8u] = sx[m];
+#endif
+    }
+}
+
 void main()
 {
     uint rows = PARAM_U(0), n_tok = PARAM_U(4);
     uint row0 = gl_WorkGroupID.x * BM, tok0 = gl_WorkGroupID.y * BN;
     uint t = gl_LocalInvocationIndex, tx = t % TX, ty = t / TX;
-    uint xstride = W_UNITS * 8u, xo = PARAM_U(2);
 
     float acc[TM][TN];
     for (int i = 0; i < TM; i++)
@@ -97,33 +186,34 @@ void main()
             acc[i][j] = 0.0;
 
     for (uint u = 0u; u < W_UNITS; u++) {
-        // the weight tile: one row's unit per thread
-        for (uint sl = t; sl < BM; sl += uint(WG_SIZE)) {
-            vec4 v[8];
-            w_unit_values(min(row0 + slot_row(sl), rows - 1u), u, v);
-            for (int k = 0; k < 8; k++)
-                ws[sl * RS + uint(k)] = TSTORE(v[k]);
-        }
-        // the tokens' tile
-        for (uint i = t; i < BN * 8u; i += uint(WG_SIZE)) {
-            uint tok = i / 8u, k4 = i % 8u;
-            vec4 v = vec4(0.0);
-            if (tok0 + tok < n_tok) {
-                v = xv[xo + (tok0 + tok) * xstride + u * 8u + k4];
-#ifdef W_IS_FLOAT
-                uvec4 idx = u * 32u + k4 * 4u + uvec4(0u, 1u, 2u, 3u);
-                v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
-#endif
-            }
-            xs[tok * RS + k4] = TSTORE(v);
-        }
+        stage_unit(u, row0, rows, tok0, n_tok);
         barrier();
 #ifdef F16_TILES
-        f16vec2 h[TM][TN];
+        // a row's products with a pair of tokens over the unit in one
+        // f16vec2 (an f16 sum of 32 products), then into the f32 sums
+        f16vec2 h[TM][TN / 2];
         for (int i = 0; i < TM; i++)
-            for (int j = 0; j < TN; j++)
+            for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
-#endif
+        for (uint k4 = 0u; k4 < 8u; k4++) {
+            f16vec4 a[TM];
+            for (int i = 0; i < TM; i++)
+                a[i] = ws[(tx + TX * uint(i)) * RS + k4];
+            for (int c = 0; c < 4; c++) {  // value 4 k4 + c
+                f16vec2 b[TN / 2];
+                for (int j = 0; j < TN / 2; j++)
+                    b[j] = xp[(k4 * 4u + uint(c)) * (BN / 2u) + ty + TY * uint(j)];
+                for (int i = 0; i < TM; i++)
+                    for (int j = 0; j < TN / 2; j++)
+                        h[i][j] += a[i][c] * b[j];
+            }
+        }
+        for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN / 2; j++) {
+                acc[i][2 * j] += float(h[i][j].x);
+                acc[i][2 * j + 1] += float(h[i][j].y);
+            }
+#else
         for (uint k4 = 0u; k4 < 8u; k4++) {
             TVEC a[TM], b[TN];
             for (int i = 0; i < TM; i++)
@@ -132,22 +222,14 @@ void main()
                 b[j] = xs[(ty + TY * uint(j)) * RS + k4];
             for (int i = 0; i < TM; i++)
                 for (int j = 0; j < TN; j++)
-#ifdef F16_TILES
-                    h[i][j] += a[i].xy * b[j].xy + a[i].zw * b[j].zw;
-#else
                     acc[i][j] += float(dot(a[i], b[j]));
-#endif
         }
-#ifdef F16_TILES
-        for (int i = 0; i < TM; i++)
-            for (int j = 0; j < TN; j++)
-                acc[i][j] += float(h[i][j].x) + float(h[i][j].y);
 #endif
         barrier();
     }
 
     for (int j = 0; j < TN; j++) {
-        uint tok = tok0 + ty + TY * uint(j);
+        uint tok = tok0 + slot_tok(ty, j);
         if (tok >= n_tok)
             continue;
 #ifdef PAIRS

@@ -484,10 +484,11 @@ static void test_matmul_tilings_and_half(void)
         printf("note: mediump is 32-bit on this driver: the half tiles ran at full precision\n");
 }
 
-/* f16vec4 tiles (GL_NV_gpu_shader5): each factor rounded to 11 bits and each
- * unit's 32 products added in two f16 sums of 16, so an error of a few 2^-11
- * of sum |wx| per unit; 8e-3 of sum |wx| leaves room for 16 roundings that
- * do not cancel */
+/* f16 tiles (GL_NV_gpu_shader5): each factor rounded to 11 bits and each
+ * unit's 32 products of a row and a token added in one f16 sum, whose 32
+ * roundings (each within 2^-12 of the running sum, at most the unit's
+ * sum |wx|) mostly cancel; 8e-3 of sum |wx| is about the case where all of
+ * them round the same way */
 static void test_matmul_f16_tiles(void)
 {
     if (!gpu_context_caps(ctx)->f16_types)

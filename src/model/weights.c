@@ -372,9 +372,10 @@ matmul_config matmul_default_config(gpu_context *ctx)
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
      * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. f16
      * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
-     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s; every shared model
-     * still gives llama.cpp's greedy ids (bench/RESULTS.md, session 8), while
-     * prefill logits move from decode's by about 1e-3 of the largest. */
+     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
+     * product a weight times a pair of tokens (session 10); every shared
+     * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
+     * prefill logits move from decode's by a few 1e-3 of the largest. */
     matmul_config c = { 128, 8, 4, false, gpu_context_caps(ctx)->f16_types };
     /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
      * the tiles in mediump (f16 arithmetic where the driver has it: faster on
