@@ -84,6 +84,12 @@ static int info_gpu(void)
                kv_placement_name(kv), why);
     else
         printf("KV cache:            %s\n", glesllm_last_error());
+    bool pf;
+    if (prefetch_choose(ctx, PREFETCH_MIN, &pf, &why) == GLESLLM_OK)
+        printf("FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides)\n", pf ? "on" : "off",
+               why);
+    else
+        printf("FFN prefetch:        %s\n", glesllm_last_error());
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)
         printf("program cache:       on (%s)\n", dir);

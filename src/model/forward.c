@@ -59,7 +59,9 @@ struct gpu_model {
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
-    gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms;
+    gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, prefetch;
+    gpu_buffer sink;      /* prefetch.comp's, never written */
+    bool prefetch_down;   /* the down matrix into L2 beside gate/up (prefetch_choose) */
     bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
@@ -256,6 +258,13 @@ static glesllm_status build_programs(gpu_model *gm)
     snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
     if ((st = gpu_program_build(gm->ctx, "penalty.comp", defs, &gm->penalty)))
         return st;
+    if (gm->prefetch_down) {
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nPER %u", PREFETCH_WG, PREFETCH_PER);
+        if ((st = gpu_program_build(gm->ctx, "prefetch.comp", defs, &gm->prefetch)) ||
+            (st = gpu_buffer_create(gm->ctx, 16, NULL, GPU_BUFFER_DEVICE, "prefetch sink",
+                                    &gm->sink)))
+            return st;
+    }
     snprintf(defs, sizeof defs, "WG_SIZE 128%s", sg);
     return gpu_program_build(gm->ctx, "rms_norm.comp", defs, &gm->rms);
 }
@@ -539,6 +548,37 @@ static glesllm_status create_caches(gpu_model *gm)
                              "sampling candidates", &gm->cand);
 }
 
+glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why)
+{
+    const char *env = getenv("GLESLLM_PREFETCH");
+    *out = false;
+    if (env && *env) {
+        if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "GLESLLM_PREFETCH=%s: expected 0 or 1",
+                           env);
+        *out = env[0] == '1';
+        *why = "set by GLESLLM_PREFETCH";
+        return GLESLLM_OK;
+    }
+    /* Measured on an H100 (bench/RESULTS.md, session 10): Mistral-7B Q4_0
+     * (31.5 MiB down matrices) tg128 178-179 -> 183 tokens/s; Q4_K_M (46
+     * MiB of Q6_K, more than fits beside what gate/up streams through the
+     * 50 MB L2) 141.5 -> 140.4 with its first 32 MiB read. Reading a matrix twice
+     * only pays where it stays in a large cache between the two reads:
+     * discrete GPUs (tens of MB of L2), not the few MB of a phone or board
+     * GPU; and not for small matrices, whose extra dispatch costs more than
+     * it saves. */
+    if (!gpu_context_caps(ctx)->memory_total)
+        *why = "no dedicated GPU memory reported: a GPU sharing the CPU's memory, with small caches";
+    else if (down_bytes < PREFETCH_MIN || down_bytes > PREFETCH_MAX)
+        *why = "FFN down matrices outside 8-32 MiB";
+    else {
+        *out = true;
+        *why = "a discrete GPU (large caches), for FFN down matrices of 8-32 MiB";
+    }
+    return GLESLLM_OK;
+}
+
 /* ---- create / destroy ---------------------------------------------------------- */
 
 void gpu_model_destroy(gpu_model *gm)
@@ -577,6 +617,8 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_program_destroy(&gm->topk2);
     gpu_program_destroy(&gm->penalty);
     gpu_program_destroy(&gm->rms);
+    gpu_program_destroy(&gm->prefetch);
+    gpu_buffer_destroy(&gm->sink);
     gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
     gpu_buffer_destroy(&gm->tokens);
@@ -610,6 +652,15 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     glesllm_status st = check_memory(gm, pr.total);
     if (st)
         return st;
+    if (opt->prefetch) {
+        gm->prefetch_down = opt->prefetch > 0;
+    } else {
+        const model_tensor *d = &m->layers[0].down;
+        const char *why;
+        if ((st = prefetch_choose(gm->ctx, d->rows * model_tensor_row_bytes(d),
+                                  &gm->prefetch_down, &why)))
+            return st;
+    }
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = build_programs(gm)))
         return st;
     gm->layers = calloc(hp->n_layer, sizeof *gm->layers);
@@ -915,6 +966,29 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
     return GLESLLM_OK;
 }
 
+/* Reads w (at most its first PREFETCH_MAX bytes) into the L2 cache beside
+ * the kernel recorded before: no barrier comes between them, as the sink is
+ * declared read (prefetch.comp never writes it in practice). */
+static glesllm_status record_prefetch(gpu_model *gm, const gpu_weight *w)
+{
+    glesllm_status st = GLESLLM_OK;
+    uint64_t left = PREFETCH_MAX;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < w->n_parts && left; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        uint64_t n = (p->buf.size < left ? p->buf.size : left) / 16; /* uvec4 */
+        left -= n * 16;
+        uint64_t per_group = PREFETCH_WG * PREFETCH_PER;
+        gpu_dispatch d = { &gm->prefetch,
+                           { { 0, &p->buf, 0, (size_t)(n * 16), GPU_READ },
+                             { 1, &gm->sink, 0, 0, GPU_READ } },
+                           2, { (uint32_t)n }, 1,
+                           { (uint32_t)((n + per_group - 1) / per_group), 1, 1 } };
+        if (n)
+            st = gpu_queue_dispatch(gm->q, &d);
+    }
+    return st;
+}
+
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -947,6 +1021,8 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
         if (!st)
             st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, in, &gm->act,
                                     2 * gm->hidden, &a);
+        if (!st && gm->prefetch_down)
+            st = record_prefetch(gm, &g->down);
         if (!st)
             st = matvec_record(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act, gm->x);
     }

@@ -29,6 +29,17 @@ typedef enum kv_placement { KV_AUTO = 0, KV_DEVICE, KV_MAPPED } kv_placement;
 glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why);
 const char *kv_placement_name(kv_placement p);
 
+/* Whether a decode step reads each layer's FFN down matrix (at most its
+ * first PREFETCH_MAX bytes) into the GPU's cache while the gate/up matvec
+ * before it runs (glsl/prefetch.comp), and why: GLESLLM_PREFETCH=0|1
+ * overrides; else on discrete GPUs (dedicated memory reported: large caches)
+ * for down matrices of PREFETCH_MIN to PREFETCH_MAX bytes. */
+glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why);
+#define PREFETCH_MIN (8ull << 20)
+#define PREFETCH_MAX (32ull << 20)
+#define PREFETCH_WG 256u
+#define PREFETCH_PER 4u
+
 typedef struct gpu_model_options {
     uint32_t n_ctx;         /* context length (KV cache positions) */
     kv_placement kv;        /* KV_AUTO: kv_placement_choose */
@@ -43,6 +54,8 @@ typedef struct gpu_model_options {
     bool f32_tiles;         /* prefill tiles in f32 even where the default is f16
                                (matmul_default_config): prefill logits then equal
                                decode's to f32 rounding */
+    int32_t prefetch;       /* the FFN down matrix into the cache beside gate/up:
+                               0 prefetch_choose, > 0 on, < 0 off */
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8
