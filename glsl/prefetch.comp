@@ -2,8 +2,9 @@
 // next kernel reads it: dispatched without a barrier beside a kernel that
 // leaves memory bandwidth unused (a decode step's small kernels and the
 // tails of its matvecs), it brings the next matvec's weights in early.
-// Bindings: 0 the buffer (read), 1 a sink (never written in practice: the
-// loaded words are compared with a value they cannot all hold).
+// Bindings: 0 the buffer (read), 1 a sink: written only if the words an
+// invocation loads XOR to one 128-bit constant (so that the compiler keeps
+// the loads), which nothing reads.
 // Params: 0 uvec4 to read; each invocation reads PER of them, WG_SIZE apart.
 #include "common.glsl"
 

@@ -62,6 +62,7 @@ struct gpu_model {
     gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, prefetch;
     gpu_buffer sink;      /* prefetch.comp's, never written */
     bool prefetch_down;   /* the down matrix into L2 beside gate/up (prefetch_choose) */
+    uint32_t prefetch_wg;
     bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
@@ -259,7 +260,9 @@ static glesllm_status build_programs(gpu_model *gm)
     if ((st = gpu_program_build(gm->ctx, "penalty.comp", defs, &gm->penalty)))
         return st;
     if (gm->prefetch_down) {
-        snprintf(defs, sizeof defs, "WG_SIZE %u\nPER %u", PREFETCH_WG, PREFETCH_PER);
+        uint32_t most = gpu_context_limits(gm->ctx)->max_invocations;
+        gm->prefetch_wg = most >= PREFETCH_WG ? PREFETCH_WG : 128;
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nPER %u", gm->prefetch_wg, PREFETCH_PER);
         if ((st = gpu_program_build(gm->ctx, "prefetch.comp", defs, &gm->prefetch)) ||
             (st = gpu_buffer_create(gm->ctx, 16, NULL, GPU_BUFFER_DEVICE, "prefetch sink",
                                     &gm->sink)))
@@ -977,7 +980,7 @@ static glesllm_status record_prefetch(gpu_model *gm, const gpu_weight *w)
         const gpu_weight_part *p = &w->parts[i];
         uint64_t n = (p->buf.size < left ? p->buf.size : left) / 16; /* uvec4 */
         left -= n * 16;
-        uint64_t per_group = PREFETCH_WG * PREFETCH_PER;
+        uint64_t per_group = gm->prefetch_wg * PREFETCH_PER;
         gpu_dispatch d = { &gm->prefetch,
                            { { 0, &p->buf, 0, (size_t)(n * 16), GPU_READ },
                              { 1, &gm->sink, 0, 0, GPU_READ } },

@@ -37,7 +37,7 @@ const char *kv_placement_name(kv_placement p);
 glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why);
 #define PREFETCH_MIN (8ull << 20)
 #define PREFETCH_MAX (32ull << 20)
-#define PREFETCH_WG 256u
+#define PREFETCH_WG 256u /* 128 where the GPU allows no more (as measured: 256) */
 #define PREFETCH_PER 4u
 
 typedef struct gpu_model_options {
