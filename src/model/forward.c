@@ -566,13 +566,14 @@ glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
     /* Measured on an H100 (bench/RESULTS.md, session 10): Mistral-7B Q4_0
      * (31.5 MiB down matrices) tg128 178-179 -> 183 tokens/s; Q4_K_M (46
      * MiB of Q6_K, more than fits beside what gate/up streams through the
-     * 50 MB L2) 141.5 -> 140.4 with its first 32 MiB read. Reading a matrix twice
-     * only pays where it stays in a large cache between the two reads:
+     * 50 MB L2) 141.5 -> 140.4 with its first 32 MiB read. Reading a matrix
+     * twice only pays where it stays in a large cache between the two reads:
      * discrete GPUs (tens of MB of L2), not the few MB of a phone or board
      * GPU; and not for small matrices, whose extra dispatch costs more than
      * it saves. */
     if (!gpu_context_caps(ctx)->memory_total)
-        *why = "no dedicated GPU memory reported: a GPU sharing the CPU's memory, with small caches";
+        *why = "no dedicated GPU memory reported: a GPU sharing the CPU's memory, "
+               "with small caches";
     else if (down_bytes < PREFETCH_MIN || down_bytes > PREFETCH_MAX)
         *why = "FFN down matrices outside 8-32 MiB";
     else {

@@ -379,7 +379,7 @@ matmul_config matmul_default_config(gpu_context *ctx)
     matmul_config c = { 128, 8, 4, false, gpu_context_caps(ctx)->f16_types };
     /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
      * the tiles in mediump (f16 arithmetic where the driver has it: faster on
-     * mobile GPUs, about 3 decimal digits per product), 2 in f16vec4 with the
+     * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
      * products of each 32-value unit added in f16 (GL_NV_gpu_shader5) */
     const char *env = getenv("GLESLLM_MATMUL");
     unsigned wg, tm, tn, half = 0;

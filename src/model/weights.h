@@ -130,7 +130,8 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
 typedef struct matmul_config {
     uint32_t wg, tm, tn;  /* wg a multiple of 16; tm, tn 4 or 8 */
     bool half;            /* tiles and products in mediump (f16 where the driver has it) */
-    bool f16;             /* tiles in f16vec4, each unit's products added in f16
+    bool f16;             /* tiles in f16, each product a weight times a pair of
+                             tokens, each unit's products added in f16
                              (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
                              there, except for F32 weights in a model) */
 } matmul_config;
