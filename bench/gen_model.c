@@ -3,17 +3,20 @@
  * (src/model/demo_model.c), so anyone can reproduce them and run llama.cpp
  * on the same files.
  *
- *   gen_model SHAPE TYPE OUT.gguf
+ *   gen_model SHAPE TYPE OUT.gguf [N_LAYERS]
  *     SHAPE  smollm   SmolLM-135M: 576 hidden, 1536 ff, 30 layers, 9/3 heads,
  *                     49152 vocab, tied embeddings
  *            mistral  Mistral-7B: 4096 hidden, 14336 ff, 32 layers, 32/8 heads,
  *                     32000 vocab
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
+ *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
+ *            time depends on the bytes of weights it reads
  * Layers share the bytes of the first layer with the same tensor types, so a
  * 7B file takes seconds to make; the speed of a decode step does not depend
  * on the values. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
@@ -21,8 +24,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: gen_model smollm|mistral Q4_0|Q8_0|Q4_K_M OUT.gguf\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: gen_model smollm|mistral Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
     demo_spec s = demo_spec_default();
@@ -40,6 +43,16 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral)\n", argv[1]);
         return 2;
+    }
+    if (argc == 5) {
+        char *end;
+        unsigned long n = strtoul(argv[4], &end, 10);
+        if (*end || end == argv[4] || n < 1 || n > 1024) {
+            fprintf(stderr, "gen_model: N_LAYERS must be a number from 1 to 1024, not '%s'\n",
+                    argv[4]);
+            return 2;
+        }
+        s.n_layer = (uint32_t)n;
     }
     if (strcmp(argv[2], "Q8_0") == 0) {
         s.type = s.embd_type = s.out_type = GGML_TYPE_Q8_0;

@@ -56,18 +56,55 @@ float w_half(uint byte_off)
 // 2^23 reads as 2^23 + q, exactly.
 vec4 lvl(uvec4 bits) { return uintBitsToFloat(bits | 0x4B000000u) - 8388608.0; }
 
-// NIB word k: the low nibbles are values 4k.., the high ones 16+4k..
-uvec4 nib_lo(uint w) { return (uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 15u; }
-uvec4 nib_hi(uint w) { return (uvec4(w) >> uvec4(4u, 12u, 20u, 28u)) & 15u; }
-// TWO: h = word (k >> 1) shifted right by 16 * (k & 1)
-uvec4 two_lo(uint h) { return (uvec4(h) >> uvec4(0u, 2u, 4u, 6u)) & 3u; }
-uvec4 two_hi(uint h) { return (uvec4(h) >> uvec4(8u, 10u, 12u, 14u)) & 3u; }
-// BIT: bits 4k.. and 16+4k..
-uvec4 bit_lo(uint b, uint k) { return (uvec4(b) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k)) & 1u; }
-uvec4 bit_hi(uint b, uint k) { return (uvec4(b) >> (uvec4(16u, 17u, 18u, 19u) + 4u * k)) & 1u; }
+// Each helper below is compiled only for the formats that use it (unused
+// functions changed the code NVIDIA's compiler made for the others: Q8_0's
+// matvec ran 20% slower beside the byte-lane helpers, bench/RESULTS.md).
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K) || defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
+// The four bytes of a word as levels (value 4k+b of an encoding's word k
+// sits in byte b, quant_gpu.h): NVIDIA compiles each to a byte permute into
+// 2^23's mantissa and one add.
+vec4 lvl8(uint w) { return lvl((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 255u); }
+#endif
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
+// NIB word: the low nibbles (values 4k..4k+3), the high ones (16+4k..)
+uint nib_lo(uint w) { return w & 0x0F0F0F0Fu; }
+uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
+#endif
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
+// A NIB word as levels with fewer integer instructions still (Q4_0, Q4_1,
+// Q4_K; measured faster on an H100 than lvl8, bench/RESULTS.md): a nibble
+// masked into the low mantissa bits of an f16 whose exponent makes 1024
+// (0x6400) reads as 1024 + level, exactly, two f16 a word at once, and the
+// f32 subtraction is exact. The high nibbles are masked in place (bits 4..7
+// of each byte), so they come out as 16 * level: the caller's map scales
+// them back (an exact power of two).
+void nib_levels(uint w, out vec4 lo, out vec4 hi16)
+{
+    uint v = w >> 8u;
+    vec2 l02 = unpackHalf2x16((w & 0x000F000Fu) | 0x64006400u) - 1024.0;
+    vec2 l13 = unpackHalf2x16((v & 0x000F000Fu) | 0x64006400u) - 1024.0;
+    vec2 h02 = unpackHalf2x16((w & 0x00F000F0u) | 0x64006400u) - 1024.0;
+    vec2 h13 = unpackHalf2x16((v & 0x00F000F0u) | 0x64006400u) - 1024.0;
+    lo = vec4(l02.x, l13.x, l02.y, l13.y);
+    hi16 = vec4(h02.x, h13.x, h02.y, h13.y);
+}
+#endif
+#if defined(WTYPE_Q8_0)
 // BYTE word: the four bytes, offset by 128 (two's complement -128..127 -> 0..255)
 uvec4 u8x4(uint w) { return (uvec4(w ^ 0x80808080u) >> uvec4(0u, 8u, 16u, 24u)) & 255u; }
+#endif
+#if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
+// TWO words t: the two bits of values 4k.. / 16+4k.., at bits 0..1 of each byte
+uint two_lo(uvec2 t, int k) { return (t[k >> 1] >> uint(4 * (k & 1))) & 0x03030303u; }
+uint two_hi(uvec2 t, int k) { return (t[k >> 1] >> uint(4 * (k & 1) + 2)) & 0x03030303u; }
+#endif
+#if defined(WTYPE_Q3_K) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
+// BIT word b: the bit of values 4k.. / 16+4k.., at bit 0 of each byte
+uint bit_lo(uint b, int k) { return (b >> uint(k)) & 0x01010101u; }
+uint bit_hi(uint b, int k) { return (b >> uint(4 + k)) & 0x01010101u; }
+#endif
 
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 // Scale and min of unit j (0..7) of Q4_K/Q5_K from the K4 scale words
 // (quant_gpu.h): t.y low nibbles of the scales, t.z of the mins, t.w the
 // high two bits of both.
@@ -77,6 +114,7 @@ vec2 k4_scale_min(uvec4 t, uint j)
     uint m = ((t.z >> (4u * j)) & 15u) | (((t.w >> (16u + 2u * j)) & 3u) << 4u);
     return vec2(float(s), float(m));
 }
+#endif
 
 // Unit u (values 32u..32u+31) of a row as levels q and affine maps: value =
 // q * ab.x + ab.y for q[0..3] (values 0..15 of the unit), q * ab.z + ab.w for
@@ -111,20 +149,19 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #else
     uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
 #endif
-    for (int k = 0; k < 4; k++) {
-        q[k] = lvl(nib_lo(w[k]));
-        q[4 + k] = lvl(nib_hi(w[k]));
-    }
+    for (int k = 0; k < 4; k++)
+        nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
 #if defined(WTYPE_Q4_0)
     float d = w_half(W_PLANE(1) + bi * 2u);
-    ab = vec4(d, -8.0 * d, d, -8.0 * d);
+    ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
 #elif defined(WTYPE_Q4_1)
     vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
-    ab = dm.xyxy;
+    ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
 #else
     uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
     vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
-    ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
+    float sc = dm.x * sm.x;
+    ab = vec4(sc, -dm.y * sm.y, sc * 0.0625, -dm.y * sm.y);
 #endif
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
 #if defined(WTYPE_Q5_K)
@@ -135,8 +172,8 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     uint h = w_u32(W_PLANE(1) + bi * 4u);
 #endif
     for (int k = 0; k < 4; k++) {
-        q[k] = lvl(nib_lo(w[k]) | (bit_lo(h, uint(k)) << 4u));
-        q[4 + k] = lvl(nib_hi(w[k]) | (bit_hi(h, uint(k)) << 4u));
+        q[k] = lvl8(nib_lo(w[k]) | (bit_lo(h, k) << 4u));
+        q[4 + k] = lvl8(nib_hi(w[k]) | (bit_hi(h, k) << 4u));
     }
 #if defined(WTYPE_Q5_0)
     float d = w_half(W_PLANE(2) + bi * 2u);
@@ -163,13 +200,12 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
 #endif
     for (int k = 0; k < 4; k++) {
-        uint h = w[k >> 1] >> (16u * uint(k & 1));
 #if defined(WTYPE_Q3_K)
-        q[k] = lvl(two_lo(h) | (bit_lo(hb, uint(k)) << 2u));
-        q[4 + k] = lvl(two_hi(h) | (bit_hi(hb, uint(k)) << 2u));
+        q[k] = lvl8(two_lo(w, k) | (bit_lo(hb, k) << 2u));
+        q[4 + k] = lvl8(two_hi(w, k) | (bit_hi(hb, k) << 2u));
 #else
-        q[k] = lvl(two_lo(h));
-        q[4 + k] = lvl(two_hi(h));
+        q[k] = lvl8(two_lo(w, k));
+        q[4 + k] = lvl8(two_hi(w, k));
 #endif
     }
 #if defined(WTYPE_Q2_K)
@@ -192,9 +228,8 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
     uvec2 w2 = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
     for (int k = 0; k < 4; k++) {
-        uint h = w2[k >> 1] >> (16u * uint(k & 1));
-        q[k] = lvl(nib_lo(w[k]) | (two_lo(h) << 4u));
-        q[4 + k] = lvl(nib_hi(w[k]) | (two_hi(h) << 4u));
+        q[k] = lvl8(nib_lo(w[k]) | (two_lo(w2, k) << 4u));
+        q[4 + k] = lvl8(nib_hi(w[k]) | (two_hi(w2, k) << 4u));
     }
     uint sc = w_u32(W_PLANE(2) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
     float d = w_half(W_PLANE(3) + bi * 2u);

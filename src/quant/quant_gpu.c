@@ -94,22 +94,32 @@ static void put_nib(uint8_t *dst, const uint8_t *q)
         dst[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
 }
 
+/* BIT: bit 8b + k of the word is one bit of q[4k + b], bit 8b + 4 + k of
+ * q[16 + 4k + b] (k = 0..3): a shift and a mask give the bits of 4 values,
+ * one in each byte */
 static void put_bit(uint8_t *dst, const uint8_t *q, int bit)
 {
     uint32_t v = 0;
-    for (int j = 0; j < 32; j++)
-        v |= (uint32_t)((q[j] >> bit) & 1) << j;
+    for (int k = 0; k < 4; k++)
+        for (int b = 0; b < 4; b++) {
+            v |= (uint32_t)((q[4 * k + b] >> bit) & 1) << (8 * b + k);
+            v |= (uint32_t)((q[16 + 4 * k + b] >> bit) & 1) << (8 * b + 4 + k);
+        }
     for (int i = 0; i < 4; i++)
         dst[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* TWO: word m (0, 1) holds k = 2m and 2m + 1; bits 8b + 4(k & 1) .. +1 of
+ * it hold two bits of q[4k + b], bits 8b + 4(k & 1) + 2 .. +3 of
+ * q[16 + 4k + b] (the bits from `shift` up) */
 static void put_two(uint8_t *dst, const uint8_t *q, int shift)
 {
     uint32_t w[2] = { 0, 0 };
     for (int k = 0; k < 4; k++)
         for (int b = 0; b < 4; b++) {
-            w[k >> 1] |= (uint32_t)((q[4 * k + b] >> shift) & 3) << (16 * (k & 1) + 2 * b);
-            w[k >> 1] |= (uint32_t)((q[16 + 4 * k + b] >> shift) & 3) << (16 * (k & 1) + 8 + 2 * b);
+            int at = 8 * b + 4 * (k & 1);
+            w[k >> 1] |= (uint32_t)((q[4 * k + b] >> shift) & 3) << at;
+            w[k >> 1] |= (uint32_t)((q[16 + 4 * k + b] >> shift) & 3) << (at + 2);
         }
     for (int i = 0; i < 8; i++)
         dst[i] = (uint8_t)(w[i >> 2] >> (8 * (i & 3)));

@@ -16,11 +16,15 @@
  * these encodings of the unit's integer levels q[0..31]:
  *   NIB  16 bytes: byte j = q[j] & 15 | (q[j+16] & 15) << 4   (one uvec4)
  *   BYTE 32 bytes: byte j = q[j] (two's complement for Q8_0) (two uvec4)
- *   BIT   4 bytes: bit j of a little-endian uint = one bit of q[j]
- *   TWO   8 bytes: uint m (0, 1) holds k = 2m and 2m+1; bits 16*(k&1) + 2b hold
- *                  q[4k+b] & 3 and bits 16*(k&1) + 8 + 2b hold q[16+4k+b] & 3
+ *   BIT   4 bytes: bit 8b + k of a little-endian uint = one bit of q[4k+b],
+ *                  bit 8b + 4 + k one of q[16+4k+b] (k, b = 0..3)
+ *   TWO   8 bytes: uint m (0, 1) holds k = 2m and 2m+1; bits 8b + 4(k&1) hold
+ *                  two bits of q[4k+b], bits 8b + 4(k&1) + 2 of q[16+4k+b]
  * so every encoding gives, for k = 0..3, the values 4k..4k+3 and 16+4k..19+4k
- * from one word: the kernels consume a unit as eight vec4.
+ * from one word, value 4k+b (16+4k+b) in byte b: a shift and a mask give the
+ * bits of four values at once, one a byte, and the kernels turn the bytes into
+ * floats (one byte permute and one add each on NVIDIA). The kernels consume a
+ * unit as eight vec4.
  *
  *   type  block planes (bytes per block)                          GGUF bytes
  *   F32    32   values as f32 (128)                                 128
