@@ -120,6 +120,8 @@ vec2 k4_scale_min(uvec4 t, uint j)
 // q * ab.x + ab.y for q[0..3] (values 0..15 of the unit), q * ab.z + ab.w for
 // q[4..7] (values 16..31); q[k] = values 4k..4k+3, q[4+k] = 16+4k..19+4k.
 // Kernels take dot products with the levels and apply the map once per 16.
+// (Q4_0/Q4_1/Q4_K give q[4..7] as 16 x the level and ab.z / 16: the same
+// values, one instruction fewer per nibble; see nib_levels.)
 void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 {
     uint bi = row * W_NB + u / W_UPB;  // block index

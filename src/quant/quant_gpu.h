@@ -23,8 +23,9 @@
  * so every encoding gives, for k = 0..3, the values 4k..4k+3 and 16+4k..19+4k
  * from one word, value 4k+b (16+4k+b) in byte b: a shift and a mask give the
  * bits of four values at once, one a byte, and the kernels turn the bytes into
- * floats (one byte permute and one add each on NVIDIA). The kernels consume a
- * unit as eight vec4.
+ * floats (one byte permute and one add each on NVIDIA; NIB alone, in Q4_0,
+ * Q4_1 and Q4_K, goes through f16 mantissas instead: glsl/weights.glsl
+ * nib_levels). The kernels consume a unit as eight vec4.
  *
  *   type  block planes (bytes per block)                          GGUF bytes
  *   F32    32   values as f32 (128)                                 128
