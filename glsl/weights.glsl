@@ -71,8 +71,9 @@ uint nib_lo(uint w) { return w & 0x0F0F0F0Fu; }
 uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 #endif
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
-// A NIB word as levels with fewer integer instructions still (Q4_0, Q4_1,
-// Q4_K; measured faster on an H100 than lvl8, bench/RESULTS.md): a nibble
+// A NIB word as levels with few integer instructions (Q4_0, Q4_1, Q4_K; in
+// an H100 decode step Q4_K_M went 140 -> 150 tok/s against shifting each
+// nibble out, bench/RESULTS.md; not measured apart against lvl8): a nibble
 // masked into the low mantissa bits of an f16 whose exponent makes 1024
 // (0x6400) reads as 1024 + level, exactly, two f16 a word at once, and the
 // f32 subtraction is exact. The high nibbles are masked in place (bits 4..7
