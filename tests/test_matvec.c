@@ -424,20 +424,25 @@ static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 static void test_matmul_every_format(void) { every_format_three_ways(matmul_default_tiles, 5000); }
 
 /* The multi-token matvec (small batches: speculative verification, short
- * prompts): every format x shape, with kernels of 2 and 8 tokens given
- * fewer and as many tokens; the reference and tolerance are the matvec's
- * (f32 sums of the same products, MATVEC_REL_TOL of sum |wx|). */
-/* kernels of 2, 8, 8 tokens given 2, 5 and 8, the last with the norm */
+ * prompts): every format x shape, with kernels of 2, 8 and MATVEC_MULTI_NT
+ * tokens (the model's default) given as many, fewer and as many tokens; the reference and
+ * tolerance are the matvec's (f32 sums of the same products, MATVEC_REL_TOL
+ * of sum |wx|). */
+/* kernels of 2, 8, MATVEC_MULTI_NT tokens given 2, 5 and MATVEC_MULTI_NT,
+ * the last with the norm; each with x from memory and staged */
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
-    const uint32_t nts[] = { 2, 8, MATVEC_MAX_NT }, n_toks[] = { 2, 5, MATVEC_MAX_NT };
+    const uint32_t nts[] = { 2, 8, MATVEC_MULTI_NT }, n_toks[] = { 2, 5, MATVEC_MULTI_NT };
     matvec_config mv = matvec_multi_config(ctx, nts[t]);
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
-    mv.xsh = false;
-    check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
-    mv.xsh = true;
     uint32_t room = gpu_context_limits(ctx)->max_shared_bytes;
+    mv.xsh = false;
+    while (mv.wg > mv.tpr && matvec_shared_bytes(&mv, nts[t], false) > room)
+        mv.wg /= 2;
+    check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
+    mv = matvec_multi_config(ctx, nts[t]);
+    mv.xsh = true;
     while (mv.tpr > 1 && matvec_shared_bytes(&mv, nts[t], true) > room)
         mv.tpr /= 2;
     mv.subgroup = mv.subgroup && matvec_default_config(ctx, c->type, c->rows, c->cols).tpr == mv.tpr;
@@ -457,8 +462,8 @@ static void test_matvec_multi_token_every_format(void)
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, MATVEC_MAX_NT);
-    check_batched(&one, NULL, &mv, MATVEC_MAX_NT, true, 1, MATVEC_REL_TOL, 9998);
+    mv = matvec_multi_config(ctx, MATVEC_MULTI_NT);
+    check_batched(&one, NULL, &mv, MATVEC_MULTI_NT, true, 1, MATVEC_REL_TOL, 9998);
     mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }

@@ -12,7 +12,6 @@
 #define CHUNK_MAX 256u   /* attention positions per work group */
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
-#define MATVEC_MULTI_NT 8 /* tokens a multi-token matvec dispatch (default) */
 #define MAX_KERNELS 32
 #define MAX_SEGMENTS 3
 
@@ -53,9 +52,9 @@ struct gpu_model {
     matmul_config mcfg;
     const matmul_kernel *mk_out;
     const matvec_kernel *vk_out;
-    /* prefills of at most n_small tokens: multi-token matvecs (MATVEC_MAX_NT
-     * tokens a dispatch), the norm folded in, logits of every position at
-     * vlog in act (n_small rows of act_stride(n_vocab)) */
+    /* prefills of at most n_small tokens: multi-token matvecs (multi_nt
+     * tokens a dispatch, multi_tokens), the norm folded in, logits of every
+     * position at vlog in act (n_small rows of act_stride(n_vocab)) */
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
@@ -704,6 +703,18 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     return GLESLLM_OK;
 }
 
+/* The tokens of a multi-token dispatch for small batches of up to n_small:
+ * the fewest runs of at most MATVEC_MULTI_NT tokens, split evenly (a pass of
+ * 9 tokens, 8 drafted, is one run of 9, not 8 + 1: the second run reads every
+ * weight again for one token). */
+static uint32_t multi_tokens(uint32_t n_small)
+{
+    if (n_small < 2)
+        return 2;
+    uint32_t runs = (n_small + MATVEC_MULTI_NT - 1) / MATVEC_MULTI_NT;
+    return (n_small + runs - 1) / runs;
+}
+
 glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
                                 gpu_model **out)
 {
@@ -725,11 +736,11 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     const char *small = getenv("GLESLLM_SMALL_BATCH"), *mnt = getenv("GLESLLM_MULTI_NT");
     int32_t n_small = opt->n_small ? opt->n_small : small && *small ? atoi(small) : GPU_SMALL_BATCH;
     gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
-    gm->multi_nt = MATVEC_MULTI_NT;
-    if (mnt && atoi(mnt) >= 2 && atoi(mnt) <= MATVEC_MAX_NT)
-        gm->multi_nt = (uint32_t)atoi(mnt);
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
+    gm->multi_nt = multi_tokens(gm->n_small);
+    if (mnt && atoi(mnt) >= 2 && atoi(mnt) <= MATVEC_MAX_NT)
+        gm->multi_nt = (uint32_t)atoi(mnt);
     gm->mcfg = matmul_default_config(ctx);
     if (opt->f32_tiles)
         gm->mcfg.f16 = false;
@@ -1218,7 +1229,7 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     return st;
 }
 
-/* A multi-token matvec over n tokens in runs of MATVEC_MAX_NT: token t's x at
+/* A multi-token matvec over n tokens in runs of gm->multi_nt: token t's x at
  * x_off + t * act_stride(cols), its y row y_stride further each (GLU: y_off
  * counts twice), QKV as matvec_args says. */
 static glesllm_status record_multi(gpu_model *gm, const matvec_kernel *k, const gpu_weight *w,
@@ -1248,7 +1259,7 @@ static glesllm_status record_multi(gpu_model *gm, const matvec_kernel *k, const 
 }
 
 /* A prefill of n <= n_small tokens at pos0: each weight read once for up to
- * MATVEC_MAX_NT tokens, five dispatches a layer as in a decode step (the
+ * gm->multi_nt tokens, five dispatches a layer as in a decode step (the
  * attention is the prefill's). */
 static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags)
 {
