@@ -425,9 +425,9 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
 
 /* The multi-token matvec (small batches: speculative verification, short
  * prompts): every format x shape, with kernels of 2, 8 and MATVEC_MULTI_NT
- * tokens (the model's default) given as many, fewer and as many tokens; the reference and
- * tolerance are the matvec's (f32 sums of the same products, MATVEC_REL_TOL
- * of sum |wx|). */
+ * tokens (the model's most by default) given as many, fewer and as many
+ * tokens; the reference and tolerance are the matvec's (f32 sums of the same
+ * products, MATVEC_REL_TOL of sum |wx|). */
 /* kernels of 2, 8, MATVEC_MULTI_NT tokens given 2, 5 and MATVEC_MULTI_NT,
  * the last with the norm; each with x from memory and staged */
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)

@@ -66,9 +66,9 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
 /* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt),
  * and the most the model's small batches use by default: on an H100, kernels
- * of 10 tokens ran level with 9 and kernels of 12 or 16 slower for every
- * batch (their registers; bench/RESULTS.md session 12). GLESLLM_MULTI_NT
- * reaches up to MATVEC_MAX_NT. */
+ * of 10 tokens ran level with 9 and kernels of 12 (and 16, session 9) slower
+ * for every batch (their registers; bench/RESULTS.md session 12).
+ * GLESLLM_MULTI_NT reaches up to MATVEC_MAX_NT. */
 #define MATVEC_MAX_NT 16
 #define MATVEC_MULTI_NT 9
 
