@@ -48,9 +48,9 @@ layout(local_size_x = WG_SIZE) in;
 #ifndef NT
 #define NT 1
 #endif
-#if NT > 1
-// the token loops have constant bounds: unrolled, the per-token sums stay
-// in registers (a dynamically indexed array goes to local memory)
+#ifndef NO_UNROLL
+// the row and token loops have constant bounds: unrolled, the per-row and
+// per-token sums stay in registers (a dynamically indexed array goes to local memory)
 #pragma optionNV(unroll all)
 #endif
 #if defined(QKV) && NT > 1
@@ -151,6 +151,16 @@ void staged_x(uint k, uint lane, out vec4 x[8], out float sx_lo, out float sx_hi
     sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
     sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
 }
+#endif
+
+#if NT == 1 && defined(USE_SUBGROUP) && defined(SG_SIZE)
+#if TPR > SG_SIZE
+// one token, several subgroups a slot (SG_SIZE: the subgroup size the host
+// reported): the per-subgroup sums of every row, and of the norm's squares
+#define SG_SUMS 1
+#define SG_N (WG_SIZE / SG_SIZE)
+shared float sg_sums[(NR + 1) * SG_N];
+#endif
 #endif
 
 // The sum over the TPR lanes of this invocation's slot; valid in lane 0.
@@ -389,6 +399,37 @@ void main()
     }
 #if NT == 1
     float tot[NR];
+#ifdef SG_SUMS
+    // A slot's lanes are several subgroups: every row's subgroup sums (and
+    // the norm's) go through shared memory at once, one barrier for all.
+    for (int r = 0; r < NR; r++)
+        tot[r] = subgroupAdd(acc[r]);
+#ifdef NORM
+    float nsum = subgroupAdd(ssum);
+#endif
+    if (subgroupElect()) {
+        for (int r = 0; r < NR; r++)
+            sg_sums[uint(r * SG_N) + gl_SubgroupID] = tot[r];
+#ifdef NORM
+        sg_sums[uint(NR * SG_N) + gl_SubgroupID] = nsum;
+#endif
+    }
+    barrier();
+    if (lane != 0u)
+        return;
+    uint sg0 = slot * uint(TPR / SG_SIZE);
+    for (int r = 0; r < NR; r++) {
+        tot[r] = 0.0;
+        for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
+            tot[r] += sg_sums[uint(r * SG_N) + sg0 + i];
+    }
+#ifdef NORM
+    nsum = 0.0;
+    for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
+        nsum += sg_sums[uint(NR * SG_N) + sg0 + i];
+    float nscale = inversesqrt(nsum / float(W_COLS) + PARAM_F(4));
+#endif
+#else
     for (int r = 0; r < NR; r++)
         tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
 #ifdef NORM
@@ -397,6 +438,7 @@ void main()
 #endif
     if (lane != 0u)
         return;
+#endif
 #ifdef NORM
     for (int r = 0; r < NR; r++)
         tot[r] *= nscale;

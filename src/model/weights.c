@@ -210,6 +210,28 @@ static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
                  v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");
 }
 
+/* Whether a kernel's row loop is unrolled (matvec.comp's NO_UNROLL off). With
+ * several tokens always (the per-token sums stay in registers). With one,
+ * for the K-quants only: NVIDIA's compiler left the loop over a thread's rows
+ * rolled for the sub-byte formats, their sums in local memory; unrolled, on
+ * an H100 (bench/RESULTS.md session 13) Q6_K went from 59% to 71% of the copy
+ * kernel (14336x4096), Q4_K 48 -> 57%, Q2_K 30 -> 37%, and a Q4_K_M decode step
+ * 156 -> 160 tok/s, while Q4_0's and Q8_0's FFN gate/up in the step ran 7% and
+ * 16% slower (more registers, fewer groups resident). GLESLLM_UNROLL=0|1
+ * forces it off or on for every one-token kernel. */
+static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bool *unroll)
+{
+    const char *env = getenv("GLESLLM_UNROLL");
+    if (env && strcmp(env, "0") && strcmp(env, "1"))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "GLESLLM_UNROLL is '%s': use 0 (no one-token kernel unrolled), 1 (every "
+                       "one) or leave it unset (the K-quants')",
+                       env);
+    const quant_gpu_layout *L = quant_gpu_layout_of(type);
+    *unroll = v->nt > 1 || (env ? env[0] == '1' : L && L->block == 256);
+    return GLESLLM_OK;
+}
+
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                             const matvec_variant *var, matvec_kernel *out)
 {
@@ -242,14 +264,20 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
                        shared_bytes, L->max_shared_bytes);
-    char tdef[32], epi[128], defines[384];
+    bool unroll = true;
+    glesllm_status st = matvec_unrolled(type, &v, &unroll);
+    if (st != GLESLLM_OK)
+        return st;
+    char tdef[32], epi[128], sg[48] = "", defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s", tdef,
-             cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1,
-             cfg->subgroup ? "\nUSE_SUBGROUP 1" : "", epi, v.norm ? "\nNORM 1" : "",
-             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "");
-    glesllm_status st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
+    if (cfg->subgroup)
+        snprintf(sg, sizeof sg, "\nUSE_SUBGROUP 1\nSG_SIZE %u",
+                 gpu_context_caps(ctx)->subgroup_size);
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s", tdef,
+             cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi, v.norm ? "\nNORM 1" : "",
+             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", unroll ? "" : "\nNO_UNROLL 1");
+    st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
     /* named by type and tokens in errors and profiles */
