@@ -259,6 +259,8 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_EQUAL_STRING("", out);
     TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_KV=fast", "run -n 1"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_KV"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_UNROLL=yes", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_UNROLL"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast
