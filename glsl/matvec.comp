@@ -85,9 +85,16 @@ shared float part[PART_N];
 #define PART(i) part[i]
 #endif
 #ifdef XSH
-#define XSH_PER ((XSH_N + WG_SIZE - 1) / WG_SIZE) // of them an invocation
+// The staging works in half units (4 vec4, 16 values) of one token's x:
+// XSH_ITEMS a block, XSH_PER of them an invocation; item i is token
+// i / (2 TPR), half (i / TPR) % 2 of lane i % TPR's unit. Each half's sum
+// (for the affine maps' offsets) is taken once here, into xsum[i], instead
+// of by every slot's lane for every token.
+#define XSH_ITEMS (NT * 2 * TPR)
+#define XSH_PER ((XSH_ITEMS + WG_SIZE - 1) / WG_SIZE)
+shared float xsum[XSH_ITEMS];
 // Units ub .. ub + TPR - 1 of the ntok tokens' x into xsh (zeros past the
-// row); every invocation of the work group calls it. The vec4 an
+// row); every invocation of the work group calls it. The items an
 // invocation stages sit at the same places of every block (i = t + m *
 // WG_SIZE): NORM adds their squares (before the norm weight) to ss[m].
 void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
@@ -95,51 +102,58 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
     barrier();  // the last block's reads are done
     for (int m = 0; m < XSH_PER; m++) {
         uint i = gl_LocalInvocationIndex + uint(m * WG_SIZE);
-        if (i >= ntok * uint(8 * TPR))
+        if (i >= ntok * uint(2 * TPR))
             break;  // (the tokens past ntok are never read)
-        uint k = i / uint(8 * TPR), rest = i % uint(8 * TPR), l = rest / 8u, j = rest % 8u;
+        uint k = i / uint(2 * TPR), h = (i / uint(TPR)) % 2u, l = i % uint(TPR);
         uint u = ub + l;
-        vec4 v = vec4(0.0);
+        vec4 v[4];
+        for (int jj = 0; jj < 4; jj++)
+            v[jj] = vec4(0.0);
         if (u < uint(W_UNITS)) {
-            v = xv[xo + k * xs + u * 8u + j];
+            for (int jj = 0; jj < 4; jj++) {
+                uint j = h * 4u + uint(jj);
+                v[jj] = xv[xo + k * xs + u * 8u + j];
 #ifdef W_IS_FLOAT
-            if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
-                uvec4 idx = u * 32u + ((j & 3u) * 4u + (j >> 2u) * 16u) + uvec4(0u, 1u, 2u, 3u);
-                v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
-            }
+                if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
+                    uvec4 idx = u * 32u + (uint(jj) * 4u + h * 16u) + uvec4(0u, 1u, 2u, 3u);
+                    v[jj] = mix(vec4(0.0), v[jj], lessThan(idx, uvec4(W_COLS)));
+                }
 #endif
 #ifdef NORM
-            ss[m] += dot(v, v);
-            v *= xv[PARAM_U(3) + u * 8u + j];
+                ss[m] += dot(v[jj], v[jj]);
+                v[jj] *= xv[PARAM_U(3) + u * 8u + j];
 #endif
+            }
         }
-        xsh[(k * 8u + j) * uint(TPR) + l] = v;
+        for (int jj = 0; jj < 4; jj++)
+            xsh[(k * 8u + h * 4u + uint(jj)) * uint(TPR) + l] = v[jj];
+        xsum[i] = dot(v[0] + v[1] + v[2] + v[3], vec4(1.0));
     }
     barrier();
 }
 
 #ifdef NORM
 // After the last block: token k's sum(x^2) from the invocations' ss, left in
-// nsum[k] (a tree over each token's 8 * TPR places of xsh).
+// nsum[k] (a tree over each token's 2 * TPR items, in xsum).
 shared float nsum[NT];
 void stage_norm_sums(float ss[XSH_PER])
 {
     barrier();  // the last block's reads are done
     for (int m = 0; m < XSH_PER; m++) {
         uint i = gl_LocalInvocationIndex + uint(m * WG_SIZE);
-        if (i < uint(XSH_N))
-            xsh[i].x = ss[m];
+        if (i < uint(XSH_ITEMS))
+            xsum[i] = ss[m];
     }
     barrier();
-    for (uint s = uint(4 * TPR); s > 0u; s >>= 1u) {
+    for (uint s = uint(TPR); s > 0u; s >>= 1u) {
         for (uint i = gl_LocalInvocationIndex; i < uint(NT) * s; i += uint(WG_SIZE)) {
-            uint at = (i / s) * uint(8 * TPR) + i % s;
-            xsh[at].x += xsh[at + s].x;
+            uint at = (i / s) * uint(2 * TPR) + i % s;
+            xsum[at] += xsum[at + s];
         }
         barrier();
     }
     if (gl_LocalInvocationIndex < uint(NT))
-        nsum[gl_LocalInvocationIndex] = xsh[gl_LocalInvocationIndex * uint(8 * TPR)].x;
+        nsum[gl_LocalInvocationIndex] = xsum[gl_LocalInvocationIndex * uint(2 * TPR)];
 }
 #endif
 
@@ -148,8 +162,8 @@ void staged_x(uint k, uint lane, out vec4 x[8], out float sx_lo, out float sx_hi
 {
     for (int j = 0; j < 8; j++)
         x[j] = xsh[(k * 8u + uint(j)) * uint(TPR) + lane];
-    sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
-    sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
+    sx_lo = xsum[k * uint(2 * TPR) + lane];
+    sx_hi = xsum[k * uint(2 * TPR) + uint(TPR) + lane];
 }
 #endif
 

@@ -150,11 +150,12 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1)
         return 0; /* (the reductions' few words) */
-    /* the reduction's words; with the staged x the partial sums in its memory
-     * and the norm's sums, else the partial sums and the norm's partial sums */
+    /* the reduction's words; with the staged x the partial sums in its memory,
+     * the staged halves' sums and the norm's sums, else the partial sums and
+     * the norm's partial sums */
     uint32_t part = c->nr * nt * c->wg * 4, staged = nt * 8 * c->tpr * 16;
     if (xsh)
-        return c->wg * 4 + (part > staged ? part : staged) + nt * 4;
+        return c->wg * 4 + (part > staged ? part : staged) + nt * 2 * c->tpr * 4 + nt * 4;
     return c->wg * 4 + part + nt * c->wg * 4;
 }
 
