@@ -5,8 +5,10 @@
 //         epilogues below: the global row of its first row), 2 offset of x
 //         in vec4 units; 8..13 the weight planes (weights.glsl).
 // Defines: WG_SIZE; TPR threads per row (a power of two dividing WG_SIZE; a
-// multiple of the subgroup size with USE_SUBGROUP); NR rows per thread;
-// WTYPE_<type>; and at most one epilogue:
+// multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
+// reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
+// compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; and at most
+// one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
@@ -416,6 +418,9 @@ void main()
 #ifdef SG_SUMS
     // A slot's lanes are several subgroups: every row's subgroup sums (and
     // the norm's) go through shared memory at once, one barrier for all.
+    // (Like slot_sum, this takes the subgroups to be the SG_SIZE the host
+    // reported; a run-time check with slot_sum as the other branch made
+    // NVIDIA's Q4_0 gate/up 72 -> 75 us, bench/RESULTS.md session 13.)
     for (int r = 0; r < NR; r++)
         tot[r] = subgroupAdd(acc[r]);
 #ifdef NORM
