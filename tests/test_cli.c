@@ -261,15 +261,22 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_KV"), err);
     TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_UNROLL=yes", "run -n 1"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_UNROLL"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MULTI_NT=1", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MULTI_NT"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_SMALL_BATCH=8x", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_SMALL_BATCH"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast
-     * GPU is still generating when the signal comes) */
-    char cmd[1400];
+     * GPU is still generating when the signal comes; the signal once the first text is
+     * out, or after 60 s, so that a loaded machine still loads the model first) */
+    char cmd[1600];
     const char *cli = getenv("GLESLLM_CLI");
     snprintf(cmd, sizeof cmd,
-             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; sleep 1; kill -INT $pid; wait $pid' "
-             ">'%s' 2>'%s'", cli ? cli : GLESLLM_CLI_PATH, out_path, err_path);
+             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "
+             "while [ ! -s \"%s\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+             "kill -INT $pid; wait $pid' >'%s' 2>'%s'",
+             cli ? cli : GLESLLM_CLI_PATH, out_path, out_path, err_path);
     int rc = system(cmd);
     slurp(out_path, out, sizeof out);
     slurp(err_path, err, sizeof err);

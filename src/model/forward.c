@@ -1,6 +1,7 @@
 /* The decode step on the GPU. See forward.h. */
 #include "model/forward.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -715,12 +716,38 @@ static uint32_t multi_tokens(uint32_t n_small)
     return (n_small + runs - 1) / runs;
 }
 
+/* An integer variable of the environment in lo..hi: *out untouched when it
+ * is unset or empty; anything else is an error naming it. */
+static glesllm_status env_int(const char *name, long lo, long hi, long *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return GLESLLM_OK;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < lo || n > hi)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "%s is '%s': give a whole number from %ld to %ld",
+                       name, v, lo, hi);
+    *out = n;
+    return GLESLLM_OK;
+}
+
 glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
                                 gpu_model **out)
 {
     *out = NULL;
     if (!opt->n_ctx)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
+    /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
+     * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
+     * dispatch (2..MATVEC_MAX_NT) */
+    long env_small = GPU_SMALL_BATCH, env_nt = 0;
+    glesllm_status est = env_int("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
+    if (est == GLESLLM_OK)
+        est = env_int("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
+    if (est != GLESLLM_OK)
+        return est;
     gpu_model *gm = calloc(1, sizeof *gm);
     if (!gm)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -730,17 +757,11 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;
-    /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
-     * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
-     * dispatch (1..MATVEC_MAX_NT) */
-    const char *small = getenv("GLESLLM_SMALL_BATCH"), *mnt = getenv("GLESLLM_MULTI_NT");
-    int32_t n_small = opt->n_small ? opt->n_small : small && *small ? atoi(small) : GPU_SMALL_BATCH;
+    long n_small = opt->n_small ? opt->n_small : env_small;
     gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
-    gm->multi_nt = multi_tokens(gm->n_small);
-    if (mnt && atoi(mnt) >= 2 && atoi(mnt) <= MATVEC_MAX_NT)
-        gm->multi_nt = (uint32_t)atoi(mnt);
+    gm->multi_nt = env_nt ? (uint32_t)env_nt : multi_tokens(gm->n_small);
     gm->mcfg = matmul_default_config(ctx);
     if (opt->f32_tiles)
         gm->mcfg.f16 = false;
