@@ -727,8 +727,8 @@ static glesllm_status env_int(const char *name, long lo, long hi, long *out)
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno || *end || n < lo || n > hi)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "%s is '%s': give a whole number from %ld to %ld",
-                       name, v, lo, hi);
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "%s is '%s': give a whole number from %ld to %ld", name, v, lo, hi);
     *out = n;
     return GLESLLM_OK;
 }
