@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "gpu/gpu_internal.h"
 
 #ifndef EGL_NO_CONFIG_KHR
@@ -52,15 +53,10 @@ glesllm_status gpu_options_from_env(gpu_options *opt)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "GLESLLM_LIMITS=%s is not known; use min (GLES 3.1 minimums) or native", l);
     }
-    const char *c = env_value("GLESLLM_NO_CACHE");
-    if (c) {
-        if (strcmp(c, "1") == 0)
-            opt->no_cache = true;
-        else if (strcmp(c, "0") != 0)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "GLESLLM_NO_CACHE=%s is not known; use 1 (cache off) or 0", c);
-    }
-    return GLESLLM_OK;
+    int no_cache;
+    glesllm_status st = env_flag("GLESLLM_NO_CACHE", "1 (cache off) or 0", &no_cache);
+    opt->no_cache = no_cache == 1;
+    return st;
 }
 
 const char *gpu_gl_error_name(GLenum err)

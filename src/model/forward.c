@@ -1,11 +1,11 @@
 /* The decode step on the GPU. See forward.h. */
 #include "model/forward.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "model/weights.h"
 #include "quant/quant.h"
@@ -553,13 +553,13 @@ static glesllm_status create_caches(gpu_model *gm)
 
 glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why)
 {
-    const char *env = getenv("GLESLLM_PREFETCH");
+    int set;
     *out = false;
-    if (env && *env) {
-        if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "GLESLLM_PREFETCH=%s: expected 0 or 1",
-                           env);
-        *out = env[0] == '1';
+    glesllm_status st = env_flag("GLESLLM_PREFETCH", "0 or 1", &set);
+    if (st != GLESLLM_OK)
+        return st;
+    if (set >= 0) {
+        *out = set == 1;
         *why = "set by GLESLLM_PREFETCH";
         return GLESLLM_OK;
     }
@@ -716,23 +716,6 @@ static uint32_t multi_tokens(uint32_t n_small)
     return (n_small + runs - 1) / runs;
 }
 
-/* An integer variable of the environment in lo..hi: *out untouched when it
- * is unset or empty; anything else is an error naming it. */
-static glesllm_status env_int(const char *name, long lo, long hi, long *out)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return GLESLLM_OK;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < lo || n > hi)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "%s is '%s': give a whole number from %ld to %ld", name, v, lo, hi);
-    *out = n;
-    return GLESLLM_OK;
-}
-
 glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
                                 gpu_model **out)
 {
@@ -743,9 +726,9 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
      * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
      * dispatch (2..MATVEC_MAX_NT) */
     long env_small = GPU_SMALL_BATCH, env_nt = 0;
-    glesllm_status est = env_int("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
+    glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
     if (est == GLESLLM_OK)
-        est = env_int("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
+        est = env_long("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
     if (est != GLESLLM_OK)
         return est;
     gpu_model *gm = calloc(1, sizeof *gm);

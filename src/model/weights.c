@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
@@ -222,14 +223,15 @@ static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
  * forces it off or on for every one-token kernel. */
 static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bool *unroll)
 {
-    const char *env = getenv("GLESLLM_UNROLL");
-    if (env && strcmp(env, "0") && strcmp(env, "1"))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "GLESLLM_UNROLL is '%s': use 0 (no one-token kernel unrolled), 1 (every "
-                       "one) or leave it unset (the K-quants')",
-                       env);
+    int set;
+    glesllm_status st = env_flag("GLESLLM_UNROLL",
+                                 "0 (no one-token kernel unrolled), 1 (every one) or leave it "
+                                 "unset (the K-quants')",
+                                 &set);
+    if (st != GLESLLM_OK)
+        return st;
     const quant_gpu_layout *L = quant_gpu_layout_of(type);
-    *unroll = v->nt > 1 || (env ? env[0] == '1' : L && L->block == 256);
+    *unroll = v->nt > 1 || (set >= 0 ? set == 1 : L && L->block == 256);
     return GLESLLM_OK;
 }
 
