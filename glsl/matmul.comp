@@ -120,8 +120,7 @@ vec4 x_vec(uint tok, uint u, uint k4, uint n_tok)
     if (tok < n_tok) {
         v = xv[PARAM_U(2) + tok * (W_UNITS * 8u) + u * 8u + k4];
 #ifdef W_IS_FLOAT
-        uvec4 idx = u * 32u + k4 * 4u + uvec4(0u, 1u, 2u, 3u);
-        v = mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
+        v = w_x_in_row(u, k4, v);
 #endif
     }
     return v;

@@ -116,10 +116,8 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
                 uint j = h * 4u + uint(jj);
                 v[jj] = xv[xo + k * xs + u * 8u + j];
 #ifdef W_IS_FLOAT
-                if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
-                    uvec4 idx = u * 32u + (uint(jj) * 4u + h * 16u) + uvec4(0u, 1u, 2u, 3u);
-                    v[jj] = mix(vec4(0.0), v[jj], lessThan(idx, uvec4(W_COLS)));
-                }
+                if ((u + 1u) * 32u > W_COLS)  // the zero-padded tail of a float row
+                    v[jj] = w_x_in_row(u, j, v[jj]);
 #endif
 #ifdef NORM
                 ss[m] += dot(v[jj], v[jj]);
@@ -220,10 +218,8 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
         x[k] = xv[xo + u * 8u + uint(k)];
 #ifdef W_IS_FLOAT
     if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
-        for (int k = 0; k < 8; k++) {
-            uvec4 idx = u * 32u + uint((k & 3) * 4 + (k >> 2) * 16) + uvec4(0u, 1u, 2u, 3u);
-            x[k] = mix(vec4(0.0), x[k], lessThan(idx, uvec4(W_COLS)));
-        }
+        for (int k = 0; k < 8; k++)
+            x[k] = w_x_in_row(u, uint(k), x[k]);
     }
 #endif
     ss = 0.0;

@@ -33,6 +33,17 @@ layout(std430, binding = 0) readonly buffer WeightWords { uint wu[]; };
 #define W_IS_FLOAT 1
 #endif
 
+#ifdef W_IS_FLOAT
+// x's vec4 j (values 4j..4j+3) of unit u, with the values past the row's
+// W_COLS zeroed: a float row's tail is zero-padded to a whole unit, and x
+// past the row need not be (matvec.comp, matmul.comp)
+vec4 w_x_in_row(uint u, uint j, vec4 v)
+{
+    uvec4 idx = u * 32u + j * 4u + uvec4(0u, 1u, 2u, 3u);
+    return mix(vec4(0.0), v, lessThan(idx, uvec4(W_COLS)));
+}
+#endif
+
 uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
 
 
