@@ -24,10 +24,12 @@
 // products of vec4. Threads are a TX x TY grid (TX = 16); thread (tx, ty)
 // holds the row slots tx + TX i (i < TM) and the token slots ty + TY j
 // (j < TN): eight neighbouring threads read eight neighbouring slots, whose
-// 36-float rows fall on distinct banks. F16_TILES: the tokens' tile is held
-// by value instead (value k of tokens 2 p and 2 p + 1 an f16vec2), the token
-// slots of thread (tx, ty) are the pairs ty + TY j (j < TN / 2), and each
-// product is a weight times a pair of tokens (a packed f16 multiply-add).
+// 36-float rows fall on distinct banks. F16_TILES: the weights are
+// dequantized in f16 arithmetic (w_unit_f16), the tokens' tile is held by
+// value instead (value k of tokens 2 p and 2 p + 1 an f16vec2, at the
+// swizzled x_idx(k, p)), the token slots of thread (tx, ty) are the pairs
+// ty + TY j (j < TN / 2), and each product is a weight times a pair of
+// tokens (a packed f16 multiply-add).
 // With PAIRS (GLU, QKV) slot s < BM / 2 holds row 2 s of the tile and slot
 // s + BM / 2 row 2 s + 1, so a thread's slots i and i + TM / 2 are a pair of
 // rows.
@@ -75,9 +77,22 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 
 shared TVEC ws[BM * RS];
 #ifdef F16_TILES
-// the tokens' tile by value: xp[k * (BN / 2) + p] holds value k of tokens
-// 2 p and 2 p + 1
+// the tokens' tile by value: xp[x_idx(k, p)] holds value k of tokens 2 p
+// and 2 p + 1
 shared f16vec2 xp[32u * (BN / 2u)];
+
+// Where value k (of the unit) of token pair p sits in xp. Staging, the 32
+// invocations of a subgroup write values 4 (i % 8) + c of pairs i / 8 (c
+// fixed): unswizzled, a row of BN / 2 = 16 words, the eight values fell on
+// one bank (8-way conflicts). Flipping the lowest bit of k for k >= 16 and
+// XOR-ing p with 4 ((k / 4) % 4) puts them on 32 banks; the compute loop's
+// k is a constant there, so reading costs nothing more. On an H100 the
+// matmul (14336x4096 Q4_0, 512 tokens) went 1420 -> 1354 us
+// (bench/RESULTS.md, session 14).
+uint x_idx(uint k, uint p)
+{
+    return (k ^ ((k >> 4u) & 1u)) * (BN / 2u) + (p ^ ((((k >> 2u) & 3u) << 2u) & (BN / 2u - 1u)));
+}
 #else
 shared TVEC xs[BN * RS];
 #endif
@@ -134,10 +149,17 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
     TVEC sw[WPER * 8];
     for (int m = 0; m < WPER; m++) {
         uint sl = (t + uint(m * WG_SIZE)) % BM;
+#ifdef F16_TILES
+        f16vec4 v[8];
+        w_unit_f16(min(row0 + slot_row(sl), rows - 1u), u, v);
+        for (int k = 0; k < 8; k++)
+            sw[m * 8 + k] = v[k];
+#else
         vec4 v[8];
         w_unit_values(min(row0 + slot_row(sl), rows - 1u), u, v);
         for (int k = 0; k < 8; k++)
             sw[m * 8 + k] = TSTORE(v[k]);
+#endif
     }
 #ifdef F16_TILES
     vec4 x2[XPER][2];
@@ -165,7 +187,7 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
         uint p = i / 8u, k = (i % 8u) * 4u;  // vec4 k4 holds values 4 k4 .. 4 k4 + 3
         if (p < BN / 2u)
             for (int c = 0; c < 4; c++)
-                xp[(k + uint(c)) * (BN / 2u) + p] = f16vec2(x2[m][0][c], x2[m][1][c]);
+                xp[x_idx(k + uint(c), p)] = f16vec2(x2[m][0][c], x2[m][1][c]);
 #else
         if (i < BN * 8u)
             xs[(i / 8u) * RS + i % 8u] = sx[m];
@@ -201,7 +223,7 @@ void main()
             for (int c = 0; c < 4; c++) {  // value 4 k4 + c
                 f16vec2 b[TN / 2];
                 for (int j = 0; j < TN / 2; j++)
-                    b[j] = xp[(k4 * 4u + uint(c)) * (BN / 2u) + ty + TY * uint(j)];
+                    b[j] = xp[x_idx(k4 * 4u + uint(c), ty + TY * uint(j))];
                 for (int i = 0; i < TM; i++)
                     for (int j = 0; j < TN / 2; j++)
                         h[i][j] += a[i][c] * b[j];

@@ -264,3 +264,69 @@ void w_unit_values(uint row, uint u, out vec4 v[8])
         v[4 + k] = v[4 + k] * ab.z + ab.w;
     }
 }
+
+#ifdef F16_TILES
+// Unit u of a row as f16 (v[k] as in w_unit_values), for matmul.comp's f16
+// tiles (GL_NV_gpu_shader5). Q4_0, Q8_0 and Q4_K are dequantized in f16
+// arithmetic: levels sit in the mantissa of 1024 as in nib_levels, two a
+// word (lvl_f16), and never pass through f32. Q4_0 and Q8_0 give the same
+// f16 as rounding the f32 value (level - offset is exact, times the f16
+// scale is one rounding); Q4_K rounds its scale and min to f16 first (one
+// more rounding of ~5e-4). On an H100 the Q4_0 matmul (14336x4096, 512
+// tokens) went 1470 -> 1420 us (bench/RESULTS.md, session 14). Every other
+// format rounds w_unit_values.
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q8_0)
+// w_half as a float16_t
+float16_t w_half_f16(uint byte_off)
+{
+    f16vec2 h = unpackFloat2x16(w_u32(byte_off & ~3u));
+    return (byte_off & 2u) != 0u ? h.y : h.x;
+}
+#endif
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q8_0) || defined(WTYPE_Q4_K)
+// the four levels (< 256) in the bytes of `bytes`, minus off, in f16: exact
+f16vec4 lvl_f16(uint bytes, float16_t off)
+{
+    const float16_t base = float16_t(1024.0);
+    f16vec2 e = unpackFloat2x16((bytes & 0x00FF00FFu) | 0x64006400u) - (base + off);
+    f16vec2 o = unpackFloat2x16(((bytes >> 8u) & 0x00FF00FFu) | 0x64006400u) - (base + off);
+    return f16vec4(e.x, o.x, e.y, o.y);
+}
+#endif
+
+void w_unit_f16(uint row, uint u, out f16vec4 v[8])
+{
+    uint bi = row * W_NB + u / W_UPB;
+#if defined(WTYPE_Q4_0)
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
+    float16_t d = w_half_f16(W_PLANE(1) + bi * 2u);
+    for (int k = 0; k < 4; k++) {
+        v[k] = lvl_f16(w[k] & 0x0F0F0F0Fu, float16_t(8.0)) * d;
+        v[4 + k] = lvl_f16((w[k] >> 4u) & 0x0F0F0F0Fu, float16_t(8.0)) * d;
+    }
+#elif defined(WTYPE_Q8_0)
+    uint o = (W_PLANE(0) >> 4u) + bi * 2u;
+    uvec4 a = wq[o], b = wq[o + 1u];
+    float16_t d = w_half_f16(W_PLANE(1) + bi * 2u);
+    for (int k = 0; k < 4; k++) {
+        v[k] = lvl_f16(a[k] ^ 0x80808080u, float16_t(128.0)) * d;
+        v[4 + k] = lvl_f16(b[k] ^ 0x80808080u, float16_t(128.0)) * d;
+    }
+#elif defined(WTYPE_Q4_K)
+    uint ub = u % W_UPB;
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
+    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    float16_t sc = float16_t(dm.x * sm.x), mn = float16_t(-dm.y * sm.y);
+    for (int k = 0; k < 4; k++) {
+        v[k] = lvl_f16(w[k] & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
+        v[4 + k] = lvl_f16((w[k] >> 4u) & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
+    }
+#else
+    vec4 f[8];
+    w_unit_values(row, u, f);
+    for (int k = 0; k < 8; k++)
+        v[k] = f16vec4(f[k]);
+#endif
+}
+#endif
