@@ -265,6 +265,11 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MULTI_NT"), err);
     TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_SMALL_BATCH=8x", "run -n 1"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_SMALL_BATCH"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_FUSE_NORM=no", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_FUSE_NORM"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MULTI_XSH=off", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MULTI_XSH"), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run("GLESLLM_FUSE_NORM=0 GLESLLM_MULTI_XSH=0", "run -n 2"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast

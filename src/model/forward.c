@@ -724,11 +724,20 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
     /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
      * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
-     * dispatch (2..MATVEC_MAX_NT) */
+     * dispatch (2..MATVEC_MAX_NT). The norm inside each matvec work group
+     * (one sum of squares per group) beat a dispatch of its own on the H200:
+     * Mistral-7B Q4_0 152 against 135 tokens/s (bench/RESULTS.md);
+     * GLESLLM_FUSE_NORM=0 splits it out. GLESLLM_MULTI_XSH is read by
+     * matvec_multi_config, which has no way to fail: checked here. */
     long env_small = GPU_SMALL_BATCH, env_nt = 0;
+    int fuse = -1, xsh;
     glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
     if (est == GLESLLM_OK)
         est = env_long("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
+    if (est == GLESLLM_OK)
+        est = env_flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &fuse);
+    if (est == GLESLLM_OK)
+        est = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
     if (est != GLESLLM_OK)
         return est;
     gpu_model *gm = calloc(1, sizeof *gm);
@@ -750,11 +759,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         gm->mcfg.f16 = false;
     gm->kv = opt->kv;
     gm->cand_k = 40;
-    /* The norm inside each matvec work group (one sum of squares per group)
-     * beat a dispatch of its own on the H200: Mistral-7B Q4_0 152 against
-     * 135 tokens/s (bench/RESULTS.md). GLESLLM_FUSE_NORM=0 splits it out. */
-    const char *fuse = getenv("GLESLLM_FUSE_NORM");
-    gm->fuse_norm = !(fuse && strcmp(fuse, "0") == 0);
+    gm->fuse_norm = fuse != 0;
     gm->pen = 1.0f;
     glesllm_status st = GLESLLM_OK;
     if (gm->kv == KV_AUTO) {

@@ -173,13 +173,17 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
      * ms in session 9 with the partial sums in the staged x's memory (more
      * groups resident). Where the limits leave less room: 128 invocations, x
      * from memory, one row a thread, then fewer invocations. */
-    const char *env = getenv("GLESLLM_MULTI_XSH");
+    /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
+     * gpu_model_create rejects, counts as unset here) */
+    int xsh = -1;
+    if (env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh) != GLESLLM_OK)
+        xsh = -1;
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
     split_from_env("GLESLLM_MULTI", &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
-    c.xsh = !(env && strcmp(env, "0") == 0);
+    c.xsh = xsh != 0;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
