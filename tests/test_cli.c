@@ -269,7 +269,16 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_FUSE_NORM"), err);
     TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MULTI_XSH=off", "run -n 1"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MULTI_XSH"), err);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run("GLESLLM_FUSE_NORM=0 GLESLLM_MULTI_XSH=0", "run -n 2"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MATMUL=128,8", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MATMUL"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MATMUL=128,8,4,3", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MATMUL"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MATVEC=256,16,x", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MATVEC"), err);
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_MULTI=256,16,2,1", "run -n 1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_MULTI"), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(
+        0, run("GLESLLM_FUSE_NORM=0 GLESLLM_MULTI_XSH=0 GLESLLM_MATMUL=128,8,4,0", "run -n 2"), err);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast

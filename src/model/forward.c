@@ -727,17 +727,17 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
      * dispatch (2..MATVEC_MAX_NT). The norm inside each matvec work group
      * (one sum of squares per group) beat a dispatch of its own on the H200:
      * Mistral-7B Q4_0 152 against 135 tokens/s (bench/RESULTS.md);
-     * GLESLLM_FUSE_NORM=0 splits it out. GLESLLM_MULTI_XSH is read by
-     * matvec_multi_config, which has no way to fail: checked here. */
+     * GLESLLM_FUSE_NORM=0 splits it out. The kernels' tuning variables are
+     * checked here too (weights_env_check). */
     long env_small = GPU_SMALL_BATCH, env_nt = 0;
-    int fuse = -1, xsh;
+    int fuse = -1;
     glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
     if (est == GLESLLM_OK)
         est = env_long("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
     if (est == GLESLLM_OK)
         est = env_flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &fuse);
     if (est == GLESLLM_OK)
-        est = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
+        est = weights_env_check();
     if (est != GLESLLM_OK)
         return est;
     gpu_model *gm = calloc(1, sizeof *gm);

@@ -97,16 +97,61 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
 }
 
-/* GLESLLM_MATVEC / GLESLLM_MULTI=wg,tpr,nr: a split forced for benchmarks */
+/* A variable of lo..hi comma-separated whole numbers (each below 2^20) into
+ * v: how many, 0 when unset or empty, -1 when it is anything else. */
+static int env_uints(const char *name, unsigned *v, int lo, int hi)
+{
+    const char *env = getenv(name), *p = env;
+    if (!env || !*env)
+        return 0;
+    int n = 0;
+    for (;;) {
+        char *end;
+        if (n == hi || *p < '0' || *p > '9')
+            return -1;
+        unsigned long x = strtoul(p, &end, 10);
+        if (x >= 1ul << 20)
+            return -1;
+        v[n++] = (unsigned)x;
+        if (!*end)
+            break;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+    return n >= lo ? n : -1;
+}
+
+#define MATVEC_SPLIT_USE "wg,tpr,nr (work-group size, lanes a row, rows a thread)"
+#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2] (work-group size, rows and tokens a thread, tiles)"
+#define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
+
+glesllm_status weights_env_check(void)
+{
+    unsigned v[4];
+    static const char *const splits[] = { "GLESLLM_MATVEC", "GLESLLM_MULTI" };
+    for (int i = 0; i < 2; i++)
+        if (env_uints(splits[i], v, 3, 3) < 0)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "%s=%s is not known; use " MATVEC_SPLIT_USE,
+                           splits[i], getenv(splits[i]));
+    int n = env_uints("GLESLLM_MATMUL", v, 3, 4);
+    if (n < 0 || (n == 4 && v[3] > 2))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
+                       getenv("GLESLLM_MATMUL"));
+    int xsh;
+    return env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
+}
+
+/* GLESLLM_MATVEC / GLESLLM_MULTI=wg,tpr,nr: a split forced for benchmarks
+ * (anything else: weights_env_check's error) */
 static bool split_from_env(const char *name, matvec_config *c)
 {
-    const char *env = getenv(name);
-    unsigned wg, tpr, nr;
-    if (!env || sscanf(env, "%u,%u,%u", &wg, &tpr, &nr) != 3)
+    unsigned v[3];
+    if (env_uints(name, v, 3, 3) != 3)
         return false;
-    c->wg = wg;
-    c->tpr = tpr;
-    c->nr = nr;
+    c->wg = v[0];
+    c->tpr = v[1];
+    c->nr = v[2];
     return true;
 }
 
@@ -174,7 +219,7 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
      * groups resident). Where the limits leave less room: 128 invocations, x
      * from memory, one row a thread, then fewer invocations. */
     /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
-     * gpu_model_create rejects, counts as unset here) */
+     * weights_env_check rejects, counts as unset here) */
     int xsh = -1;
     if (env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh) != GLESLLM_OK)
         xsh = -1;
@@ -416,14 +461,13 @@ matmul_config matmul_default_config(gpu_context *ctx)
      * the tiles in mediump (f16 arithmetic where the driver has it: faster on
      * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
      * products of each 32-value unit added in f16 (GL_NV_gpu_shader5) */
-    const char *env = getenv("GLESLLM_MATMUL");
-    unsigned wg, tm, tn, half = 0;
-    if (env && sscanf(env, "%u,%u,%u,%u", &wg, &tm, &tn, &half) >= 3) {
-        c.wg = wg;
-        c.tm = tm;
-        c.tn = tn;
-        c.half = half == 1;
-        c.f16 = half == 2;
+    unsigned v[4] = { 0, 0, 0, 0 };
+    if (env_uints("GLESLLM_MATMUL", v, 3, 4) >= 3) { /* else weights_env_check's error */
+        c.wg = v[0];
+        c.tm = v[1];
+        c.tn = v[2];
+        c.half = v[3] == 1;
+        c.f16 = v[3] == 2;
     }
     if (c.wg > L->max_invocations)
         c.wg = 128;

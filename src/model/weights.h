@@ -61,8 +61,11 @@ typedef struct matvec_config {
  * the same for every tensor). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt);
-/* What GLESLLM_MULTI_XSH takes, for its error (checked by gpu_model_create) */
-#define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
+/* GLESLLM_MATVEC, GLESLLM_MULTI, GLESLLM_MATMUL and GLESLLM_MULTI_XSH, read
+ * by the config functions above (which cannot fail: a value they cannot
+ * read counts as unset there): an error naming the first that is set to
+ * something it does not take. */
+glesllm_status weights_env_check(void);
 /* Shared memory a matvec of nt tokens needs with this configuration. */
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
