@@ -161,6 +161,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (weights_env_check() != GLESLLM_OK) /* GLESLLM_MATMUL */
+        die("environment");
     gpu_options opt;
     if (gpu_options_from_env(&opt) != GLESLLM_OK || gpu_context_create(&opt, &ctx) != GLESLLM_OK ||
         gpu_queue_create(ctx, &queue) != GLESLLM_OK)

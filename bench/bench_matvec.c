@@ -274,6 +274,8 @@ static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 static void open_gpu(double *copy, const char **renderer)
 {
     gpu_options opt;
+    if (weights_env_check()) /* GLESLLM_MATVEC, GLESLLM_MULTI, ... */
+        die("environment");
     if (gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) || gpu_queue_create(ctx, &queue))
         die("GPU");
     if (chain && !gpu_queue_profile_enable(queue, GPU_PROFILE_SUBMITS))
