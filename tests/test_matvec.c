@@ -491,11 +491,10 @@ static void test_matmul_tilings_and_half(void)
 
 /* f16 tiles (GL_NV_gpu_shader5; Q4_0, Q8_0 and Q4_K dequantized in f16
  * arithmetic by w_unit_f16, the others rounded from f32): each factor
- * rounded to 11 bits and each
- * unit's 32 products of a row and a token added in one f16 sum, whose 32
- * roundings (each within 2^-12 of the running sum, at most the unit's
- * sum |wx|) mostly cancel; 8e-3 of sum |wx| is about the case where all of
- * them round the same way */
+ * rounded to 11 bits and each unit's 32 products of a row and a token added
+ * in one f16 sum, whose 32 roundings (each within 2^-12 of the running sum,
+ * at most the unit's sum |wx|) mostly cancel; 8e-3 of sum |wx| is about the
+ * case where all of them round the same way */
 static void test_matmul_f16_tiles(void)
 {
     if (!gpu_context_caps(ctx)->f16_types)
