@@ -30,3 +30,26 @@ glesllm_status env_long(const char *name, long lo, long hi, long *out)
     *out = n;
     return GLESLLM_OK;
 }
+
+int env_uints(const char *name, unsigned *v, int lo, int hi)
+{
+    const char *env = getenv(name), *p = env;
+    if (!env || !*env)
+        return 0;
+    int n = 0;
+    for (;;) {
+        char *end;
+        if (n == hi || *p < '0' || *p > '9')
+            return -1;
+        unsigned long x = strtoul(p, &end, 10);
+        if (x >= 1ul << 20)
+            return -1;
+        v[n++] = (unsigned)x;
+        if (!*end)
+            break;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+    return n >= lo ? n : -1;
+}

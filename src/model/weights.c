@@ -97,31 +97,6 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
 }
 
-/* A variable of lo..hi comma-separated whole numbers (each below 2^20) into
- * v: how many, 0 when unset or empty, -1 when it is anything else. */
-static int env_uints(const char *name, unsigned *v, int lo, int hi)
-{
-    const char *env = getenv(name), *p = env;
-    if (!env || !*env)
-        return 0;
-    int n = 0;
-    for (;;) {
-        char *end;
-        if (n == hi || *p < '0' || *p > '9')
-            return -1;
-        unsigned long x = strtoul(p, &end, 10);
-        if (x >= 1ul << 20)
-            return -1;
-        v[n++] = (unsigned)x;
-        if (!*end)
-            break;
-        if (*end != ',')
-            return -1;
-        p = end + 1;
-    }
-    return n >= lo ? n : -1;
-}
-
 #define MATVEC_SPLIT_USE "wg,tpr,nr (work-group size, lanes a row, rows a thread)"
 #define MATMUL_TILES_USE "wg,tm,tn[,0|1|2] (work-group size, rows and tokens a thread, tiles)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
@@ -132,11 +107,13 @@ glesllm_status weights_env_check(void)
     static const char *const splits[] = { "GLESLLM_MATVEC", "GLESLLM_MULTI" };
     for (int i = 0; i < 2; i++)
         if (env_uints(splits[i], v, 3, 3) < 0)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "%s=%s is not known; use " MATVEC_SPLIT_USE,
-                           splits[i], getenv(splits[i]));
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "%s=%s is not known; use " MATVEC_SPLIT_USE, splits[i],
+                           getenv(splits[i]));
     int n = env_uints("GLESLLM_MATMUL", v, 3, 4);
     if (n < 0 || (n == 4 && v[3] > 2))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
                        getenv("GLESLLM_MATMUL"));
     int xsh;
     return env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
@@ -220,9 +197,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
      * from memory, one row a thread, then fewer invocations. */
     /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
      * weights_env_check rejects, counts as unset here) */
-    int xsh = -1;
-    if (env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh) != GLESLLM_OK)
-        xsh = -1;
+    int xsh;
+    (void)env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh); /* -1 unless 0 or 1 */
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
