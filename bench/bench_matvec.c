@@ -443,7 +443,7 @@ int main(int argc, char **argv)
                         }
                 /* the default again, last: drift within the process shows here */
                 matvec_config cfg = n_tokens > 1
-                                        ? matvec_multi_config(ctx, n_tokens)
+                                        ? matvec_multi_config(ctx, n_tokens, t->rows, t->cols)
                                         : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% | "
@@ -481,7 +481,7 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, n_tokens)
+            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, n_tokens, t->rows, t->cols)
                                              : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;
@@ -491,6 +491,8 @@ int main(int argc, char **argv)
                 cfg.nr = force.nr;
             if (force_sub >= 0)
                 cfg.subgroup = force_sub != 0;
+            while (cfg.xb > 1 && cfg.wg % (cfg.xb * cfg.tpr))
+                cfg.xb /= 2; /* a forced split the default xb does not divide */
             if (cfg.xsh && matvec_shared_bytes(&cfg, n_tokens, true) >
                                gpu_context_limits(ctx)->max_shared_bytes)
                 cfg.xsh = false; /* a forced split that leaves no room for it */
@@ -499,10 +501,14 @@ int main(int argc, char **argv)
             if (gpu_context_memory_evicted(ctx, &ev_n, &ev_bytes) && ev_n)
                 fprintf(stderr, "bench_matvec: the driver evicted %llu times, %llu MiB\n",
                         (unsigned long long)ev_n, (unsigned long long)(ev_bytes >> 20));
-            printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d%s | %.2f | %.0f | %.0f | %.0f%% |\n",
+            char xb[16] = "";
+            if (n_tokens > 1 && cfg.xb > 1)
+                snprintf(xb, sizeof xb, " xb%u", cfg.xb);
+            printf("| %llux%llu | %s | %.1f | %u/%u/%u/%d%s%s | %.2f | %.0f | %.0f | %.0f%% |\n",
                    (unsigned long long)t->rows, (unsigned long long)t->cols,
                    ggml_type_name(t->type), (double)t->w[0].bytes / (1 << 20), cfg.wg, cfg.tpr,
-                   cfg.nr, cfg.subgroup, cfg.xsh ? " xsh" : "", us, gbs, copy, 100 * gbs / copy);
+                   cfg.nr, cfg.subgroup, cfg.xsh ? " xsh" : "", xb, us, gbs, copy,
+                   100 * gbs / copy);
             fflush(stdout);
             tensor_free(t);
             free(t);

@@ -38,6 +38,10 @@
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
+// XB (NT > 1): XB consecutive invocations are the same lane of XB slots
+// (instead of a slot's TPR lanes being consecutive), so a subgroup of XB
+// invocations reads one address of the staged x at a time (one broadcast
+// instead of XB different words); WG_SIZE a multiple of XB * TPR.
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -326,7 +330,13 @@ void main()
     uint row0 = wg * uint(ROWS_WG);
     if (row0 >= rows)
         return;  // the whole work group
-    uint t = gl_LocalInvocationIndex, lane = t % uint(TPR), slot = t / uint(TPR);
+    uint t = gl_LocalInvocationIndex;
+#if defined(XB) && NT > 1
+    uint lane = (t / uint(XB)) % uint(TPR), slot = (t / uint(XB * TPR)) * uint(XB) + t % uint(XB);
+#else
+    uint lane = t % uint(TPR), slot = t / uint(TPR);
+#endif
+    uint pidx = slot * uint(TPR) + lane;  // where the partial sums go (NT > 1)
     uint first = row0 + slot * uint(NR);
     uint xo = PARAM_U(2);
 #if NT > 1
@@ -478,7 +488,7 @@ void main()
     barrier();  // the staged x (the same memory) is no longer read
 #endif
     for (int i = 0; i < NR * NT; i++)
-        PART(uint(i * WG_SIZE) + t) = acc[i];
+        PART(uint(i * WG_SIZE) + pidx) = acc[i];
     barrier();
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2

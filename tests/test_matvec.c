@@ -298,10 +298,10 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
         if (mv)
             snprintf(msg, sizeof msg,
                      "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
-                     "nr %u add %d: error %.3g of sum|wx|",
+                     "nr %u xb %u xsh %d add %d: error %.3g of sum|wx|",
                      nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
-                     (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr, add,
-                     worst);
+                     (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr,
+                     mv->xb, mv->xsh, add, worst);
         else
             snprintf(msg, sizeof msg,
                      "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
@@ -429,11 +429,12 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
  * tokens; the reference and tolerance are the matvec's (f32 sums of the same
  * products, MATVEC_REL_TOL of sum |wx|). */
 /* kernels of 2, 8, MATVEC_MULTI_NT tokens given 2, 5 and MATVEC_MULTI_NT,
- * the last with the norm; each with x from memory and staged */
+ * the last with the norm; each with x from memory and staged, and staged with
+ * the splits of the FFN's shapes (xb: the lanes of a warp on one unit of x) */
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t nts[] = { 2, 8, MATVEC_MULTI_NT }, n_toks[] = { 2, 5, MATVEC_MULTI_NT };
-    matvec_config mv = matvec_multi_config(ctx, nts[t]);
+    matvec_config mv = matvec_multi_config(ctx, nts[t], c->rows, c->cols);
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
     uint32_t room = gpu_context_limits(ctx)->max_shared_bytes;
@@ -441,13 +442,21 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
     while (mv.wg > mv.tpr && matvec_shared_bytes(&mv, nts[t], false) > room)
         mv.wg /= 2;
     check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
-    mv = matvec_multi_config(ctx, nts[t]);
+    mv = matvec_multi_config(ctx, nts[t], c->rows, c->cols);
     mv.xsh = true;
     while (mv.tpr > 1 && matvec_shared_bytes(&mv, nts[t], true) > room)
         mv.tpr /= 2;
     mv.subgroup = mv.subgroup && matvec_default_config(ctx, c->type, c->rows, c->cols).tpr == mv.tpr;
     if (matvec_shared_bytes(&mv, nts[t], true) <= room)
         check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
+    /* many rows (gate/up), long rows (down): their splits on this tensor */
+    static const uint64_t ffn[2][2] = { { 28672, 4096 }, { 4096, 14336 } };
+    for (int f = 0; f < 2; f++) {
+        mv = matvec_multi_config(ctx, nts[t], ffn[f][0], ffn[f][1]);
+        TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
+        if (mv.xb > 1)
+            check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed + 1 + f);
+    }
 }
 
 static void test_matvec_multi_token_every_format(void)
@@ -457,12 +466,12 @@ static void test_matvec_multi_token_every_format(void)
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
     mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
-    matvec_config mv = matvec_multi_config(ctx, 4);
+    matvec_config mv = matvec_multi_config(ctx, 4, split.rows, split.cols);
     mv.subgroup = false;
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, MATVEC_MULTI_NT);
+    mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, one.rows, one.cols);
     check_batched(&one, NULL, &mv, MATVEC_MULTI_NT, true, 1, MATVEC_REL_TOL, 9998);
     mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);

@@ -132,7 +132,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
                         const matvec_variant *v)
 {
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
-           k->cfg.subgroup == c->subgroup && k->cfg.xsh == c->xsh &&
+           k->cfg.subgroup == c->subgroup && k->cfg.xsh == c->xsh && k->cfg.xb == c->xb &&
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
            k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt;
 }
@@ -140,7 +140,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, var->nt)
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, var->nt, rows, cols)
                                     : matvec_default_config(gm->ctx, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;

@@ -98,19 +98,25 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 }
 
 #define MATVEC_SPLIT_USE "wg,tpr,nr (work-group size, lanes a row, rows a thread)"
+#define MULTI_SPLIT_USE                                                                       \
+    "wg,tpr,nr[,xb] (work-group size, lanes a row, rows a thread, and invocations on one unit " \
+    "of x: a power of two up to 64)"
 #define MATMUL_TILES_USE "wg,tm,tn[,0|1|2] (work-group size, rows and tokens a thread, tiles)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
 
 glesllm_status weights_env_check(void)
 {
     unsigned v[4];
-    static const char *const splits[] = { "GLESLLM_MATVEC", "GLESLLM_MULTI" };
-    for (int i = 0; i < 2; i++)
-        if (env_uints(splits[i], v, 3, 3) < 0)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "%s=%s is not known; use " MATVEC_SPLIT_USE, splits[i],
-                           getenv(splits[i]));
-    int n = env_uints("GLESLLM_MATMUL", v, 3, 4);
+    if (env_uints("GLESLLM_MATVEC", v, 3, 3) < 0)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "GLESLLM_MATVEC=%s is not known; use " MATVEC_SPLIT_USE,
+                       getenv("GLESLLM_MATVEC"));
+    int n = env_uints("GLESLLM_MULTI", v, 3, 4);
+    if (n < 0 || (n == 4 && (!v[3] || v[3] > 64 || (v[3] & (v[3] - 1)))))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "GLESLLM_MULTI=%s is not known; use " MULTI_SPLIT_USE,
+                       getenv("GLESLLM_MULTI"));
+    n = env_uints("GLESLLM_MATMUL", v, 3, 4);
     if (n < 0 || (n == 4 && v[3] > 2))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
@@ -119,16 +125,17 @@ glesllm_status weights_env_check(void)
     return env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
 }
 
-/* GLESLLM_MATVEC / GLESLLM_MULTI=wg,tpr,nr: a split forced for benchmarks
- * (anything else: weights_env_check's error) */
-static bool split_from_env(const char *name, matvec_config *c)
+/* GLESLLM_MATVEC=wg,tpr,nr / GLESLLM_MULTI=wg,tpr,nr[,xb]: a split forced for
+ * benchmarks, xb 1 unless given (anything else: weights_env_check's error) */
+static bool split_from_env(const char *name, unsigned most, matvec_config *c)
 {
-    unsigned v[3];
-    if (env_uints(name, v, 3, 3) != 3)
+    unsigned v[4] = { 0, 0, 0, 1 };
+    if (env_uints(name, v, 3, most) < 3)
         return false;
     c->wg = v[0];
     c->tpr = v[1];
     c->nr = v[2];
+    c->xb = v[3];
     return true;
 }
 
@@ -163,9 +170,10 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
     c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
-    split_from_env("GLESLLM_MATVEC", &c);
+    split_from_env("GLESLLM_MATVEC", 3, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
+    c.xb = 1;
     return c;
 }
 
@@ -182,7 +190,7 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
     return c->wg * 4 + part + nt * c->wg * 4;
 }
 
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, uint64_t cols)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
@@ -194,7 +202,14 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
      * kernels overlap; in a pass each waits for the one before); 25.6 -> 20.6
      * ms in session 9 with the partial sums in the staged x's memory (more
      * groups resident). Where the limits leave less room: 128 invocations, x
-     * from memory, one row a thread, then fewer invocations. */
+     * from memory, one row a thread, then fewer invocations.
+     * By shape (session 15, bench_matvec --chain, each kernel after the one
+     * before, Q4_0, 9 tokens / 2): many rows (an FFN's gate/up, 28672x4096)
+     * take 128 invocations of 4 lanes a row, the 32 invocations of a warp on
+     * one unit of 32 rows (xb 32: each read of the staged x one address for
+     * the warp), 195 -> 137 / 72.7 -> 71.0 us; long rows (an FFN's down,
+     * 4096x14336) 512 of 32 lanes a row, xb 8, 110 -> 96 / 56.4 -> 44.3 us.
+     * Other shapes gained little (<= 7%, Q8_0 lost): unchanged. */
     /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
      * weights_env_check rejects, counts as unset here) */
     int xsh;
@@ -202,7 +217,17 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
-    split_from_env("GLESLLM_MULTI", &c);
+    c.xb = 1;
+    if (cols >= 8192 && L->max_invocations >= 512) {
+        c.wg = 512;
+        c.tpr = 32;
+        c.xb = 8;
+    } else if (rows >= 16384) {
+        c.wg = 128;
+        c.tpr = 4;
+        c.xb = 32;
+    }
+    bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = xsh != 0;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
@@ -211,6 +236,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt)
         c.nr = 1;
     while (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes && c.wg > c.tpr)
         c.wg /= 2;
+    while (!forced && c.xb > 1 && c.wg % (c.xb * c.tpr))
+        c.xb /= 2;
     return c;
 }
 
@@ -274,11 +301,13 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
     const gpu_limits *L = gpu_context_limits(ctx);
     if (!cfg->wg || cfg->wg > L->max_invocations || !cfg->tpr || cfg->wg % cfg->tpr ||
-        (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8 || v.nt > MATVEC_MAX_NT)
+        (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8 || v.nt > MATVEC_MAX_NT ||
+        (cfg->xb & (cfg->xb - 1)) || (cfg->xb > 1 && cfg->wg % (cfg->xb * cfg->tpr)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matvec: invalid work split (wg %u, tpr %u, nr %u, %u tokens; limit %u "
-                       "invocations, %d tokens)",
-                       cfg->wg, cfg->tpr, cfg->nr, v.nt, L->max_invocations, MATVEC_MAX_NT);
+                       "matvec: invalid work split (wg %u, tpr %u, nr %u, xb %u, %u tokens; "
+                       "limit %u invocations, %d tokens; wg a multiple of xb * tpr)",
+                       cfg->wg, cfg->tpr, cfg->nr, cfg->xb, v.nt, L->max_invocations,
+                       MATVEC_MAX_NT);
     if (cfg->subgroup) {
         const gpu_caps *C = gpu_context_caps(ctx);
         if (!C->subgroup || !C->subgroup_size || cfg->tpr % C->subgroup_size)
@@ -296,15 +325,17 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     glesllm_status st = matvec_unrolled(type, &v, &unroll);
     if (st != GLESLLM_OK)
         return st;
-    char tdef[32], epi[128], sg[48] = "", defines[384];
+    char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
     if (cfg->subgroup)
         snprintf(sg, sizeof sg, "\nUSE_SUBGROUP 1\nSG_SIZE %u",
                  gpu_context_caps(ctx)->subgroup_size);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s", tdef,
+    if (v.nt > 1 && cfg->xb > 1)
+        snprintf(xb, sizeof xb, "\nXB %u", cfg->xb);
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s%s", tdef,
              cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi, v.norm ? "\nNORM 1" : "",
-             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", unroll ? "" : "\nNO_UNROLL 1");
+             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb, unroll ? "" : "\nNO_UNROLL 1");
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;

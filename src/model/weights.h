@@ -54,13 +54,16 @@ typedef struct matvec_config {
     bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
     bool xsh;         /* several tokens: their x staged in shared memory, tpr units at a
                          time (matvec_multi_config: where it fits; GLESLLM_MULTI_XSH=0 off) */
+    uint32_t xb;      /* several tokens: consecutive invocations on one unit of x, each
+                         on its own rows (so a warp's reads of x are one address; 0 or 1:
+                         a row's lanes consecutive); a power of two, wg a multiple of
+                         xb * tpr */
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits,
- * and the one for kernels of nt > 1 tokens a dispatch (matvec_variant.nt;
- * the same for every tensor). */
+ * and the one for kernels of nt > 1 tokens a dispatch (matvec_variant.nt). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt);
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, uint64_t cols);
 /* GLESLLM_MATVEC, GLESLLM_MULTI, GLESLLM_MATMUL and GLESLLM_MULTI_XSH, read
  * by the config functions above (which cannot fail: a value they cannot
  * read counts as unset there): an error naming the first that is set to
