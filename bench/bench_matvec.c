@@ -491,8 +491,7 @@ int main(int argc, char **argv)
                 cfg.nr = force.nr;
             if (force_sub >= 0)
                 cfg.subgroup = force_sub != 0;
-            while (cfg.xb > 1 && cfg.wg % (cfg.xb * cfg.tpr))
-                cfg.xb /= 2; /* a forced split the default xb does not divide */
+            matvec_fit_xb(&cfg); /* a forced split the default xb does not divide */
             if (cfg.xsh && matvec_shared_bytes(&cfg, n_tokens, true) >
                                gpu_context_limits(ctx)->max_shared_bytes)
                 cfg.xsh = false; /* a forced split that leaves no room for it */

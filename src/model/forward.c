@@ -1149,8 +1149,10 @@ static glesllm_status make_logits_all(gpu_model *gm)
     return GLESLLM_OK;
 }
 
-/* The attention of n new tokens at pos0.. over the cache. */
+/* batches of at most this many tokens take the small-batch prefill attention */
 #define ATTN_SMALL_N 16
+
+/* The attention of n new tokens at pos0.. over the cache. */
 static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g, uint32_t pos0,
                                               uint32_t n)
 {

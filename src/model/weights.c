@@ -190,6 +190,18 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
     return c->wg * 4 + part + nt * c->wg * 4;
 }
 
+/* whether the invocations sharing a unit of x (xb) tile the work group */
+static bool xb_fits(const matvec_config *c)
+{
+    return c->xb <= 1 || c->wg % (c->xb * c->tpr) == 0;
+}
+
+void matvec_fit_xb(matvec_config *c)
+{
+    while (!xb_fits(c))
+        c->xb /= 2;
+}
+
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, uint64_t cols)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
@@ -236,8 +248,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
         c.nr = 1;
     while (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes && c.wg > c.tpr)
         c.wg /= 2;
-    while (!forced && c.xb > 1 && c.wg % (c.xb * c.tpr))
-        c.xb /= 2;
+    if (!forced) /* (a forced one that does not fit is matvec_build's error) */
+        matvec_fit_xb(&c);
     return c;
 }
 
@@ -302,7 +314,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     const gpu_limits *L = gpu_context_limits(ctx);
     if (!cfg->wg || cfg->wg > L->max_invocations || !cfg->tpr || cfg->wg % cfg->tpr ||
         (cfg->tpr & (cfg->tpr - 1)) || !cfg->nr || cfg->nr > 8 || v.nt > MATVEC_MAX_NT ||
-        (cfg->xb & (cfg->xb - 1)) || (cfg->xb > 1 && cfg->wg % (cfg->xb * cfg->tpr)))
+        (cfg->xb & (cfg->xb - 1)) || !xb_fits(cfg))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec: invalid work split (wg %u, tpr %u, nr %u, xb %u, %u tokens; "
                        "limit %u invocations, %d tokens; wg a multiple of xb * tpr)",

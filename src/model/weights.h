@@ -69,6 +69,9 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
  * read counts as unset there): an error naming the first that is set to
  * something it does not take. */
 glesllm_status weights_env_check(void);
+/* Halves cfg->xb until wg is a multiple of xb * tpr (a split changed after
+ * matvec_multi_config chose xb). */
+void matvec_fit_xb(matvec_config *c);
 /* Shared memory a matvec of nt tokens needs with this configuration. */
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
