@@ -574,6 +574,25 @@ static void test_split_by_storage_block_limit(void)
     }
 }
 
+/* GLESLLM_MULTI forces a split; where the limits leave too little shared
+ * memory for it (GLESLLM_LIMITS=min with 16 tokens), the work group shrinks,
+ * and the forced xb is fitted to the smaller group instead of making the
+ * kernel fail to build */
+static void test_forced_multi_split_shrinks_whole(void)
+{
+    setenv("GLESLLM_MULTI", "128,16,2,8", 1);
+    matvec_config mv = matvec_multi_config(ctx, MATVEC_MAX_NT, 4096, 4096);
+    unsetenv("GLESLLM_MULTI");
+    TEST_ASSERT_EQUAL_UINT32(16, mv.tpr);
+    TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
+    matvec_kernel k;
+    matvec_variant var = { MATVEC_STORE };
+    var.nt = MATVEC_MAX_NT;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &mv, &var, &k),
+                                  glesllm_last_error());
+    matvec_destroy(&k);
+}
+
 static void test_bad_shapes_are_errors(void)
 {
     gpu_weight gw;
@@ -604,6 +623,7 @@ int main(void)
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);
     RUN_TEST(test_split_by_storage_block_limit);
+    RUN_TEST(test_forced_multi_split_shrinks_whole);
     RUN_TEST(test_bad_shapes_are_errors);
     gpu_queue_destroy(queue);
     gpu_context_destroy(ctx);

@@ -242,13 +242,16 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = xsh != 0;
+    uint32_t wg = c.wg;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.nr = 1;
     while (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes && c.wg > c.tpr)
         c.wg /= 2;
-    if (!forced) /* (a forced one that does not fit is matvec_build's error) */
+    /* a forced xb that does not tile the forced wg is matvec_build's error;
+     * one that no longer tiles the wg the limits left here is fitted */
+    if (!forced || c.wg != wg)
         matvec_fit_xb(&c);
     return c;
 }
