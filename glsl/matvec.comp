@@ -7,7 +7,8 @@
 // Defines: WG_SIZE; TPR threads per row (a power of two dividing WG_SIZE; a
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
-// compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; and at most
+// compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
+// (weights.glsl nib_levels); and at most
 // one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
@@ -42,6 +43,9 @@
 // (instead of a slot's TPR lanes being consecutive), so a subgroup of XB
 // invocations reads one address of the staged x at a time (one broadcast
 // instead of XB different words); WG_SIZE a multiple of XB * TPR.
+#ifdef F16_LEVELS
+#extension GL_NV_gpu_shader5 : require
+#endif
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

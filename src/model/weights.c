@@ -340,6 +340,14 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     glesllm_status st = matvec_unrolled(type, &v, &unroll);
     if (st != GLESLLM_OK)
         return st;
+    /* Q4_0 and Q4_1 nibbles minus their offset in f16 arithmetic, two a
+     * instruction (GL_NV_gpu_shader5; weights.glsl nib_levels). On an H100
+     * (bench/RESULTS.md session 16) Q4_0 14336x4096 went from 63% to 66-67% of
+     * the copy kernel and its FFN matvecs each waiting for the one before 5%
+     * faster; Q4_1 level. Q4_K was slower with it (its unrolled rows: 4096x14336
+     * 50% -> 32%), and so were unrolled Q4_0 rows. */
+    bool f16_levels = gpu_context_caps(ctx)->f16_types &&
+                      (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
@@ -351,6 +359,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s%s", tdef,
              cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi, v.norm ? "\nNORM 1" : "",
              cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb, unroll ? "" : "\nNO_UNROLL 1");
+    if (f16_levels)
+        strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
