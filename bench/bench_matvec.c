@@ -412,45 +412,56 @@ int main(int argc, char **argv)
     if (sweep) {
         open_gpu(&copy, &renderer);
         print_header(copy, renderer);
-        printf("| shape | format | wg | tpr | nr | subgroup | us | GB/s | %% of copy "
-               "|\n|---|---|---|---|---|---|---|---|---|\n");
+        printf("| shape | format | wg | tpr | nr | subgroup | xb | us | GB/s | %% of copy "
+               "|\n|---|---|---|---|---|---|---|---|---|---|\n");
         const gpu_caps *C = gpu_context_caps(ctx);
         uint32_t maxwg = gpu_context_limits(ctx)->max_invocations;
         for (int sh = 0; sh < n_shapes; sh++)
             for (int f = 0; f < n_formats; f++) {
                 bench_tensor *t = malloc(sizeof *t);
                 tensor_make(t, formats[f], shapes[sh][0], shapes[sh][1]);
+                /* several tokens: also 4 and 8 lanes a row, and xb 1, 8 and 32
+                 * (the invocations of a warp on one unit of x) where they tile
+                 * the work group and x is staged */
+                uint32_t tpr0 = n_tokens > 1 ? 4 : 16;
                 for (uint32_t wg = 128; wg <= 512 && wg <= maxwg; wg *= 2)
-                    for (uint32_t tpr = 16; tpr <= wg && tpr <= 256; tpr *= 2)
-                        for (uint32_t nr = 1; nr <= 8; nr *= 2) {
-                            int sub = C->subgroup && tpr % C->subgroup_size == 0;
-                            matvec_config cfg = { wg, tpr, nr, sub != 0, false };
-                            if ((force.wg && wg != force.wg) || (force.tpr && tpr != force.tpr) ||
-                                (force.nr && nr != force.nr))
-                                continue;
-                            /* several tokens: x staged in shared memory where it fits */
-                            cfg.xsh = n_tokens > 1 && matvec_shared_bytes(&cfg, n_tokens, true) <=
-                                                          gpu_context_limits(ctx)->max_shared_bytes;
-                            if (matvec_shared_bytes(&cfg, n_tokens, cfg.xsh) >
-                                gpu_context_limits(ctx)->max_shared_bytes)
-                                continue;
-                            double us, gbs = measure(t, &cfg, &us);
-                            printf("| %llux%llu | %s | %u | %u | %u | %d%s | %.2f | %.0f | %.0f%% |\n",
-                                   (unsigned long long)t->rows, (unsigned long long)t->cols,
-                                   ggml_type_name(t->type), wg, tpr, nr, sub, cfg.xsh ? " xsh" : "",
-                                   us, gbs, 100 * gbs / copy);
-                            fflush(stdout);
-                        }
+                    for (uint32_t tpr = tpr0; tpr <= wg && tpr <= 256; tpr *= 2)
+                        for (uint32_t nr = 1; nr <= 8; nr *= 2)
+                            for (uint32_t xb = 1; xb <= 32; xb = xb == 1 ? 8 : xb * 4) {
+                                int sub = C->subgroup && tpr % C->subgroup_size == 0;
+                                matvec_config cfg = { wg, tpr, nr, sub != 0, false };
+                                cfg.xb = xb;
+                                if ((force.wg && wg != force.wg) ||
+                                    (force.tpr && tpr != force.tpr) ||
+                                    (force.nr && nr != force.nr))
+                                    continue;
+                                /* several tokens: x staged in shared memory where it fits */
+                                cfg.xsh = n_tokens > 1 &&
+                                          matvec_shared_bytes(&cfg, n_tokens, true) <=
+                                              gpu_context_limits(ctx)->max_shared_bytes;
+                                if (matvec_shared_bytes(&cfg, n_tokens, cfg.xsh) >
+                                    gpu_context_limits(ctx)->max_shared_bytes)
+                                    continue;
+                                if (xb > 1 && (!cfg.xsh || wg % (xb * tpr)))
+                                    continue;
+                                double us, gbs = measure(t, &cfg, &us);
+                                printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | "
+                                       "%.0f%% |\n",
+                                       (unsigned long long)t->rows, (unsigned long long)t->cols,
+                                       ggml_type_name(t->type), wg, tpr, nr, sub,
+                                       cfg.xsh ? " xsh" : "", xb, us, gbs, 100 * gbs / copy);
+                                fflush(stdout);
+                            }
                 /* the default again, last: drift within the process shows here */
                 matvec_config cfg = n_tokens > 1
                                         ? matvec_multi_config(ctx, n_tokens, t->rows, t->cols)
                                         : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
-                printf("| %llux%llu | %s | %u | %u | %u | %d | %.2f | %.0f | %.0f%% | "
+                printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | %.0f%% | "
                        "default, measured last\n",
                        (unsigned long long)t->rows, (unsigned long long)t->cols,
-                       ggml_type_name(t->type), cfg.wg, cfg.tpr, cfg.nr, cfg.subgroup, us, gbs,
-                       100 * gbs / copy);
+                       ggml_type_name(t->type), cfg.wg, cfg.tpr, cfg.nr, cfg.subgroup,
+                       cfg.xsh ? " xsh" : "", cfg.xb > 1 ? cfg.xb : 1, us, gbs, 100 * gbs / copy);
                 tensor_free(t);
                 free(t);
             }
