@@ -442,8 +442,10 @@ int main(int argc, char **argv)
                                 if (matvec_shared_bytes(&cfg, n_tokens, cfg.xsh) >
                                     gpu_context_limits(ctx)->max_shared_bytes)
                                     continue;
-                                if (xb > 1 && (!cfg.xsh || wg % (xb * tpr)))
-                                    continue;
+                                matvec_config fit = cfg;
+                                matvec_fit_xb(&fit);
+                                if (xb > 1 && (!cfg.xsh || fit.xb != xb))
+                                    continue; /* xb needs staged x and must tile wg */
                                 double us, gbs = measure(t, &cfg, &us);
                                 printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | "
                                        "%.0f%% |\n",
