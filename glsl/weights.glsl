@@ -90,40 +90,33 @@ uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 // f32 subtraction is exact. The high nibbles are masked in place (bits 4..7
 // of each byte), so they come out as 16 * level: the caller's map scales
 // them back (an exact power of two).
-#if defined(F16_LEVELS)
 // F16_LEVELS (GL_NV_gpu_shader5, Q4_0/Q4_1; src/model/weights.c says when):
-// the offsets taken off in f16 arithmetic, two values an instruction, each
-// result exact (an integer below 2^11). Q4_0's levels come out as level - 8
-// (16 x that for the high nibbles), its map without an offset.
-#if defined(WTYPE_Q4_0)
+// the offsets are taken off in f16 arithmetic instead, two values an
+// instruction, each result exact (an integer below 2^11). Q4_0's levels then
+// come out as level - 8 (16 x that for the high nibbles), its map without an
+// offset. NIB_PAIR: the two f16 of a masked word, less off, as f32.
+#if defined(F16_LEVELS) && defined(WTYPE_Q4_0)
 #define NIB_OFF_LO 1032.0
 #define NIB_OFF_HI 1152.0
 #else
 #define NIB_OFF_LO 1024.0
 #define NIB_OFF_HI 1024.0
 #endif
-void nib_levels(uint w, out vec4 lo, out vec4 hi16)
-{
-    uint v = w >> 8u;
-    vec2 l02 = vec2(unpackFloat2x16((w & 0x000F000Fu) | 0x64006400u) - f16vec2(NIB_OFF_LO));
-    vec2 l13 = vec2(unpackFloat2x16((v & 0x000F000Fu) | 0x64006400u) - f16vec2(NIB_OFF_LO));
-    vec2 h02 = vec2(unpackFloat2x16((w & 0x00F000F0u) | 0x64006400u) - f16vec2(NIB_OFF_HI));
-    vec2 h13 = vec2(unpackFloat2x16((v & 0x00F000F0u) | 0x64006400u) - f16vec2(NIB_OFF_HI));
-    lo = vec4(l02.x, l13.x, l02.y, l13.y);
-    hi16 = vec4(h02.x, h13.x, h02.y, h13.y);
-}
+#if defined(F16_LEVELS)
+#define NIB_PAIR(bits, off) vec2(unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
 #else
+#define NIB_PAIR(bits, off) (unpackHalf2x16((bits) | 0x64006400u) - (off))
+#endif
 void nib_levels(uint w, out vec4 lo, out vec4 hi16)
 {
     uint v = w >> 8u;
-    vec2 l02 = unpackHalf2x16((w & 0x000F000Fu) | 0x64006400u) - 1024.0;
-    vec2 l13 = unpackHalf2x16((v & 0x000F000Fu) | 0x64006400u) - 1024.0;
-    vec2 h02 = unpackHalf2x16((w & 0x00F000F0u) | 0x64006400u) - 1024.0;
-    vec2 h13 = unpackHalf2x16((v & 0x00F000F0u) | 0x64006400u) - 1024.0;
+    vec2 l02 = NIB_PAIR(w & 0x000F000Fu, NIB_OFF_LO);
+    vec2 l13 = NIB_PAIR(v & 0x000F000Fu, NIB_OFF_LO);
+    vec2 h02 = NIB_PAIR(w & 0x00F000F0u, NIB_OFF_HI);
+    vec2 h13 = NIB_PAIR(v & 0x00F000F0u, NIB_OFF_HI);
     lo = vec4(l02.x, l13.x, l02.y, l13.y);
     hi16 = vec4(h02.x, h13.x, h02.y, h13.y);
 }
-#endif
 #endif
 #if defined(WTYPE_Q8_0)
 // BYTE word: the four bytes, offset by 128 (two's complement -128..127 -> 0..255)
@@ -189,12 +182,13 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #endif
     for (int k = 0; k < 4; k++)
         nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
-#if defined(WTYPE_Q4_0) && defined(F16_LEVELS)
+#if defined(WTYPE_Q4_0)
     float d = w_half(W_PLANE(1) + bi * 2u);
-    ab = vec4(d, 0.0, d * 0.0625, 0.0);
-#elif defined(WTYPE_Q4_0)
-    float d = w_half(W_PLANE(1) + bi * 2u);
+#if defined(F16_LEVELS)
+    ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
+#else
     ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
+#endif
 #elif defined(WTYPE_Q4_1)
     vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
     ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
