@@ -1,5 +1,5 @@
 // y = W x for one weight tensor (or one row range of it): f32 activations,
-// f32 accumulation.
+// f32 accumulation (F16_DOT: f16 products and sums within a half unit).
 // Bindings: 0 weights (weights.glsl), 1 x (vec4[], read), 2 y (float[]).
 // Params: 0 rows in this dispatch, 1 index in y of its first row (the
 //         epilogues below: the global row of its first row), 2 offset of x
@@ -8,8 +8,9 @@
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
 // compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
-// (weights.glsl nib_levels); and at most
-// one epilogue:
+// (weights.glsl nib_levels); F16_DOT (one token, Q4_0/Q4_1: f16 products
+// of the levels and x scaled per unit, x_half; weights.c f16_dot_choice) or
+// F16_DOT_F32 (the same code in f32); and at most one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
@@ -43,7 +44,13 @@
 // (instead of a slot's TPR lanes being consecutive), so a subgroup of XB
 // invocations reads one address of the staged x at a time (one broadcast
 // instead of XB different words); WG_SIZE a multiple of XB * TPR.
-#ifdef F16_LEVELS
+#if defined(F16_DOT_F32)
+// F16_DOT's code with f32 pairs, for a driver without f16 types
+// (GLESLLM_F16_DOT=1 there: the tests check its indexing on llvmpipe)
+#define F16_DOT 1
+#define f16vec2 vec2
+#define unpackFloat2x16 unpackHalf2x16
+#elif defined(F16_LEVELS) || defined(F16_DOT)
 #extension GL_NV_gpu_shader5 : require
 #endif
 #ifdef USE_SUBGROUP
@@ -243,6 +250,28 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
     sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
 }
 
+#ifdef F16_DOT
+// A unit of x (load_x's) in f16 pairs for w_unit_h's levels, divided by its
+// largest magnitude, which is returned: every product of a level (at most
+// 16 x 15 for the high half) and a value of magnitude <= 1, and their sums
+// over a half unit, stay far from f16's limit whatever x holds.
+float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
+{
+    vec4 m4 = abs(x[0]);
+    for (int k = 1; k < 8; k++)
+        m4 = max(m4, abs(x[k]));
+    float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+    float inv = m > 0.0 ? 1.0 / m : 0.0;
+    for (int k = 0; k < 4; k++) {
+        xl[2 * k] = f16vec2(x[k].xz * inv);
+        xl[2 * k + 1] = f16vec2(x[k].yw * inv);
+        xh[2 * k] = f16vec2(x[4 + k].xz * inv);
+        xh[2 * k + 1] = f16vec2(x[4 + k].yw * inv);
+    }
+    return m;
+}
+#endif
+
 #if defined(NORM) && NT > 1 && !defined(XSH)
 // The sums of x^2 of the ntok tokens' x (rows xs vec4 apart from vec4 offset
 // xo; every work group reads x from cache), left in nred[k * WG_SIZE]. (One
@@ -385,6 +414,22 @@ void main()
         float sx_lo, sx_hi, ss;
         load_x(xo, u, x, sx_lo, sx_hi, ss);
         ssum += ss;
+#ifdef F16_DOT
+        f16vec2 xl[8], xh[8];
+        float xm = x_half(x, xl, xh);
+        for (int r = 0; r < NR; r++) {
+            f16vec2 lq[8], hq[8];
+            vec4 ab;
+            w_unit_h(min(first + uint(r), rows - 1u), u, lq, hq, ab);
+            f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
+            for (int j = 1; j < 8; j++) {
+                sl += lq[j] * xl[j];
+                sh += hq[j] * xh[j];
+            }
+            vec2 l2 = vec2(sl), h2 = vec2(sh);
+            acc[r] += xm * (ab.x * (l2.x + l2.y) + ab.z * (h2.x + h2.y)) + ab.y * sx_lo + ab.w * sx_hi;
+        }
+#else
         for (int r = 0; r < NR; r++) {
             vec4 q[8], ab;
             w_unit(min(first + uint(r), rows - 1u), u, q, ab);
@@ -392,6 +437,7 @@ void main()
             float hi = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
             acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
         }
+#endif
 #else
 #ifndef XSH
         // the NR rows' unit once, then every token's x against it

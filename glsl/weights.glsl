@@ -102,18 +102,26 @@ uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 #define NIB_OFF_LO 1024.0
 #define NIB_OFF_HI 1024.0
 #endif
+// NIB_PAIR_H: the same left in f16 (F16_DOT).
+#if defined(F16_LEVELS) || defined(F16_DOT)
+#define NIB_PAIR_H(bits, off) (unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
+#endif
 #if defined(F16_LEVELS)
-#define NIB_PAIR(bits, off) vec2(unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
+#define NIB_PAIR(bits, off) vec2(NIB_PAIR_H(bits, off))
 #else
 #define NIB_PAIR(bits, off) (unpackHalf2x16((bits) | 0x64006400u) - (off))
 #endif
+// A NIB word's four pairs through P (NIB_PAIR or NIB_PAIR_H): values (0, 2)
+// and (1, 3) of its low nibbles, then of its high ones.
+#define NIB_WORD(w, P, l02, l13, h02, h13) \
+    l02 = P((w) & 0x000F000Fu, NIB_OFF_LO); \
+    l13 = P(((w) >> 8u) & 0x000F000Fu, NIB_OFF_LO); \
+    h02 = P((w) & 0x00F000F0u, NIB_OFF_HI); \
+    h13 = P(((w) >> 8u) & 0x00F000F0u, NIB_OFF_HI)
 void nib_levels(uint w, out vec4 lo, out vec4 hi16)
 {
-    uint v = w >> 8u;
-    vec2 l02 = NIB_PAIR(w & 0x000F000Fu, NIB_OFF_LO);
-    vec2 l13 = NIB_PAIR(v & 0x000F000Fu, NIB_OFF_LO);
-    vec2 h02 = NIB_PAIR(w & 0x00F000F0u, NIB_OFF_HI);
-    vec2 h13 = NIB_PAIR(v & 0x00F000F0u, NIB_OFF_HI);
+    vec2 l02, l13, h02, h13;
+    NIB_WORD(w, NIB_PAIR, l02, l13, h02, h13);
     lo = vec4(l02.x, l13.x, l02.y, l13.y);
     hi16 = vec4(h02.x, h13.x, h02.y, h13.y);
 }
@@ -142,6 +150,35 @@ vec2 k4_scale_min(uvec4 t, uint j)
     uint s = ((t.y >> (4u * j)) & 15u) | (((t.w >> (2u * j)) & 3u) << 4u);
     uint m = ((t.z >> (4u * j)) & 15u) | (((t.w >> (16u + 2u * j)) & 3u) << 4u);
     return vec2(float(s), float(m));
+}
+#endif
+
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
+// The nibble words of unit u (unit ub of block bi) and its maps (w_unit's ab).
+uvec4 q4_unit(uint bi, uint ub, out vec4 ab)
+{
+#if defined(WTYPE_Q4_K)
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+#else
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
+#endif
+#if defined(WTYPE_Q4_0)
+    float d = w_half(W_PLANE(1) + bi * 2u);
+#if defined(F16_LEVELS)
+    ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
+#else
+    ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
+#endif
+#elif defined(WTYPE_Q4_1)
+    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
+    ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
+#else
+    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
+    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    float sc = dm.x * sm.x;
+    ab = vec4(sc, -dm.y * sm.y, sc * 0.0625, -dm.y * sm.y);
+#endif
+    return w;
 }
 #endif
 
@@ -175,29 +212,9 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     }
     ab = vec4(1.0, 0.0, 1.0, 0.0);
 #elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
-#if defined(WTYPE_Q4_K)
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-#else
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
-#endif
+    uvec4 w = q4_unit(bi, ub, ab);
     for (int k = 0; k < 4; k++)
         nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
-#if defined(WTYPE_Q4_0)
-    float d = w_half(W_PLANE(1) + bi * 2u);
-#if defined(F16_LEVELS)
-    ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
-#else
-    ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
-#endif
-#elif defined(WTYPE_Q4_1)
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
-    ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
-#else
-    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
-    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
-    float sc = dm.x * sm.x;
-    ab = vec4(sc, -dm.y * sm.y, sc * 0.0625, -dm.y * sm.y);
-#endif
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
 #if defined(WTYPE_Q5_K)
     uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
@@ -274,6 +291,20 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #error "define one WTYPE_<type>"
 #endif
 }
+
+#ifdef F16_DOT
+// Unit u of a row as f16 pairs for matvec.comp's f16 dot products (Q4_0,
+// Q4_1, Q4_K; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k and
+// 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3 (NIB_WORD's pairs), hq the
+// same of values 16.. (16 x the level); ab as w_unit's.
+void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
+{
+    uvec4 w = q4_unit(row * W_NB + u / W_UPB, u % W_UPB, ab);
+    for (int k = 0; k < 4; k++) {
+        NIB_WORD(w[k], NIB_PAIR_H, lq[2 * k], lq[2 * k + 1], hq[2 * k], hq[2 * k + 1]);
+    }
+}
+#endif
 
 // The 32 values of unit u of a row, dequantized (v[k] as q[k] above).
 void w_unit_values(uint row, uint u, out vec4 v[8])

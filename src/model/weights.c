@@ -302,6 +302,34 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
     return GLESLLM_OK;
 }
 
+/* Whether a one-token Q4_0/Q4_1 matvec multiplies in f16 (matvec.comp
+ * F16_DOT): *out 1 for the f16 products, 2 for the same kernel with f32 pairs
+ * (GLESLLM_F16_DOT=1 on a driver without f16 types: the tests check its
+ * indexing on llvmpipe), 0 for the f32 products. On by default where the
+ * driver has the f16 types (GL_NV_gpu_shader5). Measured on an H200 (bench/
+ * RESULTS.md session 17): Q4_0 14336x4096 17.9 -> 16.9 us, the Q/K/V matvec
+ * waiting for the one before 16.4 -> 14.4 us, Mistral-7B Q4_0 tg128 197.6 ->
+ * 203.6 tok/s with the same greedy ids; errors up to 2.4e-4 of sum |w x|
+ * (tests/test_matvec.c F16_DOT_REL_TOL). Not for Q4_K: 0.6% faster in the
+ * Q4_K_M step but slower on 4096x4096 (7.2 -> 8.3 us). */
+static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_variant *v,
+                                     int *out)
+{
+    int set;
+    glesllm_status st = env_flag("GLESLLM_F16_DOT",
+                                 "0 (f32 products), 1 (f16 products of the Q4_0 and Q4_1 "
+                                 "matvecs) or leave it unset (1 where the driver has f16 types)",
+                                 &set);
+    if (st != GLESLLM_OK)
+        return st;
+    bool f16 = gpu_context_caps(ctx)->f16_types;
+    *out = 0;
+    if (v->nt <= 1 && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1) && set != 0 &&
+        (f16 || set == 1))
+        *out = f16 ? 1 : 2;
+    return GLESLLM_OK;
+}
+
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                             const matvec_variant *var, matvec_kernel *out)
 {
@@ -348,6 +376,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * 50% -> 32%), and so were unrolled Q4_0 rows. */
     bool f16_levels = gpu_context_caps(ctx)->f16_types &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
+    int f16_dot;
+    st = f16_dot_choice(ctx, type, &v, &f16_dot);
+    if (st != GLESLLM_OK)
+        return st;
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
@@ -361,6 +393,9 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
              cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb, unroll ? "" : "\nNO_UNROLL 1");
     if (f16_levels)
         strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
+    if (f16_dot)
+        strncat(defines, f16_dot == 1 ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
+                sizeof defines - strlen(defines) - 1);
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
@@ -372,6 +407,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
+    out->f16_products = f16_dot == 1;
     return GLESLLM_OK;
 }
 
