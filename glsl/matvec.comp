@@ -8,7 +8,7 @@
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
 // compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
-// (weights.glsl nib_levels); F16_DOT (one token, Q4_0/Q4_1: f16 products
+// (weights.glsl nib_levels); F16_DOT (Q4_0/Q4_1, one token or XSH: f16 products
 // of the levels and x scaled per unit, x_half; weights.c f16_dot_choice) or
 // F16_DOT_F32 (the same code in f32); and at most one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
@@ -50,6 +50,7 @@
 #define F16_DOT 1
 #define f16vec2 vec2
 #define unpackFloat2x16 unpackHalf2x16
+#define packFloat2x16 packHalf2x16
 #elif defined(F16_LEVELS) || defined(F16_DOT)
 #extension GL_NV_gpu_shader5 : require
 #endif
@@ -94,12 +95,22 @@ shared float red[WG_SIZE];
 // token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
 // warp read consecutive vec4 (no bank conflicts). The partial sums, written
 // after the last block, take the same memory (float i at smem[i / 4][i % 4]).
+// F16_DOT: the unit's half h as 8 f16 pairs in uvec4 2h and 2h + 1, the
+// half's scale (x_half's) in uvec4 4 + h (.x), the float bits of each.
+#ifdef F16_DOT
+shared uvec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
+#define PART(i) uintBitsToFloat(smem[(i) >> 2][(i) & 3u])
+#define PART_SET(i, v) smem[(i) >> 2][(i) & 3u] = floatBitsToUint(v)
+#else
 shared vec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
-#define xsh smem
 #define PART(i) smem[(i) >> 2][(i) & 3u]
+#define PART_SET(i, v) PART(i) = (v)
+#endif
+#define xsh smem
 #elif NT > 1
 shared float part[PART_N];
 #define PART(i) part[i]
+#define PART_SET(i, v) part[i] = (v)
 #endif
 #ifdef XSH
 // The staging works in half units (4 vec4, 16 values) of one token's x:
@@ -140,8 +151,22 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
 #endif
             }
         }
+#ifdef F16_DOT
+        vec4 m4 = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
+        float mx = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        float inv = mx > 0.0 ? 1.0 / mx : 0.0;
+        uvec4 pk[2];
+        for (int jj = 0; jj < 4; jj++) {
+            pk[jj >> 1][2 * (jj & 1)] = packFloat2x16(f16vec2(v[jj].xz * inv));
+            pk[jj >> 1][2 * (jj & 1) + 1] = packFloat2x16(f16vec2(v[jj].yw * inv));
+        }
+        xsh[(k * 8u + h * 2u) * uint(TPR) + l] = pk[0];
+        xsh[(k * 8u + h * 2u + 1u) * uint(TPR) + l] = pk[1];
+        xsh[(k * 8u + 4u + h) * uint(TPR) + l].x = floatBitsToUint(mx);
+#else
         for (int jj = 0; jj < 4; jj++)
             xsh[(k * 8u + h * 4u + uint(jj)) * uint(TPR) + l] = v[jj];
+#endif
         xsum[i] = dot(v[0] + v[1] + v[2] + v[3], vec4(1.0));
     }
     barrier();
@@ -172,11 +197,34 @@ void stage_norm_sums(float ss[XSH_PER])
 }
 #endif
 
+#ifdef F16_DOT
+// x_half's pairs from the staged block, with each half's scale (ml, mh)
+void staged_x_h(uint k, uint lane, out f16vec2 xl[8], out f16vec2 xh[8], out float ml,
+                out float mh)
+{
+    for (int j = 0; j < 4; j++) {
+        uvec4 p = xsh[(k * 8u + uint(j)) * uint(TPR) + lane];
+        for (int c = 0; c < 4; c++) {
+            if (j < 2)
+                xl[j * 4 + c] = unpackFloat2x16(p[c]);
+            else
+                xh[(j - 2) * 4 + c] = unpackFloat2x16(p[c]);
+        }
+    }
+    ml = uintBitsToFloat(xsh[(k * 8u + 4u) * uint(TPR) + lane].x);
+    mh = uintBitsToFloat(xsh[(k * 8u + 5u) * uint(TPR) + lane].x);
+}
+#else
 // load_x from the staged block: token k, this lane's unit
-void staged_x(uint k, uint lane, out vec4 x[8], out float sx_lo, out float sx_hi)
+void staged_x(uint k, uint lane, out vec4 x[8])
 {
     for (int j = 0; j < 8; j++)
         x[j] = xsh[(k * 8u + uint(j)) * uint(TPR) + lane];
+}
+#endif
+// the sums of its halves (stage_x's)
+void staged_sums(uint k, uint lane, out float sx_lo, out float sx_hi)
+{
     sx_lo = xsum[k * uint(2 * TPR) + lane];
     sx_hi = xsum[k * uint(2 * TPR) + uint(TPR) + lane];
 }
@@ -270,6 +318,22 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
     }
     return m;
 }
+
+// A unit's levels (w_unit_h's) times x_half's pairs: the low half's sum and
+// the high half's, each of 16 f16 products added in f16.
+vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
+{
+    f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
+    for (int j = 1; j < 8; j++) {
+        sl += lq[j] * xl[j];
+        sh += hq[j] * xh[j];
+    }
+    vec2 l2 = vec2(sl), h2 = vec2(sh);
+    return vec2(l2.x + l2.y, h2.x + h2.y);
+}
+#endif
+#if defined(F16_DOT) && NT > 1 && !defined(XSH)
+#error "F16_DOT with several tokens needs XSH (the x pairs are made while staging)"
 #endif
 
 #if defined(NORM) && NT > 1 && !defined(XSH)
@@ -396,13 +460,26 @@ void main()
     for (uint ub = 0u; ub < n_units; ub += uint(TPR)) {
         uint u = ub + lane;
         // the rows' unit first: its loads are in flight while x is staged
-        vec4 q[NR * 8], ab[NR];
+        vec4 ab[NR];
+#ifdef F16_DOT
+        f16vec2 lq[NR * 8], hq[NR * 8];
+        for (int r = 0; r < NR; r++) {
+            f16vec2 lr[8], hr[8];
+            w_unit_h(min(first + uint(r), rows - 1u), min(u, n_units - 1u), lr, hr, ab[r]);
+            for (int k = 0; k < 8; k++) {
+                lq[r * 8 + k] = lr[k];
+                hq[r * 8 + k] = hr[k];
+            }
+        }
+#else
+        vec4 q[NR * 8];
         for (int r = 0; r < NR; r++) {
             vec4 qr[8];
             w_unit(min(first + uint(r), rows - 1u), min(u, n_units - 1u), qr, ab[r]);
             for (int k = 0; k < 8; k++)
                 q[r * 8 + k] = qr[k];
         }
+#endif
         stage_x(xo, xs, ntok, ub, xss);
         if (u >= n_units)
             continue;
@@ -421,13 +498,8 @@ void main()
             f16vec2 lq[8], hq[8];
             vec4 ab;
             w_unit_h(min(first + uint(r), rows - 1u), u, lq, hq, ab);
-            f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
-            for (int j = 1; j < 8; j++) {
-                sl += lq[j] * xl[j];
-                sh += hq[j] * xh[j];
-            }
-            vec2 l2 = vec2(sl), h2 = vec2(sh);
-            acc[r] += xm * (ab.x * (l2.x + l2.y) + ab.z * (h2.x + h2.y)) + ab.y * sx_lo + ab.w * sx_hi;
+            vec2 d = dot_h(lq, hq, xl, xh);
+            acc[r] += xm * (ab.x * d.x + ab.z * d.y) + ab.y * sx_lo + ab.w * sx_hi;
         }
 #else
         for (int r = 0; r < NR; r++) {
@@ -452,10 +524,27 @@ void main()
         for (int k = 0; k < NT; k++) {
             if (uint(k) >= ntok)
                 continue;  // (not break: the loop unrolls, acc stays in registers)
+#ifdef F16_DOT
+            f16vec2 xl[8], xh[8];
+            float ml, mh, sx_lo, sx_hi;
+            staged_x_h(uint(k), lane, xl, xh, ml, mh);
+            staged_sums(uint(k), lane, sx_lo, sx_hi);
+            for (int r = 0; r < NR; r++) {
+                f16vec2 lr[8], hr[8];
+                for (int j = 0; j < 8; j++) {
+                    lr[j] = lq[r * 8 + j];
+                    hr[j] = hq[r * 8 + j];
+                }
+                vec2 d = dot_h(lr, hr, xl, xh);
+                acc[r * NT + k] += ab[r].x * ml * d.x + ab[r].z * mh * d.y + ab[r].y * sx_lo +
+                                   ab[r].w * sx_hi;
+            }
+#else
             vec4 x[8];
             float sx_lo, sx_hi, ss;
 #ifdef XSH
-            staged_x(uint(k), lane, x, sx_lo, sx_hi);
+            staged_x(uint(k), lane, x);
+            staged_sums(uint(k), lane, sx_lo, sx_hi);
 #else
             load_x(xo + uint(k) * xs, u, x, sx_lo, sx_hi, ss);
 #endif
@@ -466,6 +555,7 @@ void main()
                            dot(q[r * 8 + 6], x[6]) + dot(q[r * 8 + 7], x[7]);
                 acc[r * NT + k] += ab[r].x * lo + ab[r].y * sx_lo + ab[r].z * hi + ab[r].w * sx_hi;
             }
+#endif
         }
 #endif
     }
@@ -538,7 +628,7 @@ void main()
     barrier();  // the staged x (the same memory) is no longer read
 #endif
     for (int i = 0; i < NR * NT; i++)
-        PART(uint(i * WG_SIZE) + pidx) = acc[i];
+        PART_SET(uint(i * WG_SIZE) + pidx, acc[i]);
     barrier();
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2

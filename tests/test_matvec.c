@@ -617,9 +617,10 @@ static void test_bad_shapes_are_errors(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, NULL, &k));
 }
 
-/* GLESLLM_F16_DOT=1: the one-token Q4_0/Q4_1 matvecs through F16_DOT's code,
- * in f16 where the driver has the types, else with f32 pairs (llvmpipe: the
- * same indexing, checked at the f32 tolerance); =0: the f32 products; any
+/* GLESLLM_F16_DOT=1: the Q4_0/Q4_1 matvecs through F16_DOT's code, in f16
+ * where the driver has the types, else with f32 pairs (llvmpipe: the same
+ * indexing, checked at the f32 tolerance with one token; several tokens
+ * stage x in f16 even then: F16_DOT_REL_TOL); =0: the f32 products; any
  * other value: an error naming the variable. */
 static void test_f16_dot_path(void)
 {
@@ -635,6 +636,13 @@ static void test_f16_dot_path(void)
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
         matvec_config odd = { 64, 16, 3, false }; /* rows left over in the last thread */
         check_matvec(c, &odd, 7300 + i);
+        /* several tokens, x staged (the default), as many and fewer */
+        matvec_config mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, c->rows, c->cols);
+        if (mv.xsh) {
+            check_batched(c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT, MATVEC_REL_TOL,
+                          7400 + i);
+            check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
+        }
     }
     matvec_kernel k;
     matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);

@@ -302,18 +302,20 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
     return GLESLLM_OK;
 }
 
-/* Whether a one-token Q4_0/Q4_1 matvec multiplies in f16 (matvec.comp
- * F16_DOT): *out 1 for the f16 products, 2 for the same kernel with f32 pairs
- * (GLESLLM_F16_DOT=1 on a driver without f16 types: the tests check its
- * indexing on llvmpipe), 0 for the f32 products. On by default where the
- * driver has the f16 types (GL_NV_gpu_shader5). Measured on an H200 (bench/
- * RESULTS.md session 17): Q4_0 14336x4096 17.9 -> 16.9 us, the Q/K/V matvec
- * waiting for the one before 16.4 -> 14.4 us, Mistral-7B Q4_0 tg128 197.6 ->
- * 203.6 tok/s with the same greedy ids; errors up to 2.4e-4 of sum |w x|
+/* Whether a Q4_0/Q4_1 matvec multiplies in f16 (matvec.comp F16_DOT; with
+ * several tokens where x is staged, XSH): *out 1 for the f16 products, 2 for
+ * the same kernel with f32 pairs (GLESLLM_F16_DOT=1 on a driver without f16
+ * types: the tests check its indexing on llvmpipe), 0 for the f32 products.
+ * On by default where the driver has the f16 types (GL_NV_gpu_shader5).
+ * Measured on an H200 (bench/RESULTS.md session 17): one token, Q4_0
+ * 14336x4096 17.9 -> 16.9 us, the Q/K/V matvec waiting for the one before
+ * 16.4 -> 14.4 us, Mistral-7B Q4_0 tg128 197.6 -> 203.6 tok/s with the same
+ * greedy ids; 9 tokens, gate/up 28672x4096 135.7 -> 116.0 us, verifying 8
+ * drafted tokens 12.97 -> 11.57 ms. Errors up to 2.4e-4 of sum |w x|
  * (tests/test_matvec.c F16_DOT_REL_TOL). Not for Q4_K: 0.6% faster in the
  * Q4_K_M step but slower on 4096x4096 (7.2 -> 8.3 us). */
-static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_variant *v,
-                                     int *out)
+static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
+                                     const matvec_variant *v, int *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_DOT",
@@ -324,8 +326,8 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = 0;
-    if (v->nt <= 1 && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1) && set != 0 &&
-        (f16 || set == 1))
+    if ((v->nt <= 1 || cfg->xsh) && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1) &&
+        set != 0 && (f16 || set == 1))
         *out = f16 ? 1 : 2;
     return GLESLLM_OK;
 }
@@ -377,7 +379,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     bool f16_levels = gpu_context_caps(ctx)->f16_types &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
     int f16_dot;
-    st = f16_dot_choice(ctx, type, &v, &f16_dot);
+    st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
     if (st != GLESLLM_OK)
         return st;
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
@@ -407,7 +409,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
-    out->f16_products = f16_dot == 1;
+    /* (with several tokens the staged x is f16 even in f32 pairs) */
+    out->f16_products = f16_dot == 1 || (f16_dot == 2 && v.nt > 1);
     return GLESLLM_OK;
 }
 
