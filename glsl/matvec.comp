@@ -8,9 +8,10 @@
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
 // compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
-// (weights.glsl nib_levels); F16_DOT (Q4_0/Q4_1, one token or XSH: f16 products
-// of the levels and x scaled per unit, x_half; weights.c f16_dot_choice) or
-// F16_DOT_F32 (the same code in f32); and at most one epilogue:
+// (weights.glsl nib_levels); F16_DOT (Q4_0/Q4_1/Q4_K/Q8_0, one token or
+// XSH: f16 products of the levels and x scaled per unit or half unit,
+// x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
+// code in f32); and at most one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.

@@ -293,16 +293,34 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 }
 
 #ifdef F16_DOT
+#if defined(WTYPE_Q8_0)
+// bytes 0 and 2 of w, each a level + 128, as two f16 levels: exact
+#define BYTE_PAIR_H(w) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(1152.0))
+#endif
 // Unit u of a row as f16 pairs for matvec.comp's f16 dot products (Q4_0,
-// Q4_1, Q4_K; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k and
-// 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3 (NIB_WORD's pairs), hq the
-// same of values 16.. (16 x the level); ab as w_unit's.
+// Q4_1, Q4_K, Q8_0; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k
+// and 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3, hq the same of values
+// 16.. (16 x the level for the nibbles: NIB_WORD's pairs); ab as w_unit's.
 void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
 {
+#if defined(WTYPE_Q8_0)
+    uint bi = row * W_NB + u;
+    uint o = (W_PLANE(0) >> 4u) + bi * 2u;
+    uvec4 a = wq[o] ^ 0x80808080u, b = wq[o + 1u] ^ 0x80808080u;
+    for (int k = 0; k < 4; k++) {
+        lq[2 * k] = BYTE_PAIR_H(a[k]);
+        lq[2 * k + 1] = BYTE_PAIR_H(a[k] >> 8u);
+        hq[2 * k] = BYTE_PAIR_H(b[k]);
+        hq[2 * k + 1] = BYTE_PAIR_H(b[k] >> 8u);
+    }
+    float d = w_half(W_PLANE(1) + bi * 2u);
+    ab = vec4(d, 0.0, d, 0.0);  // the levels are signed already
+#else
     uvec4 w = q4_unit(row * W_NB + u / W_UPB, u % W_UPB, ab);
     for (int k = 0; k < 4; k++) {
         NIB_WORD(w[k], NIB_PAIR_H, lq[2 * k], lq[2 * k + 1], hq[2 * k], hq[2 * k + 1]);
     }
+#endif
 }
 #endif
 

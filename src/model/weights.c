@@ -302,18 +302,22 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
     return GLESLLM_OK;
 }
 
-/* Whether a Q4_0/Q4_1 matvec multiplies in f16 (matvec.comp F16_DOT; with
- * several tokens where x is staged, XSH): *out 1 for the f16 products, 2 for
- * the same kernel with f32 pairs (GLESLLM_F16_DOT=1 on a driver without f16
- * types: the tests check its indexing on llvmpipe), 0 for the f32 products.
- * On by default where the driver has the f16 types (GL_NV_gpu_shader5).
- * Measured on an H200 (bench/RESULTS.md session 17): one token, Q4_0
- * 14336x4096 17.9 -> 16.9 us, the Q/K/V matvec waiting for the one before
- * 16.4 -> 14.4 us, Mistral-7B Q4_0 tg128 197.6 -> 203.6 tok/s with the same
- * greedy ids; 9 tokens, gate/up 28672x4096 135.7 -> 116.0 us, verifying 8
- * drafted tokens 12.97 -> 11.57 ms. Errors up to 2.4e-4 of sum |w x|
- * (tests/test_matvec.c F16_DOT_REL_TOL). Not for Q4_K: 0.6% faster in the
- * Q4_K_M step but slower on 4096x4096 (7.2 -> 8.3 us). */
+/* Whether a matvec multiplies in f16 (matvec.comp F16_DOT): one token for
+ * Q4_0/Q4_1; several tokens, where x is staged (XSH), for Q4_0/Q4_1/Q4_K/
+ * Q8_0. *out 1 for the f16 products, 2 for the same kernel with f32 pairs
+ * (GLESLLM_F16_DOT=1 on a driver without f16 types: the tests check its
+ * indexing on llvmpipe), 0 for the f32 products. On by default where the
+ * driver has the f16 types (GL_NV_gpu_shader5). Measured on an H200
+ * (bench/RESULTS.md session 17): one token, Q4_0 14336x4096 17.9 -> 16.9 us,
+ * the Q/K/V matvec waiting for the one before 16.4 -> 14.4 us, Mistral-7B
+ * Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy ids; 9 tokens, gate/up
+ * 28672x4096 Q4_0 135.7 -> 116.0 us, Q4_K 137.6 -> 115.9, Q8_0 564.8 ->
+ * 129.6, verifying 8 drafted tokens 12.97 -> 11.57 ms (Q4_0), 15.09 -> 13.55
+ * (Q8_0). Errors: up to 2.4e-4 of sum |w x| seen for Q4_0; every format
+ * within tests/test_matvec.c's F16_DOT_REL_TOL there. Not for one token of Q4_K: 4096x4096 7.2 -> 8.3 us and
+ * the Q/K/V matvec chained 16.8 -> 18.5. One token of Q8_0 was faster alone
+ * and chained (4096x14336 32.7 -> 28.1 us) but its decode step was not
+ * measured: left off. */
 static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                                      const matvec_variant *v, int *out)
 {
@@ -326,8 +330,9 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = 0;
-    if ((v->nt <= 1 || cfg->xsh) && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1) &&
-        set != 0 && (f16 || set == 1))
+    bool q4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
+    bool multi = q4 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q8_0;
+    if ((v->nt <= 1 ? q4 : cfg->xsh && multi) && set != 0 && (f16 || set == 1))
         *out = f16 ? 1 : 2;
     return GLESLLM_OK;
 }
