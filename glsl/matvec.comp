@@ -96,8 +96,9 @@ shared float red[WG_SIZE];
 // token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
 // warp read consecutive vec4 (no bank conflicts). The partial sums, written
 // after the last block, take the same memory (float i at smem[i / 4][i % 4]).
-// F16_DOT: the unit's half h as 8 f16 pairs in uvec4 2h and 2h + 1, the
-// half's scale (x_half's) in uvec4 4 + h (.x), the float bits of each.
+// F16_DOT: the unit's half h divided by its largest magnitude as 8 f16
+// pairs (x_half's order) in uvec4 2h and 2h + 1, that magnitude's float bits
+// in uvec4 4 + h (.x).
 #ifdef F16_DOT
 shared uvec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
 #define PART(i) uintBitsToFloat(smem[(i) >> 2][(i) & 3u])
@@ -302,8 +303,9 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
 #ifdef F16_DOT
 // A unit of x (load_x's) in f16 pairs for w_unit_h's levels, divided by its
 // largest magnitude, which is returned: every product of a level (at most
-// 16 x 15 for the high half) and a value of magnitude <= 1, and their sums
-// over a half unit, stay far from f16's limit whatever x holds.
+// 240 in magnitude: 16 x 15 for a nibble's high half, 128 for Q8_0) and a
+// value of magnitude <= 1, and their sums over a half unit, stay far from
+// f16's limit whatever x holds.
 float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
 {
     vec4 m4 = abs(x[0]);

@@ -314,17 +314,18 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
  * 28672x4096 Q4_0 135.7 -> 116.0 us, Q4_K 137.6 -> 115.9, Q8_0 564.8 ->
  * 129.6, verifying 8 drafted tokens 12.97 -> 11.57 ms (Q4_0), 15.09 -> 13.55
  * (Q8_0). Errors: up to 2.4e-4 of sum |w x| seen for Q4_0; every format
- * within tests/test_matvec.c's F16_DOT_REL_TOL there. Not for one token of Q4_K: 4096x4096 7.2 -> 8.3 us and
- * the Q/K/V matvec chained 16.8 -> 18.5. One token of Q8_0 was faster alone
- * and chained (4096x14336 32.7 -> 28.1 us) but its decode step was not
- * measured: left off. */
+ * within tests/test_matvec.c's F16_DOT_REL_TOL there. Not for one token of
+ * Q4_K: 4096x4096 7.2 -> 8.3 us and the Q/K/V matvec chained 16.8 -> 18.5.
+ * One token of Q8_0 was faster alone and chained (4096x14336 32.7 -> 28.1
+ * us) but its decode step was not measured: left off. */
 static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                                      const matvec_variant *v, int *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_DOT",
-                                 "0 (f32 products), 1 (f16 products of the Q4_0 and Q4_1 "
-                                 "matvecs) or leave it unset (1 where the driver has f16 types)",
+                                 "0 (f32 products), 1 (f16 products: Q4_0 and Q4_1, and Q4_K "
+                                 "and Q8_0 in small batches) or leave it unset (1 where the "
+                                 "driver has f16 types)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
