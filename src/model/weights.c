@@ -302,12 +302,14 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
     return GLESLLM_OK;
 }
 
-/* Whether a matvec multiplies in f16 (matvec.comp F16_DOT): one token for
- * Q4_0/Q4_1; several tokens, where x is staged (XSH), for Q4_0/Q4_1/Q4_K/
- * Q8_0. *out 1 for the f16 products, 2 for the same kernel with f32 pairs
+typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
+
+/* How a matvec multiplies (matvec.comp F16_DOT): in f16 for one token of
+ * Q4_0/Q4_1 and for several tokens, where x is staged (XSH), of Q4_0/Q4_1/
+ * Q4_K/Q8_0; F16_DOT_PAIRS_F32 is the same kernel with f32 pairs
  * (GLESLLM_F16_DOT=1 on a driver without f16 types: the tests check its
- * indexing on llvmpipe), 0 for the f32 products. On by default where the
- * driver has the f16 types (GL_NV_gpu_shader5). Measured on an H200
+ * indexing on llvmpipe). On by default where the driver has the f16 types
+ * (GL_NV_gpu_shader5). Measured on an H200
  * (bench/RESULTS.md session 17): one token, Q4_0 14336x4096 17.9 -> 16.9 us,
  * the Q/K/V matvec waiting for the one before 16.4 -> 14.4 us, Mistral-7B
  * Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy ids; 9 tokens, gate/up
@@ -319,7 +321,7 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
  * One token of Q8_0 was faster alone and chained (4096x14336 32.7 -> 28.1
  * us) but its decode step was not measured: left off. */
 static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                                     const matvec_variant *v, int *out)
+                                     const matvec_variant *v, f16_dot_mode *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_DOT",
@@ -330,11 +332,11 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
     if (st != GLESLLM_OK)
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
-    *out = 0;
+    *out = F16_DOT_OFF;
     bool q4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
     bool multi = q4 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q8_0;
     if ((v->nt <= 1 ? q4 : cfg->xsh && multi) && set != 0 && (f16 || set == 1))
-        *out = f16 ? 1 : 2;
+        *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
     return GLESLLM_OK;
 }
 
@@ -384,7 +386,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * 50% -> 32%), and so were unrolled Q4_0 rows. */
     bool f16_levels = gpu_context_caps(ctx)->f16_types &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-    int f16_dot;
+    f16_dot_mode f16_dot;
     st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
     if (st != GLESLLM_OK)
         return st;
@@ -401,8 +403,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
              cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb, unroll ? "" : "\nNO_UNROLL 1");
     if (f16_levels)
         strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
-    if (f16_dot)
-        strncat(defines, f16_dot == 1 ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
+    if (f16_dot != F16_DOT_OFF)
+        strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
@@ -416,7 +418,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->cfg = *cfg;
     out->var = v;
     /* (with several tokens the staged x is f16 even in f32 pairs) */
-    out->f16_products = f16_dot == 1 || (f16_dot == 2 && v.nt > 1);
+    out->f16_products = f16_dot == F16_DOT_ON || (f16_dot == F16_DOT_PAIRS_F32 && v.nt > 1);
     return GLESLLM_OK;
 }
 

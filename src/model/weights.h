@@ -104,7 +104,8 @@ typedef struct matvec_kernel {
     uint32_t type;
     matvec_config cfg;
     matvec_variant var;
-    bool f16_products; /* Q4_0/Q4_1 products in f16 (weights.c f16_dot_choice) */
+    bool f16_products; /* products (or, F16_DOT_F32 with several tokens, the staged x)
+                          in f16: weights.c f16_dot_choice */
 } matvec_kernel;
 
 /* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
