@@ -62,7 +62,7 @@ static const char *tex_src =
     "    sink[0] = a.x;\n"
     "}\n";
 
-static void die(const char *what)
+static _Noreturn void die(const char *what)
 {
     fprintf(stderr, "bench_stream: %s: %s\n", what, glesllm_last_error());
     exit(1);
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_stream: working sets of at least 64 MiB, rounds >= 1\n");
             return 2;
         }
-    gpu_context *ctx;
+    gpu_context *ctx = NULL;
     gpu_options go;
     if (gpu_options_from_env(&go) || gpu_context_create(&go, &ctx))
         die("context");
