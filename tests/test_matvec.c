@@ -640,6 +640,9 @@ static void test_f16_dot_path(void)
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
         matvec_config odd = { 64, 16, 3, false }; /* rows left over in the last thread */
         check_matvec(c, &odd, 7300 + i);
+        /* 8 rows a thread: Q4_K's one-token products go f16 only there (f16_dot_choice) */
+        matvec_config eight = { 64, 16, 8, false };
+        check_matvec(c, &eight, 7600 + i);
         /* several tokens, x staged (the default), as many and fewer */
         matvec_config mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, c->rows, c->cols);
         if (mv.xsh) {
