@@ -7,8 +7,9 @@
  * A (slow: each invocation spins, then writes v[i] = a stamp), then B (one
  * group, its own buffer) with no barrier between them, then
  * glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT), then C counts the v[i]
- * that do not hold the stamp. Also A alone and B before A. Any stale read
- * means the barrier did not cover A. Last, A then C with no barrier: stale
+ * that do not hold the stamp. Also A alone, B before A, and B between the
+ * barrier and C (does the barrier hold back more than the next dispatch?).
+ * Any stale read means the barrier did not cover A. Last, A then C with no barrier: stale
  * reads there show that the check can see them (where the GPU overlaps
  * dispatches; llvmpipe runs one after the other). (A adds the spin's result being one
  * value in 2^32 to the stamp, so that the compiler keeps the spin; C takes
@@ -92,8 +93,9 @@ int main(int argc, char **argv)
         gpu_buffer_create(ctx, 16, zero, GPU_BUFFER_DYNAMIC, "r", &r))
         die("buffers");
     static const char *const orders[] = { "A, barrier, C", "A, B, barrier, C",
-                                          "B, A, barrier, C", "A, C (no barrier)" };
-    for (int mode = 0; mode < 4; mode++) {
+                                          "B, A, barrier, C", "A, barrier, B, C",
+                                          "A, C (no barrier)" };
+    for (int mode = 0; mode < 5; mode++) {
         if (gpu_buffer_write(&r, 0, zero, 16))
             die("reset");
         double t0 = now_seconds();
@@ -107,8 +109,10 @@ int main(int argc, char **argv)
             dispatch(&pa, p, 2, groups);
             if (mode == 1)
                 dispatch(&pb, NULL, 0, 1);
-            if (mode != 3)
+            if (mode != 4)
                 glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+            if (mode == 3) /* C only after B: does the barrier hold back more than the next? */
+                dispatch(&pb, NULL, 0, 1);
             dispatch(&pc, p, 1, groups);
             glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
         }
