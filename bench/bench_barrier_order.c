@@ -117,8 +117,11 @@ int main(int argc, char **argv)
             glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
         }
         glFinish();
-        if (glGetError() != GL_NO_ERROR)
-            fprintf(stderr, "bench_barrier_order: a GL error in the dispatches\n");
+        GLenum e = glGetError();
+        if (e != GL_NO_ERROR) {
+            fprintf(stderr, "bench_barrier_order: the dispatches failed with GL error 0x%x\n", e);
+            return 1;
+        }
         uint32_t stale = 0;
         if (gpu_buffer_read(ctx, &r, 0, &stale, 4))
             die("readback");

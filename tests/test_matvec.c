@@ -27,12 +27,12 @@ void tearDown(void) {}
  * sqrt(n) * 2^-24 * sum |w x| in practice (n <= 4096 here: ~4e-6). The
  * tolerance is relative to sum |w x| of the row. */
 #define MATVEC_REL_TOL 1e-5
-/* F16_DOT (weights.c f16_dot_choice: Q4_0/Q4_1, and Q4_K/Q8_0 with several
- * tokens, where the driver has f16 types): each value of x, scaled to at
- * most 1, rounded to f16 (2^-12 of it), each product of it and a level
- * rounded (2^-12), and the 8 products of a half unit a lane added in f16 (7
- * roundings, each at most 2^-12 of a partial sum, itself at most the sum of
- * |terms|): at most about 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels
+/* F16_DOT (weights.c f16_dot_choice: Q4_0/Q4_1/Q8_0, and Q4_K with several
+ * tokens or 8 rows a thread, where the driver has f16 types): each value of
+ * x, scaled to at most 1, rounded to f16 (2^-12 of it), each product of it
+ * and a level rounded (2^-12), and the 8 products of a half unit a lane
+ * added in f16 (7 roundings, each at most 2^-12 of a partial sum, itself at
+ * most the sum of |terms|): at most about 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels
  * (Q4_0, Q8_0), more in theory for unsigned ones with an offset (Q4_1,
  * Q4_K); 2.4e-4 the worst seen on an H200 (session 17). */
 #define F16_DOT_REL_TOL 3e-3
@@ -618,12 +618,12 @@ static void test_bad_shapes_are_errors(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, NULL, &k));
 }
 
-/* GLESLLM_F16_DOT=1: the matvecs that take it (one token: Q4_0/Q4_1; several:
- * Q4_K and Q8_0 too) through F16_DOT's code, in f16 where the driver has the
- * types, else with f32 pairs (llvmpipe: the same indexing, checked at the f32
- * tolerance with one token; several tokens stage x in f16 even then:
- * F16_DOT_REL_TOL); =0: the f32 products; any other value: an error naming
- * the variable. */
+/* GLESLLM_F16_DOT=1: the matvecs that take it (one token: Q4_0/Q4_1/Q8_0,
+ * Q4_K at 8 rows a thread; several: Q4_K too) through F16_DOT's code, in f16
+ * where the driver has the types, else with f32 pairs (llvmpipe: the same
+ * indexing, checked at the f32 tolerance with one token; several tokens
+ * stage x in f16 even then: F16_DOT_REL_TOL); =0: the f32 products; any
+ * other value: an error naming the variable. */
 static void test_f16_dot_path(void)
 {
     static const mv_case cases[] = { { GGML_TYPE_Q4_0, 70, 512, 0 },
