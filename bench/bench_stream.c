@@ -10,7 +10,8 @@
  *
  * For each working set it makes that many MiB of 64 MiB resources (random
  * bytes), then times rounds of one dispatch per resource, a storage barrier
- * between dispatches (each waits for the one before, as in a step). Each
+ * between dispatches (each waits for the one before, as in a step); then the
+ * same bytes as 64 MiB ranges of one buffer of the whole working set. Each
  * work group reads one 32 KiB run of 16-byte words, as a matvec work group
  * reads its rows.
  *
@@ -77,9 +78,10 @@ static void check_gl(const char *what)
     }
 }
 
-/* Microseconds per dispatch over `rounds` rounds of n resources. */
+/* Microseconds per dispatch over `rounds` rounds of n resources (arena: the
+ * n resources are 64 MiB ranges of that one buffer). */
 static double run(const gpu_program *prog, bool tex, const gpu_buffer *bufs, const GLuint *texs,
-                  uint32_t n, int rounds, const gpu_buffer *sink)
+                  uint32_t n, int rounds, const gpu_buffer *sink, const gpu_buffer *arena)
 {
     glUseProgram(prog->id);
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, sink->id);
@@ -89,6 +91,9 @@ static double run(const gpu_program *prog, bool tex, const gpu_buffer *bufs, con
         for (uint32_t i = 0; i < n; i++) {
             if (tex)
                 glBindTexture(GL_TEXTURE_2D, texs[i]);
+            else if (arena)
+                glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, arena->id,
+                                  (GLintptr)i * RES_BYTES, RES_BYTES);
             else
                 glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, bufs[i].id);
             glDispatchCompute(RES_WORDS / (WG * PER), 1, 1);
@@ -142,7 +147,8 @@ int main(int argc, char **argv)
         die("sink");
     printf("%s: one 64 MiB read a dispatch, a barrier between dispatches\n",
            gpu_context_string(ctx, 0x1F01));
-    printf("%10s %14s %10s %14s %10s\n", "ws MiB", "buffer us", "GB/s", "texture us", "GB/s");
+    printf("%10s %14s %10s %14s %10s %14s %10s\n", "ws MiB", "buffer us", "GB/s", "texture us",
+           "GB/s", "one buffer us", "GB/s");
     for (int w = 0; w < n_ws; w++) {
         uint32_t n = ws[w] / 64;
         gpu_buffer *bufs = calloc(n, sizeof *bufs);
@@ -162,12 +168,33 @@ int main(int argc, char **argv)
                             GL_UNSIGNED_INT, host);
         }
         check_gl("the textures");
-        run(&ps, false, bufs, texs, n, 1, &sink); /* warm-up */
-        run(&pt, true, bufs, texs, n, 1, &sink);
-        double us_b = run(&ps, false, bufs, texs, n, rounds, &sink);
-        double us_t = run(&pt, true, bufs, texs, n, rounds, &sink);
-        printf("%10u %14.2f %10.0f %14.2f %10.0f\n", ws[w], us_b, RES_BYTES / us_b / 1e3, us_t,
+        /* the same bytes in one buffer of n * 64 MiB (copied on the GPU: the
+         * arena is immutable storage, as the weights are) */
+        gpu_buffer arena;
+        bool have_arena = gpu_buffer_create(ctx, (size_t)n * RES_BYTES, NULL, GPU_BUFFER_DEVICE,
+                                            "arena", &arena) == GLESLLM_OK;
+        for (uint32_t i = 0; have_arena && i < n; i++) {
+            glBindBuffer(GL_COPY_READ_BUFFER, bufs[i].id);
+            glBindBuffer(GL_COPY_WRITE_BUFFER, arena.id);
+            glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0,
+                                (GLintptr)i * RES_BYTES, RES_BYTES);
+        }
+        check_gl("the arena");
+        run(&ps, false, bufs, texs, n, 1, &sink, NULL); /* warm-up */
+        run(&pt, true, bufs, texs, n, 1, &sink, NULL);
+        if (have_arena)
+            run(&ps, false, bufs, texs, n, 1, &sink, &arena);
+        double us_b = run(&ps, false, bufs, texs, n, rounds, &sink, NULL);
+        double us_t = run(&pt, true, bufs, texs, n, rounds, &sink, NULL);
+        double us_a = have_arena ? run(&ps, false, bufs, texs, n, rounds, &sink, &arena) : 0;
+        printf("%10u %14.2f %10.0f %14.2f %10.0f", ws[w], us_b, RES_BYTES / us_b / 1e3, us_t,
                RES_BYTES / us_t / 1e3);
+        if (have_arena) {
+            printf(" %14.2f %10.0f\n", us_a, RES_BYTES / us_a / 1e3);
+            gpu_buffer_destroy(&arena);
+        } else {
+            printf(" %14s %10s\n", "(no alloc)", "");
+        }
         for (uint32_t i = 0; i < n; i++)
             gpu_buffer_destroy(&bufs[i]);
         glDeleteTextures((GLsizei)n, texs);
