@@ -8,7 +8,7 @@
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
 // compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
-// (weights.glsl nib_levels); F16_DOT (Q4_0/Q4_1/Q4_K/Q8_0, one token or
+// (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
 // code in f32); and at most one epilogue:

@@ -66,6 +66,8 @@ float w_half(uint byte_off)
 // eighth-rate instruction on many GPUs): a level q < 2^23 in the mantissa of
 // 2^23 reads as 2^23 + q, exactly.
 vec4 lvl(uvec4 bits) { return uintBitsToFloat(bits | 0x4B000000u) - 8388608.0; }
+// (the scales too: NVIDIA's integer-to-float conversion runs at 1/8 the rate of an add)
+vec2 lvl2(uvec2 bits) { return uintBitsToFloat(bits | 0x4B000000u) - 8388608.0; }
 
 // Each helper below is compiled only for the formats that use it (unused
 // functions changed the code NVIDIA's compiler made for the others: Q8_0's
@@ -149,7 +151,89 @@ vec2 k4_scale_min(uvec4 t, uint j)
 {
     uint s = ((t.y >> (4u * j)) & 15u) | (((t.w >> (2u * j)) & 3u) << 4u);
     uint m = ((t.z >> (4u * j)) & 15u) | (((t.w >> (16u + 2u * j)) & 3u) << 4u);
-    return vec2(float(s), float(m));
+    return lvl2(uvec2(s, m));
+}
+#endif
+
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K) || defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
+#define W_BYTE_LEVELS 1
+// the formats whose maps take a fixed offset off the level (ab.y = -OFF ab.x)
+#if defined(WTYPE_Q5_0)
+#define W_BYTE_OFF 16.0
+#elif defined(WTYPE_Q3_K)
+#define W_BYTE_OFF 4.0
+#elif defined(WTYPE_Q6_K)
+#define W_BYTE_OFF 32.0
+#endif
+// Unit ub of block bi as level words, byte b of lo[k] the level of value
+// 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
+void w_unit_bytes(uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
+{
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
+#if defined(WTYPE_Q5_K)
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+    uint h = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+#else
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
+    uint h = w_u32(W_PLANE(1) + bi * 4u);
+#endif
+    for (int k = 0; k < 4; k++) {
+        lo[k] = nib_lo(w[k]) | (bit_lo(h, k) << 4u);
+        hi[k] = nib_hi(w[k]) | (bit_hi(h, k) << 4u);
+    }
+#if defined(WTYPE_Q5_0)
+    float d = w_half(W_PLANE(2) + bi * 2u);
+    ab = vec4(d, -16.0 * d, d, -16.0 * d);
+#elif defined(WTYPE_Q5_1)
+    ab = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u)).xyxy;
+#else
+    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
+    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
+#endif
+#elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
+    uvec2 w = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
+#if defined(WTYPE_Q3_K)
+    uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+#endif
+    for (int k = 0; k < 4; k++) {
+#if defined(WTYPE_Q3_K)
+        lo[k] = two_lo(w, k) | (bit_lo(hb, k) << 2u);
+        hi[k] = two_hi(w, k) | (bit_hi(hb, k) << 2u);
+#else
+        lo[k] = two_lo(w, k);
+        hi[k] = two_hi(w, k);
+#endif
+    }
+#if defined(WTYPE_Q2_K)
+    uint sc = w_u32(W_PLANE(1) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
+    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u));
+    ab = vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(sc) >> uvec4(0u, 4u, 8u, 12u)) & 15u);
+#else
+    // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
+    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
+    float d = unpackHalf2x16(t.w).x;
+    uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
+    uint hb2 = (t.z >> (4u * ub)) & 15u;
+    // (6-bit scales less 32)
+    vec2 s = lvl2(uvec2((lb & 15u) | ((hb2 & 3u) << 4u), (lb >> 4u) | ((hb2 >> 2u) << 4u)));
+    float s0 = d * (s.x - 32.0), s1 = d * (s.y - 32.0);
+    ab = vec4(s0, -4.0 * s0, s1, -4.0 * s1);
+#endif
+#else  // Q6_K
+    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+    uvec2 w2 = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
+    for (int k = 0; k < 4; k++) {
+        lo[k] = nib_lo(w[k]) | (two_lo(w2, k) << 4u);
+        hi[k] = nib_hi(w[k]) | (two_hi(w2, k) << 4u);
+    }
+    uint sc = w_u32(W_PLANE(2) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
+    float d = w_half(W_PLANE(3) + bi * 2u);
+    // the two signed bytes (two's complement + 128: 0..255)
+    vec2 s = lvl2((uvec2(sc ^ 0x8080u) >> uvec2(0u, 8u)) & 255u) - 128.0;
+    float s0 = d * s.x, s1 = d * s.y;
+    ab = vec4(s0, -32.0 * s0, s1, -32.0 * s1);
+#endif
 }
 #endif
 
@@ -215,28 +299,13 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     uvec4 w = q4_unit(bi, ub, ab);
     for (int k = 0; k < 4; k++)
         nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
-#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
-#if defined(WTYPE_Q5_K)
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-    uint h = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-#else
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
-    uint h = w_u32(W_PLANE(1) + bi * 4u);
-#endif
+#elif defined(W_BYTE_LEVELS)
+    uint lo[4], hi[4];
+    w_unit_bytes(bi, ub, lo, hi, ab);
     for (int k = 0; k < 4; k++) {
-        q[k] = lvl8(nib_lo(w[k]) | (bit_lo(h, k) << 4u));
-        q[4 + k] = lvl8(nib_hi(w[k]) | (bit_hi(h, k) << 4u));
+        q[k] = lvl8(lo[k]);
+        q[4 + k] = lvl8(hi[k]);
     }
-#if defined(WTYPE_Q5_0)
-    float d = w_half(W_PLANE(2) + bi * 2u);
-    ab = vec4(d, -16.0 * d, d, -16.0 * d);
-#elif defined(WTYPE_Q5_1)
-    ab = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u)).xyxy;
-#else
-    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
-    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
-    ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
-#endif
 #elif defined(WTYPE_Q8_0)
     uint o = (W_PLANE(0) >> 4u) + bi * 2u;
     uvec4 a = wq[o], b = wq[o + 1u];
@@ -246,61 +315,21 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
     }
     float d = w_half(W_PLANE(1) + bi * 2u);
     ab = vec4(d, -128.0 * d, d, -128.0 * d);
-#elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
-    uvec2 w = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
-#if defined(WTYPE_Q3_K)
-    uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-#endif
-    for (int k = 0; k < 4; k++) {
-#if defined(WTYPE_Q3_K)
-        q[k] = lvl8(two_lo(w, k) | (bit_lo(hb, k) << 2u));
-        q[4 + k] = lvl8(two_hi(w, k) | (bit_hi(hb, k) << 2u));
-#else
-        q[k] = lvl8(two_lo(w, k));
-        q[4 + k] = lvl8(two_hi(w, k));
-#endif
-    }
-#if defined(WTYPE_Q2_K)
-    uint sc = w_u32(W_PLANE(1) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u));
-    ab = vec4(dm.x * float(sc & 15u), -dm.y * float((sc >> 4u) & 15u),
-              dm.x * float((sc >> 8u) & 15u), -dm.y * float((sc >> 12u) & 15u));
-#else
-    // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
-    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
-    float d = unpackHalf2x16(t.w).x;
-    uint lo = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
-    uint hi = (t.z >> (4u * ub)) & 15u;
-    float s[2];
-    s[0] = d * float(int((lo & 15u) | ((hi & 3u) << 4u)) - 32);
-    s[1] = d * float(int((lo >> 4u) | ((hi >> 2u) << 4u)) - 32);
-    ab = vec4(s[0], -4.0 * s[0], s[1], -4.0 * s[1]);
-#endif
-#elif defined(WTYPE_Q6_K)
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-    uvec2 w2 = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
-    for (int k = 0; k < 4; k++) {
-        q[k] = lvl8(nib_lo(w[k]) | (two_lo(w2, k) << 4u));
-        q[4 + k] = lvl8(nib_hi(w[k]) | (two_hi(w2, k) << 4u));
-    }
-    uint sc = w_u32(W_PLANE(2) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
-    float d = w_half(W_PLANE(3) + bi * 2u);
-    float s0 = d * float(int(sc << 24u) >> 24), s1 = d * float(int(sc << 16u) >> 24);
-    ab = vec4(s0, -32.0 * s0, s1, -32.0 * s1);
 #else
 #error "define one WTYPE_<type>"
 #endif
 }
 
 #ifdef F16_DOT
-#if defined(WTYPE_Q8_0)
-// bytes 0 and 2 of w, each a level + 128, as two f16 levels: exact
-#define BYTE_PAIR_H(w) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(1152.0))
-#endif
-// Unit u of a row as f16 pairs for matvec.comp's f16 dot products (Q4_0,
-// Q4_1, Q4_K, Q8_0; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k
+// bytes 0 and 2 of a word of levels (Q8_0's + 128) as two f16 levels less
+// off: exact (integers below 2^11)
+#define BYTE_PAIR_H(w, off) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(off))
+// Unit u of a row as f16 pairs for matvec.comp's f16 dot products (the
+// quantized formats; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k
 // and 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3, hq the same of values
-// 16.. (16 x the level for the nibbles: NIB_WORD's pairs); ab as w_unit's.
+// 16.. (16 x the level for the nibbles: NIB_WORD's pairs); ab as w_unit's,
+// except that Q8_0's levels and those of the formats with a fixed offset
+// (W_BYTE_OFF) come signed, their maps without it.
 void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
 {
 #if defined(WTYPE_Q8_0)
@@ -308,13 +337,28 @@ void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 a
     uint o = (W_PLANE(0) >> 4u) + bi * 2u;
     uvec4 a = wq[o] ^ 0x80808080u, b = wq[o + 1u] ^ 0x80808080u;
     for (int k = 0; k < 4; k++) {
-        lq[2 * k] = BYTE_PAIR_H(a[k]);
-        lq[2 * k + 1] = BYTE_PAIR_H(a[k] >> 8u);
-        hq[2 * k] = BYTE_PAIR_H(b[k]);
-        hq[2 * k + 1] = BYTE_PAIR_H(b[k] >> 8u);
+        lq[2 * k] = BYTE_PAIR_H(a[k], 1152.0);
+        lq[2 * k + 1] = BYTE_PAIR_H(a[k] >> 8u, 1152.0);
+        hq[2 * k] = BYTE_PAIR_H(b[k], 1152.0);
+        hq[2 * k + 1] = BYTE_PAIR_H(b[k] >> 8u, 1152.0);
     }
     float d = w_half(W_PLANE(1) + bi * 2u);
     ab = vec4(d, 0.0, d, 0.0);  // the levels are signed already
+#elif defined(W_BYTE_LEVELS)
+    uint lo[4], hi[4];
+    w_unit_bytes(row * W_NB + u / W_UPB, u % W_UPB, lo, hi, ab);
+#ifdef W_BYTE_OFF
+#define W_PAIR_OFF (1024.0 + W_BYTE_OFF)
+    ab.yw = vec2(0.0);  // the offset is taken off in f16
+#else
+#define W_PAIR_OFF 1024.0
+#endif
+    for (int k = 0; k < 4; k++) {
+        lq[2 * k] = BYTE_PAIR_H(lo[k], W_PAIR_OFF);
+        lq[2 * k + 1] = BYTE_PAIR_H(lo[k] >> 8u, W_PAIR_OFF);
+        hq[2 * k] = BYTE_PAIR_H(hi[k], W_PAIR_OFF);
+        hq[2 * k + 1] = BYTE_PAIR_H(hi[k] >> 8u, W_PAIR_OFF);
+    }
 #else
     uvec4 w = q4_unit(row * W_NB + u / W_UPB, u % W_UPB, ab);
     for (int k = 0; k < 4; k++) {

@@ -27,14 +27,15 @@ void tearDown(void) {}
  * sqrt(n) * 2^-24 * sum |w x| in practice (n <= 4096 here: ~4e-6). The
  * tolerance is relative to sum |w x| of the row. */
 #define MATVEC_REL_TOL 1e-5
-/* F16_DOT (weights.c f16_dot_choice: Q4_0/Q4_1/Q8_0, and Q4_K with several
- * tokens or 8 rows a thread, where the driver has f16 types): each value of
- * x, scaled to at most 1, rounded to f16 (2^-12 of it), each product of it
- * and a level rounded (2^-12), and the 8 products of a half unit a lane
- * added in f16 (7 roundings, each at most 2^-12 of a partial sum, itself at
- * most the sum of |terms|): at most about 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels
- * (Q4_0, Q8_0), more in theory for unsigned ones with an offset (Q4_1,
- * Q4_K); 2.4e-4 the worst seen on an H200 (session 17). */
+/* F16_DOT (weights.c f16_dot_choice: the quantized formats, where the driver
+ * has f16 types): each value of x, scaled to at most 1, rounded to f16
+ * (2^-12 of it), each product of it and a level rounded (2^-12), and the 8
+ * products of a half unit a lane added in f16 (7 roundings, each at most
+ * 2^-12 of a partial sum, itself at most the sum of |terms|): at most about
+ * 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
+ * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
+ * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); 2.4e-4 the worst seen on an H200
+ * (session 17). */
 #define F16_DOT_REL_TOL 3e-3
 /* get_rows dequantizes each value once: a few ulp of the value */
 #define ROWS_REL_TOL 1e-6
@@ -618,9 +619,8 @@ static void test_bad_shapes_are_errors(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, NULL, &k));
 }
 
-/* GLESLLM_F16_DOT=1: the matvecs that take it (one token: Q4_0/Q4_1/Q8_0,
- * Q4_K at 8 rows a thread; several: Q4_K too) through F16_DOT's code, in f16
- * where the driver has the types, else with f32 pairs (llvmpipe: the same
+/* GLESLLM_F16_DOT=1: every quantized format's matvecs through F16_DOT's
+ * code, in f16 where the driver has the types, else with f32 pairs (llvmpipe: the same
  * indexing, checked at the f32 tolerance with one token; several tokens
  * stage x in f16 even then: F16_DOT_REL_TOL); =0: the f32 products; any
  * other value: an error naming the variable. */
@@ -630,7 +630,13 @@ static void test_f16_dot_path(void)
                                      { GGML_TYPE_Q4_1, 33, 4096, 0 },
                                      { GGML_TYPE_Q4_0, 9, 14336, 0 },
                                      { GGML_TYPE_Q4_K, 20, 512, 0 },
-                                     { GGML_TYPE_Q8_0, 33, 1024, 0 } };
+                                     { GGML_TYPE_Q8_0, 33, 1024, 0 },
+                                     { GGML_TYPE_Q5_0, 18, 96, 0 },
+                                     { GGML_TYPE_Q5_1, 7, 4096, 0 },
+                                     { GGML_TYPE_Q2_K, 12, 768, 0 },
+                                     { GGML_TYPE_Q3_K, 30, 256, 0 },
+                                     { GGML_TYPE_Q5_K, 9, 1024, 0 },
+                                     { GGML_TYPE_Q6_K, 22, 2304, 0 } };
     bool f16 = gpu_context_caps(ctx)->f16_types;
     setenv("GLESLLM_F16_DOT", "1", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -640,7 +646,7 @@ static void test_f16_dot_path(void)
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
         matvec_config odd = { 64, 16, 3, false }; /* rows left over in the last thread */
         check_matvec(c, &odd, 7300 + i);
-        /* 8 rows a thread: Q4_K's one-token products go f16 only there (f16_dot_choice) */
+        /* 8 rows a thread (the large matrices' split) */
         matvec_config eight = { 64, 16, 8, false };
         check_matvec(c, &eight, 7600 + i);
         /* several tokens, x staged (the default), as many and fewer */

@@ -70,8 +70,7 @@ static int info_gpu(void)
            C->mediump_is_fp16 ? " (mediump float is fp16)" : "");
     printf("  f16 types (NV_gpu_shader5) %s%s\n", yes_no(C->f16_types),
            C->f16_types ? " (prefill tiles in f16 except for F32 weights; matvec products "
-                          "of Q4_0, Q4_1, Q8_0, and Q4_K in small batches and its larger "
-                          "matrices, in f16 unless GLESLLM_F16_DOT=0)"
+                          "of the quantized formats in f16 unless GLESLLM_F16_DOT=0)"
                         : "");
     printf("  program binaries           %s\n", yes_no(C->program_binary));
     if (C->memory_source)

@@ -304,42 +304,38 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
 
 typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
 
-/* How a matvec multiplies (matvec.comp F16_DOT): in f16 for one token of
- * Q4_0/Q4_1/Q8_0, and of Q4_K where a thread takes 8 rows (the large
- * matrices: gate/up, down, the output), and for several tokens, where x is
- * staged (XSH), of Q4_0/Q4_1/Q4_K/Q8_0; F16_DOT_PAIRS_F32 is the same
- * kernel with f32 pairs (GLESLLM_F16_DOT=1 on a driver without f16 types:
- * the tests check its indexing on llvmpipe). On by default where the driver
- * has the f16 types (GL_NV_gpu_shader5). Measured on an H200
- * (bench/RESULTS.md sessions 17, 18): one token, Q4_0 14336x4096 17.9 -> 16.9
- * us, the Q/K/V matvec waiting for the one before 16.4 -> 14.4 us, Mistral-7B
- * Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy ids; Q8_0 chained
- * 4096x14336 32.9 -> 28.0 us, 28672x4096 60.8 -> 54.8, Mistral-7B Q8_0 tg128
- * 150.5 -> 157.2; Q4_K chained 28672x4096 55.3 -> 53.0, 4096x14336 30.1 ->
- * 28.2, Q4_K_M tg128 169.9 -> 172.0 (same ids). Not for one token of Q4_K on
- * the smaller matrices (4 rows a thread): 4096x4096 7.2 -> 8.3 us and the
- * Q/K/V matvec chained 16.8 -> 18.5. 9 tokens, gate/up 28672x4096 Q4_0 135.7
- * -> 116.0 us, Q4_K 137.6 -> 115.9, Q8_0 564.8 -> 129.6, verifying 8 drafted
- * tokens 12.97 -> 11.57 ms (Q4_0), 15.09 -> 13.55 (Q8_0). Errors: up to
- * 2.4e-4 of sum |w x| seen for Q4_0; every format within
- * tests/test_matvec.c's F16_DOT_REL_TOL there. */
+/* How a matvec multiplies (matvec.comp F16_DOT): in f16 for every quantized
+ * format, with one token and, where x is staged (XSH), with several;
+ * F16_DOT_PAIRS_F32 is the same kernel with f32 pairs (GLESLLM_F16_DOT=1 on a
+ * driver without f16 types: the tests check its indexing on llvmpipe). On by
+ * default where the driver has the f16 types (GL_NV_gpu_shader5). Measured on
+ * an H200 (bench/RESULTS.md sessions 17-19): one token, Q4_0 14336x4096 17.9
+ * -> 16.9 us, Mistral-7B Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy
+ * ids; Q8_0 chained 4096x14336 32.9 -> 28.0 us, Mistral-7B Q8_0 tg128 150.5
+ * -> 157.2; the byte-level formats (Q5_0, Q5_1, Q5_K, Q2_K, Q3_K, Q6_K) at
+ * 14336x4096 48/51/47/30/30/62% of the copy kernel -> 64/69/55/36/43/71%,
+ * Q6_K chained 28672x4096 60.6 -> 54.8 us; Mistral-7B Q4_K_M tg128 172.4 ->
+ * 177.1 with the byte formats, 180.4 with Q4_K's smaller matrices too (same
+ * ids). Run alone, Q4_K, Q5_K, Q5_1 and Q2_K at 4096x4096 (4 rows a thread)
+ * take 3-10% longer in f16; in the Q4_K_M step Q4_K's Q/K/V and O gained.
+ * 9 tokens, gate/up 28672x4096 Q4_0 135.7 -> 116.0 us, Q8_0 564.8 -> 129.6,
+ * Q6_K 173.5 -> 138.7; verifying 8 drafted tokens 12.97 -> 11.57 ms (Q4_0),
+ * 15.09 -> 13.55 (Q8_0). Errors: up to 2.4e-4 of sum |w x| seen for Q4_0;
+ * every format within tests/test_matvec.c's F16_DOT_REL_TOL there. */
 static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                                      const matvec_variant *v, f16_dot_mode *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_DOT",
-                                 "0 (f32 products), 1 (f16 products: Q4_0, Q4_1, Q8_0, and "
-                                 "Q4_K in small batches and its larger matrices) or leave it "
-                                 "unset (1 where the driver has f16 types)",
+                                 "0 (f32 products), 1 (f16 products for the quantized formats) "
+                                 "or leave it unset (1 where the driver has f16 types)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = F16_DOT_OFF;
-    bool q4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
-    bool multi = q4 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q8_0;
-    bool one = q4 || type == GGML_TYPE_Q8_0 || (type == GGML_TYPE_Q4_K && cfg->nr >= 8);
-    if ((v->nt <= 1 ? one : cfg->xsh && multi) && set != 0 && (f16 || set == 1))
+    bool quantized = type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
+    if (quantized && (v->nt <= 1 || cfg->xsh) && set != 0 && (f16 || set == 1))
         *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
     return GLESLLM_OK;
 }
