@@ -55,7 +55,7 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
         return err_set(GLESLLM_ERR_NO_MEMORY, "tensor %s: out of memory", name);
     uint64_t row_bytes;
     uint64_t one_row[1] = { cols };
-    if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16)
+    if (quant_gpu_is_float(type))
         row_bytes = cols * ggml_type_size(type);
     else if ((st = ggml_tensor_bytes(type, 1, one_row, &row_bytes)) != GLESLLM_OK)
         return err_prefix(st, "tensor %s: ", name);
@@ -334,8 +334,7 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = F16_DOT_OFF;
-    bool quantized = type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
-    if (quantized && (v->nt <= 1 || cfg->xsh) && set != 0 && (f16 || set == 1))
+    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh) && set != 0 && (f16 || set == 1))
         *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
     return GLESLLM_OK;
 }

@@ -32,7 +32,7 @@ const quant_gpu_layout *quant_gpu_layout_of(uint32_t type)
     return NULL;
 }
 
-static int is_float(uint32_t type)
+bool quant_gpu_is_float(uint32_t type)
 {
     return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
 }
@@ -50,7 +50,7 @@ glesllm_status quant_gpu_plan_make(uint32_t type, uint64_t rows, uint64_t cols,
     if (!cols || !rows)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "empty tensor (%llu x %llu)",
                        (unsigned long long)rows, (unsigned long long)cols);
-    if (!is_float(type) && cols % L->block)
+    if (!quant_gpu_is_float(type) && cols % L->block)
         return err_set(GLESLLM_ERR_FORMAT, "rows of %llu values are not whole %s blocks of %u",
                        (unsigned long long)cols, ggml_type_name(type), L->block);
     out->type = type;
@@ -321,7 +321,7 @@ glesllm_status quant_gpu_repack(const quant_gpu_plan *plan, const void *src, voi
     memset(out, 0, (size_t)plan->bytes);
     const uint8_t *in = src;
     uint64_t nb = plan->blocks_per_row;
-    if (is_float(plan->type)) {
+    if (quant_gpu_is_float(plan->type)) {
         /* plane 0: each row padded to nb * 32 values */
         uint32_t es = plan->type == GGML_TYPE_F32 ? 4 : 2;
         for (uint64_t r = 0; r < plan->rows; r++)

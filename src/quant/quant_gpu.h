@@ -53,6 +53,7 @@
 #ifndef GLESLLM_QUANT_GPU_H
 #define GLESLLM_QUANT_GPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,8 @@ typedef struct quant_gpu_layout {
 
 /* The layout of a ggml type, or NULL when the GPU cannot use it. */
 const quant_gpu_layout *quant_gpu_layout_of(uint32_t type);
+/* F32, F16 and BF16: rows of plain values, no blocks or scales. */
+bool quant_gpu_is_float(uint32_t type);
 
 /* Where the planes of `rows` x `cols` values go in one buffer. */
 typedef struct quant_gpu_plan {
