@@ -23,6 +23,9 @@
 #include "common/util.h"
 #include "gpu/gpu.h"
 
+#define BENCH_NAME "bench_barrier"
+#include "bench_util.h"
+
 #include <GLES3/gl31.h>
 
 static const char *kernel_src =
@@ -33,12 +36,6 @@ static const char *kernel_src =
 
 static gpu_context *ctx;
 static gpu_queue *queue, *timed; /* timed: a second queue with timestamps */
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_barrier: %s: %s\n", what, glesllm_last_error());
-    exit(1);
-}
 
 /* Seconds for n dispatches of `groups` groups; dependent: all on range 0. */
 static double run_chain(gpu_queue *q, const gpu_program *prog, const gpu_buffer *buf, uint32_t groups, int n,

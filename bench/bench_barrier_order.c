@@ -26,6 +26,9 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "gpu/gpu.h"
+
+#define BENCH_NAME "bench_barrier_order"
+#include "bench_util.h"
 #include <GLES3/gl31.h>
 
 static const char *a_src =
@@ -53,12 +56,6 @@ static const char *c_src =
     "  uint d = v[gl_GlobalInvocationID.x] - u_params[0];\n"
     "  if (d > 1u) atomicAdd(bad[0], 1u);\n"
     "}\n";
-
-static _Noreturn void die(const char *what)
-{
-    fprintf(stderr, "bench_barrier_order: %s: %s\n", what, glesllm_last_error());
-    exit(1);
-}
 
 static void dispatch(const gpu_program *prog, const uint32_t *params, int n_params,
                      uint32_t groups)
@@ -117,11 +114,7 @@ int main(int argc, char **argv)
             glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
         }
         glFinish();
-        GLenum e = glGetError();
-        if (e != GL_NO_ERROR) {
-            fprintf(stderr, "bench_barrier_order: the dispatches failed with GL error 0x%x\n", e);
-            return 1;
-        }
+        check_gl("the dispatches");
         uint32_t stale = 0;
         if (gpu_buffer_read(ctx, &r, 0, &stale, 4))
             die("readback");

@@ -21,14 +21,11 @@
 #include "quant/quant_gpu.h"
 #include "random_weights.h"
 
+#define BENCH_NAME "bench_matmul"
+#include "bench_util.h"
+
 static gpu_context *ctx;
 static gpu_queue *queue;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_matmul: %s: %s\n", what, glesllm_last_error());
-    exit(1);
-}
 
 /* Non-tensor-core rates of the cards this was measured on (vendor figures). */
 static const char *card_rates(const char *renderer)

@@ -36,6 +36,9 @@
 #include "model/weights.h"
 #include "random_weights.h"
 
+#define BENCH_NAME "bench_matvec"
+#include "bench_util.h"
+
 static const uint32_t all_formats[] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
                                         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                         GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K,
@@ -56,12 +59,6 @@ static uint64_t working_set = (uint64_t)512 << 20; /* --ws MiB: bytes of copies 
 static double gpu_ms_round;   /* GPU time a round (timestamps), 0 where unmeasured */
 
 static double now_ms(void) { return now_seconds() * 1e3; }
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_matvec: %s: %s\n", what, glesllm_last_error());
-    exit(1);
-}
 
 /* Runs `record` rounds until target_ms has passed; returns ms per round. */
 typedef int (*record_fn)(void *arg);

@@ -25,6 +25,9 @@
 #include "common/util.h"
 #include "gpu/gpu.h"
 
+#define BENCH_NAME "bench_stream"
+#include "bench_util.h"
+
 #include <GLES3/gl31.h>
 
 #define RES_BYTES (64u << 20)
@@ -62,21 +65,6 @@ static const char *tex_src =
     "  if (all(equal(a, uvec4(0x9E3779B9u, 0x7F4A7C15u, 0xF39CC060u, 0x5CEDC834u))))\n"
     "    sink[0] = a.x;\n"
     "}\n";
-
-static _Noreturn void die(const char *what)
-{
-    fprintf(stderr, "bench_stream: %s: %s\n", what, glesllm_last_error());
-    exit(1);
-}
-
-static void check_gl(const char *what)
-{
-    GLenum e = glGetError();
-    if (e != GL_NO_ERROR) {
-        fprintf(stderr, "bench_stream: %s failed with GL error 0x%x\n", what, e);
-        exit(1);
-    }
-}
 
 /* Microseconds per dispatch over `rounds` rounds of n resources (arena: the
  * n resources are 64 MiB ranges of that one buffer). */
