@@ -6,8 +6,11 @@
 //         in vec4 units; 8..13 the weight planes (weights.glsl).
 // Defines: WG_SIZE; TPR threads per row (a power of two dividing WG_SIZE; a
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
-// reported); NR rows per thread; NO_UNROLL: no unrolling hint (NVIDIA's
-// compiler then picks, weights.c matvec_unrolled); WTYPE_<type>; F16_LEVELS
+// reported); NR rows per thread; FETCH_ROWS (one token, the quantized
+// formats; NR unless given, a divisor of NR): rows whose units are loaded at
+// once before any is decoded (weights.c fetch_rows); NO_UNROLL: no
+// unrolling hint (NVIDIA's compiler then picks, weights.c
+// matvec_unrolled); WTYPE_<type>; F16_LEVELS
 // (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
@@ -66,6 +69,10 @@ layout(local_size_x = WG_SIZE) in;
 
 #ifndef NT
 #define NT 1
+#endif
+#if !defined(FETCH_ROWS) || defined(W_IS_FLOAT)
+#undef FETCH_ROWS
+#define FETCH_ROWS NR
 #endif
 #ifndef NO_UNROLL
 // the row and token loops have constant bounds: unrolled, the per-row and
@@ -490,6 +497,16 @@ void main()
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #endif
 #if NT == 1
+#ifndef W_IS_FLOAT
+        // the words of FETCH_ROWS rows' units at a time (w_fetch), the first
+        // group's before x is loaded: their loads are in flight together,
+        // not each row's after the row before is summed
+        uint ub = u % W_UPB;
+        w_raw wr[FETCH_ROWS];
+#define ROW_BI(r) (min(first + uint(r), rows - 1u) * W_NB + u / W_UPB)
+        for (int j = 0; j < FETCH_ROWS; j++)
+            wr[j] = w_fetch(ROW_BI(j), ub);
+#endif
         vec4 x[8];
         float sx_lo, sx_hi, ss;
         load_x(xo, u, x, sx_lo, sx_hi, ss);
@@ -497,22 +514,35 @@ void main()
 #ifdef F16_DOT
         f16vec2 xl[8], xh[8];
         float xm = x_half(x, xl, xh);
-        for (int r = 0; r < NR; r++) {
-            f16vec2 lq[8], hq[8];
-            vec4 ab;
-            w_unit_h(min(first + uint(r), rows - 1u), u, lq, hq, ab);
-            vec2 d = dot_h(lq, hq, xl, xh);
-            acc[r] += xm * (ab.x * d.x + ab.z * d.y) + ab.y * sx_lo + ab.w * sx_hi;
-        }
-#else
-        for (int r = 0; r < NR; r++) {
-            vec4 q[8], ab;
-            w_unit(min(first + uint(r), rows - 1u), u, q, ab);
-            float lo = dot(q[0], x[0]) + dot(q[1], x[1]) + dot(q[2], x[2]) + dot(q[3], x[3]);
-            float hi = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
-            acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
-        }
 #endif
+        for (int g = 0; g < NR; g += FETCH_ROWS) {
+#ifndef W_IS_FLOAT
+            if (g > 0) {
+                for (int j = 0; j < FETCH_ROWS; j++)
+                    wr[j] = w_fetch(ROW_BI(g + j), ub);
+            }
+#endif
+            for (int j = 0; j < FETCH_ROWS; j++) {
+                int r = g + j;
+#ifdef F16_DOT
+                f16vec2 lq[8], hq[8];
+                vec4 ab;
+                w_unit_h_r(wr[j], ROW_BI(r), ub, lq, hq, ab);
+                vec2 d = dot_h(lq, hq, xl, xh);
+                acc[r] += xm * (ab.x * d.x + ab.z * d.y) + ab.y * sx_lo + ab.w * sx_hi;
+#else
+                vec4 q[8], ab;
+#ifdef W_IS_FLOAT
+                w_unit(min(first + uint(r), rows - 1u), u, q, ab);
+#else
+                w_unit_r(wr[j], ROW_BI(r), ub, q, ab);
+#endif
+                float lo = dot(q[0], x[0]) + dot(q[1], x[1]) + dot(q[2], x[2]) + dot(q[3], x[3]);
+                float hi = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
+                acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
+#endif
+            }
+        }
 #else
 #ifndef XSH
         // the NR rows' unit once, then every token's x against it

@@ -53,11 +53,12 @@ uvec2 w_u64(uint byte_off)
     return (byte_off & 8u) != 0u ? t.zw : t.xy;
 }
 
-// the f16 at an even byte offset (both halves of the word unpacked, one
-// picked: measured faster on NVIDIA than a variable shift, bench/RESULTS.md)
-float w_half(uint byte_off)
+// the f16 at an even byte offset in the word that holds it (both halves of
+// the word unpacked, one picked: measured faster on NVIDIA than a variable
+// shift, bench/RESULTS.md)
+float half_of(uint word, uint byte_off)
 {
-    vec2 h = unpackHalf2x16(w_u32(byte_off & ~3u));
+    vec2 h = unpackHalf2x16(word);
     return (byte_off & 2u) != 0u ? h.y : h.x;
 }
 
@@ -143,6 +144,83 @@ uint bit_lo(uint b, int k) { return (b >> uint(k)) & 0x01010101u; }
 uint bit_hi(uint b, int k) { return (b >> uint(4 + k)) & 0x01010101u; }
 #endif
 
+#ifndef W_IS_FLOAT
+// A unit's words as loaded from memory, not yet decoded (w_fetch), so that a
+// kernel can issue the loads of several rows before it decodes any of them:
+// on an H200, Q4_0's one-token matvec (14336x4096) went from 60% to 70% of
+// the copy kernel with its 8 rows' loads in flight at once (bench/RESULTS.md,
+// session 20). q holds the quant words, s and e the rest, by format:
+//   Q4_0, Q4_1  q the NIB words, s.x the scale word (Q4_0: its two halves
+//               hold two blocks' scales)
+//   Q4_K        q the NIB words, s the block's K4 scale words
+//   Q5_0, Q5_1  q the NIB words, e.x the BIT word, s.x the scale word
+//   Q5_K        q the NIB words, e.x the BIT word, s the K4 scale words
+//   Q2_K        q.xy the TWO words, s.x the word of the unit's scale byte,
+//               s.y the block's d and dmin
+//   Q3_K        q.xy the TWO words, e.x the BIT word, s the K3 scale words
+//   Q6_K        q the NIB words, e the TWO words, s.x the word of the
+//               unit's scale bytes, s.y the word of the block's d
+//   Q8_0        q and s the BYTE words, e.x the scale word
+struct w_raw {
+    uvec4 q;
+    uvec4 s;
+    uvec2 e;
+};
+
+// The words of unit ub of block bi.
+w_raw w_fetch(uint bi, uint ub)
+{
+    w_raw r;
+    r.s = uvec4(0u);
+    r.e = uvec2(0u);
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+    r.q = wq[(W_PLANE(0) >> 4u) + bi];
+#if defined(WTYPE_Q4_0)
+    r.s.x = w_u32(W_PLANE(1) + bi * 2u);
+#elif defined(WTYPE_Q4_1)
+    r.s.x = w_u32(W_PLANE(1) + bi * 4u);
+#else
+    r.e.x = w_u32(W_PLANE(1) + bi * 4u);
+#if defined(WTYPE_Q5_0)
+    r.s.x = w_u32(W_PLANE(2) + bi * 2u);
+#else
+    r.s.x = w_u32(W_PLANE(2) + bi * 4u);
+#endif
+#endif
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
+    r.q = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
+#if defined(WTYPE_Q4_K)
+    r.s = wq[(W_PLANE(1) >> 4u) + bi];
+#elif defined(WTYPE_Q5_K)
+    r.e.x = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+    r.s = wq[(W_PLANE(2) >> 4u) + bi];
+#else
+    r.e = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
+    r.s.x = w_u32(W_PLANE(2) + bi * 16u + ub * 2u);
+    r.s.y = w_u32(W_PLANE(3) + bi * 2u);
+#endif
+#elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
+    r.q.xy = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
+    r.q.zw = uvec2(0u);
+#if defined(WTYPE_Q2_K)
+    r.s.x = w_u32(W_PLANE(1) + bi * 16u + ub * 2u);
+    r.s.y = w_u32(W_PLANE(2) + bi * 4u);
+#else
+    r.e.x = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
+    r.s = wq[(W_PLANE(2) >> 4u) + bi];
+#endif
+#elif defined(WTYPE_Q8_0)
+    uint o = (W_PLANE(0) >> 4u) + bi * 2u;
+    r.q = wq[o];
+    r.s = wq[o + 1u];
+    r.e.x = w_u32(W_PLANE(1) + bi * 2u);
+#else
+#error "define one WTYPE_<type>"
+#endif
+    return r;
+}
+#endif
+
 #if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 // Scale and min of unit j (0..7) of Q4_K/Q5_K from the K4 scale words
 // (quant_gpu.h): t.y low nibbles of the scales, t.z of the mins, t.w the
@@ -165,53 +243,41 @@ vec2 k4_scale_min(uvec4 t, uint j)
 #elif defined(WTYPE_Q6_K)
 #define W_BYTE_OFF 32.0
 #endif
-// Unit ub of block bi as level words, byte b of lo[k] the level of value
-// 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
-void w_unit_bytes(uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
+// Unit ub of block bi (its words r) as level words, byte b of lo[k] the
+// level of value 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
+void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
 {
 #if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
-#if defined(WTYPE_Q5_K)
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-    uint h = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-#else
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
-    uint h = w_u32(W_PLANE(1) + bi * 4u);
-#endif
     for (int k = 0; k < 4; k++) {
-        lo[k] = nib_lo(w[k]) | (bit_lo(h, k) << 4u);
-        hi[k] = nib_hi(w[k]) | (bit_hi(h, k) << 4u);
+        lo[k] = nib_lo(r.q[k]) | (bit_lo(r.e.x, k) << 4u);
+        hi[k] = nib_hi(r.q[k]) | (bit_hi(r.e.x, k) << 4u);
     }
 #if defined(WTYPE_Q5_0)
-    float d = w_half(W_PLANE(2) + bi * 2u);
+    float d = half_of(r.s.x, W_PLANE(2) + bi * 2u);
     ab = vec4(d, -16.0 * d, d, -16.0 * d);
 #elif defined(WTYPE_Q5_1)
-    ab = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u)).xyxy;
+    ab = unpackHalf2x16(r.s.x).xyxy;
 #else
-    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
-    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    vec2 dm = unpackHalf2x16(r.s.x), sm = k4_scale_min(r.s, ub);
     ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
 #endif
 #elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
-    uvec2 w = w_u64(W_PLANE(0) + bi * 64u + ub * 8u);
-#if defined(WTYPE_Q3_K)
-    uint hb = w_u32(W_PLANE(1) + bi * 32u + ub * 4u);
-#endif
     for (int k = 0; k < 4; k++) {
 #if defined(WTYPE_Q3_K)
-        lo[k] = two_lo(w, k) | (bit_lo(hb, k) << 2u);
-        hi[k] = two_hi(w, k) | (bit_hi(hb, k) << 2u);
+        lo[k] = two_lo(r.q.xy, k) | (bit_lo(r.e.x, k) << 2u);
+        hi[k] = two_hi(r.q.xy, k) | (bit_hi(r.e.x, k) << 2u);
 #else
-        lo[k] = two_lo(w, k);
-        hi[k] = two_hi(w, k);
+        lo[k] = two_lo(r.q.xy, k);
+        hi[k] = two_hi(r.q.xy, k);
 #endif
     }
 #if defined(WTYPE_Q2_K)
-    uint sc = w_u32(W_PLANE(1) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(2) + bi * 4u));
+    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+    vec2 dm = unpackHalf2x16(r.s.y);
     ab = vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(sc) >> uvec4(0u, 4u, 8u, 12u)) & 15u);
 #else
     // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
-    uvec4 t = wq[(W_PLANE(2) >> 4u) + bi];
+    uvec4 t = r.s;
     float d = unpackHalf2x16(t.w).x;
     uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
     uint hb2 = (t.z >> (4u * ub)) & 15u;
@@ -221,14 +287,12 @@ void w_unit_bytes(uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
     ab = vec4(s0, -4.0 * s0, s1, -4.0 * s1);
 #endif
 #else  // Q6_K
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-    uvec2 w2 = w_u64(W_PLANE(1) + bi * 64u + ub * 8u);
     for (int k = 0; k < 4; k++) {
-        lo[k] = nib_lo(w[k]) | (two_lo(w2, k) << 4u);
-        hi[k] = nib_hi(w[k]) | (two_hi(w2, k) << 4u);
+        lo[k] = nib_lo(r.q[k]) | (two_lo(r.e, k) << 4u);
+        hi[k] = nib_hi(r.q[k]) | (two_hi(r.e, k) << 4u);
     }
-    uint sc = w_u32(W_PLANE(2) + bi * 16u + ub * 2u) >> (((ub * 2u) & 3u) * 8u);
-    float d = w_half(W_PLANE(3) + bi * 2u);
+    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+    float d = half_of(r.s.y, W_PLANE(3) + bi * 2u);
     // the two signed bytes (two's complement + 128: 0..255)
     vec2 s = lvl2((uvec2(sc ^ 0x8080u) >> uvec2(0u, 8u)) & 255u) - 128.0;
     float s0 = d * s.x, s1 = d * s.y;
@@ -238,31 +302,25 @@ void w_unit_bytes(uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
 #endif
 
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
-// The nibble words of unit u (unit ub of block bi) and its maps (w_unit's ab).
-uvec4 q4_unit(uint bi, uint ub, out vec4 ab)
+// The nibble words of unit ub of block bi (its words r) and its maps (w_unit's ab).
+uvec4 q4_unit(w_raw r, uint bi, uint ub, out vec4 ab)
 {
-#if defined(WTYPE_Q4_K)
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi * 8u + ub];
-#else
-    uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
-#endif
 #if defined(WTYPE_Q4_0)
-    float d = w_half(W_PLANE(1) + bi * 2u);
+    float d = half_of(r.s.x, W_PLANE(1) + bi * 2u);
 #if defined(F16_LEVELS)
     ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
 #else
     ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
 #endif
 #elif defined(WTYPE_Q4_1)
-    vec2 dm = unpackHalf2x16(w_u32(W_PLANE(1) + bi * 4u));
+    vec2 dm = unpackHalf2x16(r.s.x);
     ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
 #else
-    uvec4 t = wq[(W_PLANE(1) >> 4u) + bi];
-    vec2 dm = unpackHalf2x16(t.x), sm = k4_scale_min(t, ub);
+    vec2 dm = unpackHalf2x16(r.s.x), sm = k4_scale_min(r.s, ub);
     float sc = dm.x * sm.x;
     ab = vec4(sc, -dm.y * sm.y, sc * 0.0625, -dm.y * sm.y);
 #endif
-    return w;
+    return r.q;
 }
 #endif
 
@@ -272,6 +330,33 @@ uvec4 q4_unit(uint bi, uint ub, out vec4 ab)
 // Kernels take dot products with the levels and apply the map once per 16.
 // (Q4_0/Q4_1/Q4_K give q[4..7] as 16 x the level and ab.z / 16: the same
 // values, one instruction fewer per nibble; see nib_levels.)
+// w_unit_r: the same from the unit's words (w_fetch(bi, ub), the quantized
+// formats).
+#ifndef W_IS_FLOAT
+void w_unit_r(w_raw r, uint bi, uint ub, out vec4 q[8], out vec4 ab)
+{
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
+    uvec4 w = q4_unit(r, bi, ub, ab);
+    for (int k = 0; k < 4; k++)
+        nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
+#elif defined(W_BYTE_LEVELS)
+    uint lo[4], hi[4];
+    w_unit_bytes(r, bi, ub, lo, hi, ab);
+    for (int k = 0; k < 4; k++) {
+        q[k] = lvl8(lo[k]);
+        q[4 + k] = lvl8(hi[k]);
+    }
+#else  // Q8_0
+    for (int k = 0; k < 4; k++) {
+        q[k] = lvl(u8x4(r.q[k]));
+        q[4 + k] = lvl(u8x4(r.s[k]));
+    }
+    float d = half_of(r.e.x, W_PLANE(1) + bi * 2u);
+    ab = vec4(d, -128.0 * d, d, -128.0 * d);
+#endif
+}
+#endif
+
 void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 {
     uint bi = row * W_NB + u / W_UPB;  // block index
@@ -295,28 +380,8 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #endif
     }
     ab = vec4(1.0, 0.0, 1.0, 0.0);
-#elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
-    uvec4 w = q4_unit(bi, ub, ab);
-    for (int k = 0; k < 4; k++)
-        nib_levels(w[k], q[k], q[4 + k]);  // q[4 + k]: 16 * level
-#elif defined(W_BYTE_LEVELS)
-    uint lo[4], hi[4];
-    w_unit_bytes(bi, ub, lo, hi, ab);
-    for (int k = 0; k < 4; k++) {
-        q[k] = lvl8(lo[k]);
-        q[4 + k] = lvl8(hi[k]);
-    }
-#elif defined(WTYPE_Q8_0)
-    uint o = (W_PLANE(0) >> 4u) + bi * 2u;
-    uvec4 a = wq[o], b = wq[o + 1u];
-    for (int k = 0; k < 4; k++) {
-        q[k] = lvl(u8x4(a[k]));
-        q[4 + k] = lvl(u8x4(b[k]));
-    }
-    float d = w_half(W_PLANE(1) + bi * 2u);
-    ab = vec4(d, -128.0 * d, d, -128.0 * d);
 #else
-#error "define one WTYPE_<type>"
+    w_unit_r(w_fetch(bi, ub), bi, ub, q, ab);
 #endif
 }
 
@@ -324,29 +389,27 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 // bytes 0 and 2 of a word of levels (Q8_0's + 128) as two f16 levels less
 // off: exact (integers below 2^11)
 #define BYTE_PAIR_H(w, off) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(off))
-// Unit u of a row as f16 pairs for matvec.comp's f16 dot products (the
-// quantized formats; GL_NV_gpu_shader5): lq[2k] holds the levels of values 4k
-// and 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3, hq the same of values
-// 16.. (16 x the level for the nibbles: NIB_WORD's pairs); ab as w_unit's,
-// except that Q8_0's levels and those of the formats with a fixed offset
-// (W_BYTE_OFF) come signed, their maps without it.
-void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
+// Unit ub of block bi (its words r) as f16 pairs for matvec.comp's f16 dot
+// products (the quantized formats; GL_NV_gpu_shader5): lq[2k] holds the
+// levels of values 4k and 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3, hq
+// the same of values 16.. (16 x the level for the nibbles: NIB_WORD's
+// pairs); ab as w_unit's, except that Q8_0's levels and those of the formats
+// with a fixed offset (W_BYTE_OFF) come signed, their maps without it.
+void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
 {
 #if defined(WTYPE_Q8_0)
-    uint bi = row * W_NB + u;
-    uint o = (W_PLANE(0) >> 4u) + bi * 2u;
-    uvec4 a = wq[o] ^ 0x80808080u, b = wq[o + 1u] ^ 0x80808080u;
+    uvec4 a = r.q ^ 0x80808080u, b = r.s ^ 0x80808080u;
     for (int k = 0; k < 4; k++) {
         lq[2 * k] = BYTE_PAIR_H(a[k], 1152.0);
         lq[2 * k + 1] = BYTE_PAIR_H(a[k] >> 8u, 1152.0);
         hq[2 * k] = BYTE_PAIR_H(b[k], 1152.0);
         hq[2 * k + 1] = BYTE_PAIR_H(b[k] >> 8u, 1152.0);
     }
-    float d = w_half(W_PLANE(1) + bi * 2u);
+    float d = half_of(r.e.x, W_PLANE(1) + bi * 2u);
     ab = vec4(d, 0.0, d, 0.0);  // the levels are signed already
 #elif defined(W_BYTE_LEVELS)
     uint lo[4], hi[4];
-    w_unit_bytes(row * W_NB + u / W_UPB, u % W_UPB, lo, hi, ab);
+    w_unit_bytes(r, bi, ub, lo, hi, ab);
 #ifdef W_BYTE_OFF
 #define W_PAIR_OFF (1024.0 + W_BYTE_OFF)
     ab.yw = vec2(0.0);  // the offset is taken off in f16
@@ -360,11 +423,17 @@ void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 a
         hq[2 * k + 1] = BYTE_PAIR_H(hi[k] >> 8u, W_PAIR_OFF);
     }
 #else
-    uvec4 w = q4_unit(row * W_NB + u / W_UPB, u % W_UPB, ab);
+    uvec4 w = q4_unit(r, bi, ub, ab);
     for (int k = 0; k < 4; k++) {
         NIB_WORD(w[k], NIB_PAIR_H, lq[2 * k], lq[2 * k + 1], hq[2 * k], hq[2 * k + 1]);
     }
 #endif
+}
+// the same for unit u of a row
+void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
+{
+    uint bi = row * W_NB + u / W_UPB, ub = u % W_UPB;
+    w_unit_h_r(w_fetch(bi, ub), bi, ub, lq, hq, ab);
 }
 #endif
 

@@ -281,13 +281,17 @@ static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
 
 /* Whether a kernel's row loop is unrolled (matvec.comp's NO_UNROLL off). With
  * several tokens always (the per-token sums stay in registers). With one,
- * for the K-quants only: NVIDIA's compiler left the loop over a thread's rows
- * rolled for the sub-byte formats, their sums in local memory; unrolled, on
- * an H100 (bench/RESULTS.md session 13) Q6_K went from 59% to 71% of the copy
- * kernel (14336x4096), Q4_K 48 -> 57%, Q2_K 30 -> 37%, and a Q4_K_M decode step
- * 156 -> 160 tok/s, while Q4_0's and Q8_0's FFN gate/up in the step ran 7% and
- * 16% slower (more registers, fewer groups resident). GLESLLM_UNROLL=0|1
- * forces it off or on for every one-token kernel. */
+ * for the K-quants but Q4_K: NVIDIA's compiler left the loop over a thread's
+ * rows rolled for the sub-byte formats, their sums in local memory; unrolled,
+ * on an H100 (bench/RESULTS.md session 13) Q6_K went from 59% to 71% of the
+ * copy kernel (14336x4096), Q2_K 30 -> 37%, while Q4_0's and Q8_0's FFN
+ * gate/up in the step ran 7% and 16% slower (more registers, fewer groups
+ * resident). Q4_K gained from it then (48 -> 57%, a Q4_K_M step 156 -> 160
+ * tok/s), but once the rows' loads went ahead of their sums (w_fetch,
+ * fetch_rows) rolled was faster in the step: on an H200 a Q4_K_M step 177.5
+ * -> 188.4 tok/s, though alone Q4_K reads at 53% of the copy kernel rolled
+ * and 56% unrolled (session 20). GLESLLM_UNROLL=0|1 forces it off or on for
+ * every one-token kernel. */
 static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bool *unroll)
 {
     int set;
@@ -298,8 +302,23 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
     if (st != GLESLLM_OK)
         return st;
     const quant_gpu_layout *L = quant_gpu_layout_of(type);
-    *unroll = v->nt > 1 || (set >= 0 ? set == 1 : L && L->block == 256);
+    *unroll = v->nt > 1 ||
+              (set >= 0 ? set == 1 : L && L->block == 256 && type != GGML_TYPE_Q4_K);
     return GLESLLM_OK;
+}
+
+/* Rows whose units a one-token kernel loads at once, before it decodes and
+ * sums them (matvec.comp's FETCH_ROWS; a divisor of nr): all of a thread's
+ * rows, but 2 for Q8_0, whose 36 bytes a unit held for 8 rows ran slower
+ * (fewer groups resident). On an H200 (bench/RESULTS.md session 20), against
+ * each row loaded after the one before was summed: 14336x4096 at 60 -> 70% of
+ * the copy kernel for Q4_0, 64 -> 70% Q5_0, 51 -> 56% Q4_K, 93 -> 96% Q8_0
+ * (fetch 8 rows: 91%); decode 202 -> 227 tok/s for Mistral-7B Q4_0, 178 ->
+ * 188 Q4_K_M, 159 -> 166 Q8_0. */
+static uint32_t fetch_rows(uint32_t type, uint32_t nr)
+{
+    uint32_t n = type == GGML_TYPE_Q8_0 ? 2 : nr;
+    return n && n <= nr && nr % n == 0 ? n : nr;
 }
 
 typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
@@ -405,6 +424,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     if (f16_dot != F16_DOT_OFF)
         strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
+    if (v.nt <= 1 && fetch_rows(type, cfg->nr) != cfg->nr) {
+        char fr[24];
+        snprintf(fr, sizeof fr, "\nFETCH_ROWS %u", fetch_rows(type, cfg->nr));
+        strncat(defines, fr, sizeof defines - strlen(defines) - 1);
+    }
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
