@@ -11,7 +11,7 @@
  *
  * usage: bench_matvec [-f Q4_0,Q8_0,...] [-s 14336x4096,...] [--ms N]
  *                     [--wg N --tpr N --nr N --subgroup 0|1] [--chain]
- *                     [--sweep]
+ *                     [--glu] [--norm] [--sweep]
  * --chain: every matvec of a round writes the same output, so each waits for
  *          the one before (a barrier between them), as in a decode step where
  *          each matvec reads what the one before wrote; without it they run
@@ -22,7 +22,10 @@
  *          weights are several GB).
  * --one-buffer: the copies side by side in one buffer (as many as its
  *          storage-block limit holds) instead of a buffer each.
- * --sweep: for each format and shape, every work split. */
+ * --sweep: for each format and shape, every work split.
+ * --glu, --norm: the decode step's fused variants: rows as interleaved gate
+ *          and up with silu(gate) * up written (an FFN's gate/up), x
+ *          RMS-normalised first (x doubles as the norm weight). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,8 @@ static double target_ms = 200;
 static uint32_t n_tokens = 1; /* --tokens: the multi-token matvec of that many */
 static bool chain;            /* --chain */
 static bool one_buffer;       /* --one-buffer: the copies in one buffer, not one each */
+static bool glu_epilogue;     /* --glu */
+static bool norm_x;           /* --norm */
 static uint64_t working_set = (uint64_t)512 << 20; /* --ws MiB: bytes of copies cycled through */
 static double gpu_ms_round;   /* GPU time a round (timestamps), 0 where unmeasured */
 
@@ -147,6 +152,7 @@ static int record_mv(void *p)
     mv_arg *a = p;
     matvec_args va = { 0 };
     va.n_tok = n_tokens;
+    va.eps = 1e-5f; /* --norm: the norm weight is x itself (norm_off 0) */
     va.y_stride = a->w[0].rows;
     for (int i = 0; i < a->copies; i++)
         if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[chain ? 0 : i], 0, &va))
@@ -255,7 +261,8 @@ static void tensor_free(bench_tensor *t)
 static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 {
     matvec_kernel k;
-    matvec_variant var = { MATVEC_STORE };
+    matvec_variant var = { glu_epilogue ? MATVEC_GLU : MATVEC_STORE };
+    var.norm = norm_x;
     var.nt = n_tokens;
     if (matvec_build(ctx, t->type, cfg, &var, &k))
         die("matvec kernel");
@@ -290,6 +297,9 @@ static void print_header(double copy, const char *renderer)
     printf("copy kernel (read + write): %.0f GB/s\n\n", copy);
     if (chain)
         printf("each matvec after the one before (--chain): the time of one running alone\n\n");
+    if (glu_epilogue || norm_x)
+        printf("fused:%s%s\n\n", glu_epilogue ? " silu(gate) * up (--glu)" : "",
+               norm_x ? " RMSNorm of x (--norm)" : "");
 }
 
 static void close_gpu(void)
@@ -373,6 +383,10 @@ int main(int argc, char **argv)
             one_buffer = true;
         } else if (!strcmp(a, "--chain")) {
             chain = true;
+        } else if (!strcmp(a, "--glu")) {
+            glu_epilogue = true;
+        } else if (!strcmp(a, "--norm")) {
+            norm_x = true;
         } else if (!strcmp(a, "--subgroup") && v) {
             force_sub = atoi(v);
             i++;
@@ -388,7 +402,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: bench_matvec [-f FORMATS] [-s RxC,...] [--ms N] [--wg N] "
                             "[--tpr N] [--nr N] [--subgroup 0|1] [--tokens N] "
-                            "[--chain] [--ws MiB] [--one-buffer] [--sweep]\n");
+                            "[--chain] [--glu] [--norm] [--ws MiB] [--one-buffer] [--sweep]\n");
             return 2;
         }
     }
