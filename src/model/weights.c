@@ -313,8 +313,8 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
  * (fewer groups resident). On an H200 (bench/RESULTS.md session 20), against
  * each row loaded after the one before was summed: 14336x4096 at 60 -> 70% of
  * the copy kernel for Q4_0, 64 -> 70% Q5_0, 51 -> 56% Q4_K, 93 -> 96% Q8_0
- * (fetch 8 rows: 91%); decode 202 -> 227 tok/s for Mistral-7B Q4_0, 178 ->
- * 188 Q4_K_M, 159 -> 166 Q8_0. */
+ * (fetch 8 rows: 91%); decode 202 -> 223 tok/s for Mistral-7B Q4_0, 159 ->
+ * 166 Q8_0 (and Q4_K_M 178 -> 183 with its rows rolled, matvec_unrolled). */
 static uint32_t fetch_rows(uint32_t type, uint32_t nr)
 {
     uint32_t n = type == GGML_TYPE_Q8_0 ? 2 : nr;
