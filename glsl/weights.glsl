@@ -8,6 +8,9 @@
 //                            and two affine maps (below)
 //   w_unit_values(row, u, v) the same dequantized to f32: v[k] = values
 //                            4k..4k+3 and v[4+k] = values 16+4k..19+4k
+//   w_fetch(bi, ub)          the quantized formats: unit ub of block bi's
+//                            words, loaded, not decoded (w_raw); w_unit_r
+//                            (and F16_DOT's w_unit_h_r) decode them
 //   W_UNITS            units per row (params 12 * W_UPB)
 // Binding 0 is the weight buffer. Params 8..11: byte offsets of planes 0..3
 // in it; param 12: blocks per row; param 13: columns.
