@@ -424,9 +424,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     if (f16_dot != F16_DOT_OFF)
         strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
-    if (v.nt <= 1 && fetch_rows(type, cfg->nr) != cfg->nr) {
+    uint32_t fetch = fetch_rows(type, cfg->nr);
+    if (v.nt <= 1 && fetch != cfg->nr) {
         char fr[24];
-        snprintf(fr, sizeof fr, "\nFETCH_ROWS %u", fetch_rows(type, cfg->nr));
+        snprintf(fr, sizeof fr, "\nFETCH_ROWS %u", fetch);
         strncat(defines, fr, sizeof defines - strlen(defines) - 1);
     }
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
