@@ -25,7 +25,11 @@
  * --sweep: for each format and shape, every work split.
  * --glu, --norm: the decode step's fused variants: rows as interleaved gate
  *          and up with silu(gate) * up written (an FFN's gate/up), x
- *          RMS-normalised first (x doubles as the norm weight). */
+ *          RMS-normalised: with one token as a step splits the norm (the
+ *          kernel reads x as already times the weight, and 1024 partial sums
+ *          of squares, as many as a Mistral-7B O projection leaves; x's first
+ *          values stand in for them), with several inside the kernel (x
+ *          doubles as the norm weight). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +157,7 @@ static int record_mv(void *p)
     matvec_args va = { 0 };
     va.n_tok = n_tokens;
     va.eps = 1e-5f; /* --norm: the norm weight is x itself (norm_off 0) */
+    va.sq_count = a->w[0].cols < 1024 ? (uint32_t)a->w[0].cols : 1024; /* one token: at 0 */
     va.y_stride = a->w[0].rows;
     for (int i = 0; i < a->copies; i++)
         if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[chain ? 0 : i], 0, &va))
@@ -262,7 +267,8 @@ static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 {
     matvec_kernel k;
     matvec_variant var = { glu_epilogue ? MATVEC_GLU : MATVEC_STORE };
-    var.norm = norm_x;
+    var.norm = norm_x && n_tokens > 1;
+    var.norm_scale = norm_x && n_tokens <= 1;
     var.nt = n_tokens;
     if (matvec_build(ctx, t->type, cfg, &var, &k))
         die("matvec kernel");

@@ -31,6 +31,18 @@
 // comes with one token from the units the lanes load anyway, with several
 // from the x the work group stages (XSH) or else from a pass of every work
 // group over the tokens' x first.
+// NORM_SCALE (one token): the norm split between the kernel that writes x
+// and this one: x arrives already multiplied by the norm weight, and the sum
+// of its squares as PARAM_U(19) partial sums at x's buffer float offset
+// PARAM_U(17) (NORM_OUT's, or rms_norm.comp PREP's); this kernel only scales
+// each sum by 1/sqrt(mean(x^2) + eps) (eps the float bits of param 4).
+// The work group shares out the loads of the partial sums; SQ_AHEAD: how
+// many vec4 of them an invocation loads before the units (weights.c).
+// NORM_OUT (one token, ADD_Y): the other half: besides y += W x, the new y
+// times the next norm's weight (at x's buffer float offset param 18, counted
+// from this dispatch's first row) goes to y's buffer at float offset param
+// 16 (likewise), and each slot's sum of the squares of its rows' new y to
+// float offset param 17 + the slot's index in this dispatch.
 // NT > 1: the same for up to NT tokens at once (the weights read once for
 // all): param 0 holds the rows in its low 24 bits and the token count
 // (1..NT) in its high 8; token t's x is at x offset + t * (W_UNITS * 8) vec4
@@ -69,6 +81,15 @@ layout(local_size_x = WG_SIZE) in;
 
 #ifndef NT
 #define NT 1
+#endif
+#if defined(NORM) || defined(NORM_SCALE)
+#define NORM_ANY 1  // the sums are scaled by 1/rms at the end
+#endif
+#if (defined(NORM_SCALE) || defined(NORM_OUT)) && (NT > 1 || defined(NORM))
+#error "NORM_SCALE and NORM_OUT are one-token variants, without NORM"
+#endif
+#if defined(NORM_OUT) && !defined(ADD_Y)
+#error "NORM_OUT writes beside the residual add (ADD_Y)"
 #endif
 #if !defined(FETCH_ROWS) || defined(W_IS_FLOAT)
 #undef FETCH_ROWS
@@ -249,37 +270,56 @@ shared float sg_sums[(NR + 1) * SG_N];
 #endif
 #endif
 
-// The sum over the TPR lanes of this invocation's slot; valid in lane 0.
-float slot_sum(float v)
+// The sum over the n invocations (a power of two dividing WG_SIZE; with
+// USE_SUBGROUP a multiple of the subgroup size) of this invocation's run of
+// them, in every invocation of the run.
+float group_sum(float v, uint n)
 {
     uint t = gl_LocalInvocationIndex;
 #ifdef USE_SUBGROUP
     float s = subgroupAdd(v);
-    if (uint(TPR) == gl_SubgroupSize)
+    if (n == gl_SubgroupSize)
         return s;
     if (subgroupElect())
         red[gl_SubgroupID] = s;
     barrier();
-    uint per = uint(TPR) / gl_SubgroupSize, first = (t / uint(TPR)) * per;
+    uint per = n / gl_SubgroupSize, first = (t / n) * per;
     float total = 0.0;
     for (uint i = 0u; i < per; i++)
         total += red[first + i];
     barrier();
     return total;
 #else
-    uint lane = t % uint(TPR);
+    uint lane = t % n;
     red[t] = v;
     barrier();
-    for (uint s = uint(TPR) / 2u; s > 0u; s >>= 1u) {
+    for (uint s = n / 2u; s > 0u; s >>= 1u) {
         if (lane < s)
             red[t] += red[t + s];
         barrier();
     }
-    float total = red[t];
+    float total = red[t - lane];
     barrier();
     return total;
 #endif
 }
+
+// The sum over the TPR lanes of this invocation's slot; valid in lane 0.
+float slot_sum(float v) { return group_sum(v, uint(TPR)); }
+
+#ifdef NORM_SCALE
+// vec4 j of the partial sums of squares (PARAM_U(19) floats at the float
+// offset PARAM_U(17), a multiple of 4), zeros past them
+#ifndef SQ_AHEAD
+#define SQ_AHEAD 0  // weights.c picks it by format
+#endif
+vec4 sq_vec4(uint j)
+{
+    uint n = PARAM_U(19);
+    vec4 v = j < (n + 3u) / 4u ? xv[(PARAM_U(17) >> 2) + j] : vec4(0.0);
+    return mix(vec4(0.0), v, lessThan(uvec4(j * 4u) + uvec4(0u, 1u, 2u, 3u), uvec4(n)));
+}
+#endif
 
 // x's unit u of the token at vec4 offset xo (the norm weight applied, and
 // the zero padding of a float row's tail), with the sums of its two halves
@@ -459,6 +499,16 @@ void main()
     norm_sums(xo, xs, ntok);
 #endif
     float ssum = 0.0;  // NORM, one token: this lane's share of sum(x^2)
+#ifdef NORM_SCALE
+    // The partial sums of squares, shared out over the work group (each
+    // slot's total is the group's): the first SQ_AHEAD vec4 an invocation are
+    // loaded now and added after the units, any more then.
+#if SQ_AHEAD > 0
+    vec4 sqv[SQ_AHEAD];
+    for (int k = 0; k < SQ_AHEAD; k++)
+        sqv[k] = sq_vec4(t + uint(k * WG_SIZE));
+#endif
+#endif
 #ifdef XSH
     float xss[XSH_PER];  // NORM: sums of squares of the staged x (stage_x)
     for (int m = 0; m < XSH_PER; m++)
@@ -593,6 +643,23 @@ void main()
 #endif
     }
 #if NT == 1
+#ifdef NORM_SCALE
+#if SQ_AHEAD > 0
+    for (int k = 0; k < SQ_AHEAD; k++)
+        ssum += dot(sqv[k], vec4(1.0));
+#endif
+    for (uint j = t + uint(SQ_AHEAD * WG_SIZE); j < (PARAM_U(19) + 3u) / 4u; j += uint(WG_SIZE))
+        ssum += dot(sq_vec4(j), vec4(1.0));
+#endif
+#ifdef NORM_OUT
+    // the rows' residual and next norm weight, loaded during the reduction
+    float yres[NR], gw[NR];
+    for (int r = 0; r < NR; r++) {
+        uint row = min(first + uint(r), rows - 1u);
+        yres[r] = y[PARAM_U(1) + row];
+        gw[r] = x_at(PARAM_U(18) + row);
+    }
+#endif
     float tot[NR];
 #ifdef SG_SUMS
     // A slot's lanes are several subgroups: every row's subgroup sums (and
@@ -602,13 +669,13 @@ void main()
     // NVIDIA's Q4_0 gate/up 72 -> 75 us, bench/RESULTS.md session 13.)
     for (int r = 0; r < NR; r++)
         tot[r] = subgroupAdd(acc[r]);
-#ifdef NORM
+#ifdef NORM_ANY
     float nsum = subgroupAdd(ssum);
 #endif
     if (subgroupElect()) {
         for (int r = 0; r < NR; r++)
             sg_sums[uint(r * SG_N) + gl_SubgroupID] = tot[r];
-#ifdef NORM
+#ifdef NORM_ANY
         sg_sums[uint(NR * SG_N) + gl_SubgroupID] = nsum;
 #endif
     }
@@ -621,23 +688,31 @@ void main()
         for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
             tot[r] += sg_sums[uint(r * SG_N) + sg0 + i];
     }
-#ifdef NORM
+#ifdef NORM_ANY
     nsum = 0.0;
+#ifdef NORM_SCALE
+    for (uint i = 0u; i < uint(SG_N); i++)  // the group's share-out
+        nsum += sg_sums[uint(NR * SG_N) + i];
+#else
     for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
         nsum += sg_sums[uint(NR * SG_N) + sg0 + i];
+#endif
     float nscale = inversesqrt(nsum / float(W_COLS) + PARAM_F(4));
 #endif
 #else
     for (int r = 0; r < NR; r++)
         tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
-#ifdef NORM
+#ifdef NORM_SCALE
+    // the group's invocations loaded every partial sum once
+    float nscale = inversesqrt(group_sum(ssum, uint(WG_SIZE)) / float(W_COLS) + PARAM_F(4));
+#elif defined(NORM)
     // the slot's lanes loaded every unit of x once: their squares add up to sum(x^2)
     float nscale = inversesqrt(slot_sum(ssum) / float(W_COLS) + PARAM_F(4));
 #endif
     if (lane != 0u)
         return;
 #endif
-#ifdef NORM
+#ifdef NORM_ANY
     for (int r = 0; r < NR; r++)
         tot[r] *= nscale;
 #endif
@@ -645,6 +720,19 @@ void main()
     for (int r = 0; r < NR; r += 2)
         if (first + uint(r) < rows)
             put_pair(first + uint(r), 0u, tot[r], tot[r + 1]);
+#elif defined(NORM_OUT)
+    float ss = 0.0;  // the squares of this slot's new y
+    for (int r = 0; r < NR; r++) {
+        uint row = first + uint(r);
+        if (row < rows) {
+            float v = yres[r] + tot[r];
+            y[PARAM_U(1) + row] = v;
+            y[PARAM_U(16) + row] = v * gw[r];
+            ss += v * v;
+        }
+    }
+    if (first < rows)  // (count: the dispatch's rows / NR, rounded up)
+        y[PARAM_U(17) + first / uint(NR)] = ss;
 #else
     for (int r = 0; r < NR; r++)
         if (first + uint(r) < rows)

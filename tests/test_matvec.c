@@ -673,6 +673,159 @@ static void test_f16_dot_path(void)
     unsetenv("GLESLLM_F16_DOT");
 }
 
+/* The RMSNorm split across two kernels, as in a decode step: a +y matvec
+ * (ADD, norm_out: the producer, P of n rows) writes y = r + P h, y times the
+ * norm weight g and its partial sums of squares; a norm_scale matvec (the
+ * consumer, C of n columns) reads those and computes C (y * g) / rms(y).
+ * The producer's rows are split into parts (part_bytes) and its slots'
+ * rows (nr) need not divide a part's. */
+static void check_split_norm(uint32_t ptype, uint32_t ctype, const matvec_config *pcfg,
+                             uint64_t part_bytes, uint64_t seed)
+{
+    test_rng rng = { seed };
+    const uint64_t n = 512, m = 256, rows = 77; /* y's length, h's, C's rows */
+    const float eps = 1e-5f;
+    size_t pb, cb;
+    void *pdata = random_tensor(&rng, ptype, n, m, &pb), *cdata = random_tensor(&rng, ctype, rows, n, &cb);
+    float *pw = dequantized(ptype, pdata, n, m), *cw = dequantized(ctype, cdata, rows, n);
+    /* x's buffer: h at 4, g at 300 (any float offset); y's: r at 3, y * g at
+     * 1000 (a multiple of 4: the consumer reads it as vec4), sums at 1700 */
+    const uint64_t h_off = 4, g_off = 4 + m + 40, r_off = 3, xg_off = 1000, sq_off = 1700;
+    size_t xn = (size_t)(g_off + n + 8), yn = (size_t)(sq_off + n + 8);
+    float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4), *out = malloc(rows * 4);
+    double *ref = malloc(n * sizeof *ref), *mag = malloc(n * sizeof *mag);
+    TEST_ASSERT_TRUE(x && y0 && got && out && ref && mag);
+    rng_fill(&rng, x, xn, -1.0f, 1.0f);
+    rng_fill(&rng, y0, yn, -1.0f, 1.0f);
+    reference_rows(pw, x + h_off, n, m, ref, mag);
+
+    gpu_weight gp, gc;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload(ctx, "p", ptype, n, m, pdata, part_bytes, &gp),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload(ctx, "c", ctype, rows, n, cdata, 0, &gc),
+                                  glesllm_last_error());
+    gpu_buffer bx, by, bo;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, y0, 0, "y", &by));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, rows * 4, NULL, 0, "out", &bo));
+    matvec_kernel kp, kc;
+    matvec_variant pv = { MATVEC_ADD }, cv = { MATVEC_STORE };
+    pv.norm_out = cv.norm_scale = true;
+    matvec_config ccfg = matvec_default_config(ctx, ctype, rows, n);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, ptype, pcfg, &pv, &kp),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, ctype, &ccfg, &cv, &kc),
+                                  glesllm_last_error());
+    matvec_args pa = { g_off };
+    pa.xg_off = xg_off;
+    pa.sq_off = sq_off;
+    uint32_t parts = matvec_norm_parts(&kp, &gp);
+    TEST_ASSERT_TRUE(parts >= (n + pcfg->nr - 1) / pcfg->nr && parts <= n);
+    matvec_args ca = { 0, eps };
+    ca.sq_off = sq_off;
+    ca.sq_count = parts;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  matvec_record_args(queue, &kp, &gp, &bx, h_off, &by, r_off, &pa),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  matvec_record_args(queue, &kc, &gc, &by, xg_off, &bo, 0, &ca),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bo, 0, out, rows * 4));
+
+    char msg[200];
+    snprintf(msg, sizeof msg, "split norm: %s %llux%llu (%u parts, nr %u) -> %s %llux%llu",
+             ggml_type_name(ptype), (unsigned long long)n, (unsigned long long)m, gp.n_parts,
+             pcfg->nr, ggml_type_name(ctype), (unsigned long long)rows, (unsigned long long)n);
+    /* y, as check_matvec's add: MATVEC_REL_TOL of sum |w x| + |r| */
+    double worst = 0, ss = 0, sq = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double want = ref[i] + y0[r_off + i], v = got[r_off + i];
+        double e = fabs(v - want) / (mag[i] + fabs(y0[r_off + i]));
+        if (!(e <= worst))
+            worst = e;
+        /* y * g is the one f32 product of the y written and g */
+        TEST_ASSERT_TRUE_MESSAGE(got[xg_off + i] == (float)(got[r_off + i] * x[g_off + i]), msg);
+        ss += v * v;
+    }
+    TEST_ASSERT_TRUE_MESSAGE(kp.f16_products ? worst < F16_DOT_REL_TOL : worst < MATVEC_REL_TOL,
+                             msg);
+    /* the partial sums add up to sum(y^2): f32 sums of positive terms, each
+     * within n * 2^-24 of the total */
+    for (uint32_t i = 0; i < parts; i++)
+        sq += got[sq_off + i];
+    TEST_ASSERT_TRUE_MESSAGE(fabs(sq - ss) <= 1e-4 * ss, msg);
+    for (uint64_t i = sq_off + parts; i < yn; i++) /* nothing written past them */
+        TEST_ASSERT_TRUE_MESSAGE(got[i] == y0[i], msg);
+    /* the consumer: C (y * g) / rms(y) from the y written, relative to sum |C (y * g)| / rms */
+    double scale = 1.0 / sqrt(ss / n + eps);
+    double *cref = malloc(rows * sizeof *cref), *cmag = malloc(rows * sizeof *cmag);
+    float *yg = malloc(n * 4);
+    TEST_ASSERT_TRUE(cref && cmag && yg);
+    for (uint64_t i = 0; i < n; i++)
+        yg[i] = got[xg_off + i];
+    reference_rows(cw, yg, rows, n, cref, cmag);
+    worst = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        double e = fabs(out[r] - cref[r] * scale) / (cmag[r] * scale);
+        if (!(e <= worst))
+            worst = e;
+    }
+    snprintf(msg + strlen(msg), sizeof msg - strlen(msg), ": consumer error %.3g of sum|wx|",
+             worst);
+    TEST_ASSERT_TRUE_MESSAGE(worst < (kc.f16_products ? F16_DOT_REL_TOL : MATVEC_REL_TOL), msg);
+    matvec_destroy(&kp);
+    matvec_destroy(&kc);
+    gpu_buffer_destroy(&bx);
+    gpu_buffer_destroy(&by);
+    gpu_buffer_destroy(&bo);
+    gpu_weight_destroy(&gp);
+    gpu_weight_destroy(&gc);
+    free(pdata);
+    free(cdata);
+    free(pw);
+    free(cw);
+    free(x);
+    free(y0);
+    free(got);
+    free(out);
+    free(ref);
+    free(mag);
+    free(cref);
+    free(cmag);
+    free(yg);
+}
+
+static void test_split_norm(void)
+{
+    const uint32_t some[] = { GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+                              GGML_TYPE_Q6_K };
+    for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
+        uint32_t t = some[f];
+        matvec_config def = matvec_default_config(ctx, t, 512, 256);
+        check_split_norm(t, t, &def, 0, 8000 + f);
+        /* 3 rows a slot over parts of 70 rows: slots cross no part, and
+         * the last slot of each part is short */
+        quant_gpu_plan seventy;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(t, 70, 256, &seventy));
+        matvec_config odd = { 64, 16, 3, false };
+        check_split_norm(t, some[(f + 1) % 5], &odd, seventy.bytes + 15, 8100 + f);
+    }
+    /* the variants' rules */
+    matvec_kernel k;
+    matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
+    matvec_variant bad = { MATVEC_STORE };
+    bad.norm_out = true; /* not a +y kernel */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, &bad, &k));
+    matvec_variant both = { MATVEC_STORE, true };
+    both.norm_scale = true;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, &both, &k));
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -692,6 +845,7 @@ int main(void)
     RUN_TEST(test_split_by_storage_block_limit);
     RUN_TEST(test_forced_multi_split_shrinks_whole);
     RUN_TEST(test_bad_shapes_are_errors);
+    RUN_TEST(test_split_norm);
     gpu_queue_destroy(queue);
     gpu_context_destroy(ctx);
     return test_exit_code(UNITY_END());

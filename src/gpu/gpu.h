@@ -120,7 +120,7 @@ uint64_t gpu_context_allocated(const gpu_context *ctx);
 
 /* ---- programs ----------------------------------------------------------- */
 
-#define GPU_MAX_PARAMS 16
+#define GPU_MAX_PARAMS 20
 
 typedef struct gpu_program {
     unsigned id;

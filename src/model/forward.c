@@ -13,6 +13,7 @@
 #define CHUNK_MAX 256u   /* attention positions per work group */
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
+#define RMS_WG 128u      /* rms_norm.comp's work group (and rms_prep's partial sums) */
 #define MAX_KERNELS 32
 #define MAX_SEGMENTS 3
 
@@ -59,11 +60,13 @@ struct gpu_model {
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
-    gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, prefetch;
+    gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, rms_prep, prefetch;
     gpu_buffer sink;      /* prefetch.comp's, never written */
     bool prefetch_down;   /* the down matrix into L2 beside gate/up (prefetch_choose) */
     uint32_t prefetch_wg;
-    bool fuse_norm; /* RMSNorm inside the next matvec, else its own dispatch */
+    /* RMSNorm split between the kernel that writes x and the matvec that
+     * reads it (matvec_variant norm_out / norm_scale), else its own dispatch */
+    bool fuse_norm;
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
     gpu_buffer attn_count; /* attention.comp's chunk counters, a uint a head */
@@ -71,6 +74,7 @@ struct gpu_model {
     float pen;
     /* float offsets in act */
     uint64_t out_norm, rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
+    uint64_t sq; /* fuse_norm: the partial sums of squares of x (x times the weight at xn) */
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
     /* prefill: n_batch rows each (float offsets in act) */
     uint32_t n_batch;
@@ -136,7 +140,8 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
            k->cfg.subgroup == c->subgroup && k->cfg.xsh == c->xsh && k->cfg.xb == c->xb &&
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
-           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt;
+           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt &&
+           k->var.norm_scale == v->norm_scale && k->var.norm_out == v->norm_out;
 }
 
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
@@ -173,7 +178,8 @@ static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uin
         return GLESLLM_OK;
     matvec_variant v = *var;
     v.nt = gm->multi_nt;
-    v.norm = v.epilogue == MATVEC_QKV || v.epilogue == MATVEC_GLU || var->norm;
+    v.norm = v.epilogue == MATVEC_QKV || v.epilogue == MATVEC_GLU || var->norm || var->norm_scale;
+    v.norm_scale = v.norm_out = false;
     return get_matvec(gm, type, rows, cols, &v, out);
 }
 
@@ -187,7 +193,7 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, const matvec_vari
                                  const matmul_kernel **out)
 {
     matvec_variant v = *var;
-    v.norm = false; /* prefill normalises in its own dispatch */
+    v.norm = v.norm_scale = v.norm_out = false; /* prefill normalises in its own dispatch */
     for (uint32_t i = 0; i < gm->n_mkernels; i++)
         if (same_matmul(&gm->mkernels[i], type, &v)) {
             *out = &gm->mkernels[i];
@@ -276,8 +282,11 @@ static glesllm_status build_programs(gpu_model *gm)
                                     &gm->sink)))
             return st;
     }
-    snprintf(defs, sizeof defs, "WG_SIZE 128%s", sg);
-    return gpu_program_build(gm->ctx, "rms_norm.comp", defs, &gm->rms);
+    snprintf(defs, sizeof defs, "WG_SIZE %u%s", RMS_WG, sg);
+    if ((st = gpu_program_build(gm->ctx, "rms_norm.comp", defs, &gm->rms)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nPREP 1", RMS_WG);
+    return gpu_program_build(gm->ctx, "rms_norm.comp", defs, &gm->rms_prep);
 }
 
 /* ---- weights ---------------------------------------------------------------- */
@@ -346,8 +355,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     gpu_layer *g = &gm->layers[li];
     bool neox = hp->rope_neox;
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    matvec_variant qkv = { MATVEC_QKV, gm->fuse_norm, q_dim, kv_dim, hp->head_dim,
-                           l->bq.data != NULL };
+    matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
+    qkv.norm_scale = gm->fuse_norm;
     fuse_part parts[3] = { { &l->wq, neox }, { &l->wk, neox }, { &l->wv, false } };
     char name[64];
     glesllm_status st;
@@ -372,7 +381,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
         i = j;
     }
-    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU, gm->fuse_norm };
+    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
+    add.norm_out = glu.norm_scale = gm->fuse_norm;
     if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)) ||
@@ -448,6 +458,8 @@ static glesllm_status create_act(gpu_model *gm)
     at += emb;
     gm->xn = at;
     at += emb;
+    gm->sq = at; /* a slot's sum for each row at most (matvec_norm_parts), or rms_prep's */
+    at += align64(hp->n_embd > RMS_WG ? hp->n_embd : RMS_WG);
     gm->attn_out = at;
     at += align64(q_dim);
     gm->hidden = at;
@@ -630,6 +642,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_program_destroy(&gm->topk2);
     gpu_program_destroy(&gm->penalty);
     gpu_program_destroy(&gm->rms);
+    gpu_program_destroy(&gm->rms_prep);
     gpu_program_destroy(&gm->prefetch);
     gpu_buffer_destroy(&gm->sink);
     gpu_buffer_destroy(&gm->cand);
@@ -698,7 +711,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gm->weight_bytes += gm->output_own.bytes;
         progress(&pr, o->rows * model_tensor_row_bytes(o));
     }
-    matvec_variant head = { MATVEC_STORE, gm->fuse_norm };
+    matvec_variant head = { MATVEC_STORE };
+    head.norm_scale = gm->fuse_norm;
     matvec_variant head_norm = { MATVEC_STORE, true };
     matvec_variant store = { MATVEC_STORE };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
@@ -733,11 +747,15 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
     /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
      * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a multi-token
-     * dispatch (2..MATVEC_MAX_NT). The norm inside each matvec work group
-     * (one sum of squares per group) beat a dispatch of its own on the H200:
-     * Mistral-7B Q4_0 152 against 135 tokens/s (bench/RESULTS.md);
-     * GLESLLM_FUSE_NORM=0 splits it out. The kernels' tuning variables are
-     * checked here too (weights_env_check). */
+     * dispatch (2..MATVEC_MAX_NT). The norm inside the matvecs beat a
+     * dispatch of its own on the H200: Mistral-7B Q4_0 152 against 135
+     * tokens/s (bench/RESULTS.md). Since session 21 a decode step splits it:
+     * the +y matvec that writes x also writes x times the next norm's weight
+     * and partial sums of its squares, and the next matvec only scales (Q4_0
+     * 221 -> 242 tokens/s, Q4_K_M 184 -> 204: each slot of lanes no longer
+     * loads x and the norm weight and squares x). GLESLLM_FUSE_NORM=0 makes
+     * each norm its own dispatch. The kernels' tuning variables are checked
+     * here too (weights_env_check). */
     long env_small = GPU_SMALL_BATCH, env_nt = 0;
     int fuse = -1;
     glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
@@ -966,16 +984,45 @@ static glesllm_status record_rms(gpu_model *gm, uint64_t w_off, uint64_t x_off, 
     return gpu_queue_dispatch(gm->q, &d);
 }
 
-/* xn = RMSNorm(x) * w: its own dispatch when the norm is not fused. Returns
- * the offset the next matvec reads. */
-static glesllm_status record_norm(gpu_model *gm, uint64_t w_off, uint64_t *in)
+/* The norm's first half for a matvec built with norm_scale, where no matvec
+ * wrote it: xn = x * w for the row at x_off (not scaled) and RMS_WG partial
+ * sums of its squares at sq; sets a's sq_off and sq_count. */
+static glesllm_status record_norm_prep(gpu_model *gm, uint64_t w_off, uint64_t x_off,
+                                       matvec_args *a)
 {
-    if (gm->fuse_norm) {
-        *in = gm->x;
-        return GLESLLM_OK;
-    }
-    *in = gm->xn;
-    return record_rms(gm, w_off, gm->x, gm->xn, 1);
+    uint32_t n = gm->m->hp.n_embd;
+    gpu_dispatch d = { 0 };
+    d.prog = &gm->rms_prep;
+    d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, (x_off + n) * 4, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
+    d.bindings[2] = (gpu_binding){ 2, &gm->act, 0, (gm->sq + RMS_WG) * 4, GPU_WRITE };
+    d.n_bindings = 3;
+    uint32_t p[] = { n, 0, 0, (uint32_t)x_off, (uint32_t)gm->xn, (uint32_t)gm->sq };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 6;
+    d.groups[0] = d.groups[1] = d.groups[2] = 1;
+    a->sq_off = gm->sq;
+    a->sq_count = RMS_WG;
+    return gpu_queue_dispatch(gm->q, &d);
+}
+
+/* The norm with the weight at w_off of x, for the next matvec, which reads
+ * xn: nothing to record when the norm is split across the matvecs (the
+ * kernel that wrote x wrote xn and the partial sums, a's sq_* say where),
+ * else xn = RMSNorm(x) * w in its own dispatch. */
+static glesllm_status record_norm(gpu_model *gm, uint64_t w_off)
+{
+    return gm->fuse_norm ? GLESLLM_OK : record_rms(gm, w_off, gm->x, gm->xn, 1);
+}
+
+/* The args of a +y matvec into x that is followed by the norm with the
+ * weight at next_norm (the norm_out half, when the norm is split). */
+static matvec_args norm_out_args(const gpu_model *gm, uint64_t next_norm)
+{
+    matvec_args a = { next_norm };
+    a.xg_off = gm->xn;
+    a.sq_off = gm->sq;
+    return a;
 }
 
 static glesllm_status check_past(const gpu_model *gm, uint32_t pos)
@@ -1035,36 +1082,50 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
     uint64_t emb = act_stride(hp->n_embd);
     st = get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos, 1, &gm->act, gm->x, emb);
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
+    /* where the split norm's partial sums are, and how many: the last +y
+     * matvec's (its matvec_norm_parts) or rms_prep's */
+    matvec_args sums = { 0 };
+    if (!st && gm->fuse_norm)
+        st = record_norm_prep(gm, gm->layers[0].attn_norm, gm->x, &sums);
     for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
         const gpu_layer *g = &gm->layers[li];
         matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos * hp->head_dim, g->bias,
                           gm->k_base + pos * kv_half, gm->v_base + pos * kv_half };
-        uint64_t in;
-        st = record_norm(gm, g->attn_norm, &in);
+        a.sq_off = sums.sq_off;
+        a.sq_count = sums.sq_count;
+        st = record_norm(gm, g->attn_norm);
         for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
-            st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, in, &g->cache,
+            st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, gm->xn, &g->cache,
                                     g->qkv[i].row_base, &a);
         if (!st)
             st = record_attention(gm, g, pos + 1);
+        matvec_args o = norm_out_args(gm, g->ffn_norm);
         if (!st)
-            st = matvec_record(gm->q, g->k_wo, &g->wo, &gm->act, gm->attn_out, &gm->act, gm->x);
+            st = matvec_record_args(gm->q, g->k_wo, &g->wo, &gm->act, gm->attn_out, &gm->act,
+                                    gm->x, &o);
         a.norm_off = g->ffn_norm;
+        a.sq_count = matvec_norm_parts(g->k_wo, &g->wo);
         if (!st)
-            st = record_norm(gm, g->ffn_norm, &in);
+            st = record_norm(gm, g->ffn_norm);
         if (!st)
-            st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, in, &gm->act,
+            st = matvec_record_args(gm->q, g->k_glu, &g->glu, &gm->act, gm->xn, &gm->act,
                                     2 * gm->hidden, &a);
         if (!st && gm->prefetch_down)
             st = record_prefetch(gm, &g->down);
+        matvec_args dn = norm_out_args(gm, li + 1 < hp->n_layer ? gm->layers[li + 1].attn_norm
+                                                                 : gm->out_norm);
         if (!st)
-            st = matvec_record(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act, gm->x);
+            st = matvec_record_args(gm->q, g->k_down, &g->down, &gm->act, gm->hidden, &gm->act,
+                                    gm->x, &dn);
+        sums.sq_count = matvec_norm_parts(g->k_down, &g->down);
     }
     if (!st && flags) {
         matvec_args a = { gm->out_norm, hp->eps };
-        uint64_t in;
-        st = record_norm(gm, gm->out_norm, &in);
+        a.sq_off = sums.sq_off;
+        a.sq_count = sums.sq_count;
+        st = record_norm(gm, gm->out_norm);
         if (!st)
-            st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act,
+            st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, gm->xn, &gm->act,
                                     gm->logits, &a);
     }
     if (!st && (flags & GPU_STEP_ARGMAX))
@@ -1197,16 +1258,13 @@ static glesllm_status record_last_logits(gpu_model *gm, uint32_t pos0, uint32_t 
     const model_hparams *hp = &gm->m->hp;
     if (!(flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES)))
         return GLESLLM_OK;
-    uint64_t row = gm->bx + (uint64_t)(n - 1) * act_stride(hp->n_embd), in = row;
+    uint64_t row = gm->bx + (uint64_t)(n - 1) * act_stride(hp->n_embd);
     matvec_args a = { gm->out_norm, hp->eps };
-    glesllm_status st = GLESLLM_OK;
-    if (!gm->fuse_norm) {
-        st = record_rms(gm, gm->out_norm, row, gm->xn, 1);
-        in = gm->xn;
-    }
+    glesllm_status st = gm->fuse_norm ? record_norm_prep(gm, gm->out_norm, row, &a)
+                                      : record_rms(gm, gm->out_norm, row, gm->xn, 1);
     if (!st)
-        st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, in, &gm->act, gm->logits,
-                                &a);
+        st = matvec_record_args(gm->q, gm->k_out, gm->output, &gm->act, gm->xn, &gm->act,
+                                gm->logits, &a);
     if (!st && (flags & GPU_STEP_ARGMAX))
         st = record_argmax(gm, pos0 + n);
     else if (!st && (flags & GPU_STEP_CANDIDATES))

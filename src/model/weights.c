@@ -367,6 +367,13 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     if (pairs && cfg->nr % 2)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec: the GLU and QKV epilogues need an even number of rows per thread");
+    if ((v.norm_scale || v.norm_out) && (v.nt > 1 || v.norm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: the split norm (norm_scale, norm_out) is for one token, "
+                       "without the folded norm");
+    if (v.norm_out && v.epilogue != MATVEC_ADD)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: norm_out goes with the residual add (MATVEC_ADD)");
     if (!quant_gpu_layout_of(type))
         return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matvec for tensor type %s",
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
@@ -416,14 +423,27 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                  gpu_context_caps(ctx)->subgroup_size);
     if (v.nt > 1 && cfg->xb > 1)
         snprintf(xb, sizeof xb, "\nXB %u", cfg->xb);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s%s", tdef,
-             cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi, v.norm ? "\nNORM 1" : "",
-             cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb, unroll ? "" : "\nNO_UNROLL 1");
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s%s%s%s",
+             tdef, cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi,
+             v.norm ? "\nNORM 1" : "", v.norm_scale ? "\nNORM_SCALE 1" : "",
+             v.norm_out ? "\nNORM_OUT 1" : "", cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb,
+             unroll ? "" : "\nNO_UNROLL 1");
     if (f16_levels)
         strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
     if (f16_dot != F16_DOT_OFF)
         strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
+    if (v.norm_scale) {
+        /* The partial sums of squares: an invocation's first vec4 of them
+         * loaded before the units and added after (registers held through
+         * the unit loop), or all loaded at the end. On an H200 (bench/RESULTS.md
+         * session 21) Mistral-7B Q4_0 tg128 ran 236 tok/s loading 2 ahead and
+         * 242 loading none; Q4_K_M 201-204 and 197-198; Q8_0 175 and 173. */
+        bool kquant = type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K ||
+                      type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+        strncat(defines, kquant ? "\nSQ_AHEAD 2" : "\nSQ_AHEAD 0",
+                sizeof defines - strlen(defines) - 1);
+    }
     uint32_t fetch = fetch_rows(type, cfg->nr);
     if (v.nt <= 1 && fetch != cfg->nr) {
         char fr[24];
@@ -437,7 +457,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     static const char *const epi_names[] = { "", " +y", " glu", " qkv" };
     snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", type_label(type),
              v.nt > 1 ? v.nt : 1, v.epilogue < 4 ? epi_names[v.epilogue] : "",
-             v.norm ? " norm" : "");
+             v.norm ? " norm" : v.norm_scale ? " norm-scale" : v.norm_out ? " norm-out" : "");
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
@@ -493,6 +513,14 @@ glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_wei
     return matvec_record_args(q, k, w, x, x_off, y, y_off, &none);
 }
 
+uint32_t matvec_norm_parts(const matvec_kernel *k, const gpu_weight *w)
+{
+    uint64_t n = 0; /* a slot's sum for each nr rows of each part, as matvec_record_args lays them */
+    for (uint32_t i = 0; k->var.norm_out && i < w->n_parts; i++)
+        n += (w->parts[i].rows + k->cfg.nr - 1) / k->cfg.nr;
+    return (uint32_t)n;
+}
+
 glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
                                   const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                                   uint64_t y_off, const matvec_args *a)
@@ -509,14 +537,18 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                                 : y_end + (n - 1) * a->y_stride;
     if (n > nt || x_off % 4 || (x_off + n * xs) * 4 > x->size ||
         y_end * 4 > (e == MATVEC_QKV ? x->size : y->size) || y_end >= (1ull << 32) ||
-        (k->var.norm && (a->norm_off % 4 || (a->norm_off + xs) * 4 > x->size)))
+        (k->var.norm && (a->norm_off % 4 || (a->norm_off + xs) * 4 > x->size)) ||
+        (k->var.norm_scale && (a->sq_off % 4 || (a->sq_off + a->sq_count) * 4 > x->size)) ||
+        (k->var.norm_out && ((a->xg_off + w->rows) * 4 > y->size ||
+                             (a->sq_off + matvec_norm_parts(k, w)) * 4 > y->size ||
+                             (a->norm_off + w->rows) * 4 > x->size)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec %s over %u tokens (kernel: %u): x (offset %llu, %zu bytes) or y "
                        "(offset %llu, %zu bytes) too small for %llu x %llu",
                        w->name, n, nt, (unsigned long long)x_off, x->size,
                        (unsigned long long)y_off, y->size, (unsigned long long)w->rows,
                        (unsigned long long)w->cols);
-    uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr;
+    uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr, slots = 0;
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
@@ -534,6 +566,17 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         d.params[14] = (uint32_t)a->k_off;
         d.params[15] = (uint32_t)a->v_off;
         d.n_params = 16;
+        if (k->var.norm_scale) {
+            d.params[17] = (uint32_t)a->sq_off;
+            d.params[19] = a->sq_count;
+            d.n_params = 20;
+        } else if (k->var.norm_out) { /* offsets from this part's first row and slot */
+            d.params[16] = (uint32_t)(a->xg_off + p->row0);
+            d.params[17] = (uint32_t)(a->sq_off + slots);
+            d.params[18] = (uint32_t)(a->norm_off + p->row0);
+            d.n_params = 19;
+            slots += (p->rows + k->cfg.nr - 1) / k->cfg.nr;
+        }
         grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)

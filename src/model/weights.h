@@ -97,6 +97,14 @@ typedef struct matvec_variant {
     uint32_t q_dim, kv_dim, head_dim;  /* MATVEC_QKV */
     bool bias;                         /* MATVEC_QKV: add biases */
     uint32_t nt;                       /* matvec only: up to nt tokens a dispatch (0, 1: one) */
+    /* One token, the RMSNorm split across two kernels (matvec.comp's
+     * NORM_SCALE and NORM_OUT; not with norm): norm_scale: x comes already
+     * times the norm weight, with partial sums of its squares
+     * (matvec_args.sq_*), and the kernel only scales its sums; norm_out (with
+     * MATVEC_ADD): the kernel also writes the new y times the next norm's
+     * weight (norm_off) to xg_off and its partial sums of squares to sq_off,
+     * matvec_norm_parts of them. */
+    bool norm_scale, norm_out;
 } matvec_variant;
 
 typedef struct matvec_kernel {
@@ -134,7 +142,15 @@ typedef struct matvec_args {
     uint32_t n_tok;
     uint64_t y_stride;
     uint64_t q_off;
+    /* norm_scale: sq_count partial sums of squares at float sq_off in x's
+     * buffer; norm_out: where they go (float sq_off in y's buffer, the
+     * product y * norm weight at float xg_off) */
+    uint64_t xg_off, sq_off;
+    uint32_t sq_count;
 } matvec_args;
+
+/* How many partial sums of squares a norm_out kernel writes for w. */
+uint32_t matvec_norm_parts(const matvec_kernel *k, const gpu_weight *w);
 
 /* matvec_record with the norm/QKV values. For GLU and QKV, y_off is the
  * global row of the weight's first row (GLU: twice the output offset). */
