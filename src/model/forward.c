@@ -590,15 +590,19 @@ glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
      * twice only pays where it stays in a large cache between the two reads:
      * discrete GPUs (tens of MB of L2), not the few MB of a phone or board
      * GPU; and not for small matrices, whose extra dispatch costs more than
-     * it saves. */
+     * it saves. On an H200 in session 21 (the norm split, Q4_K rows rolled)
+     * Q4_K_M gained from it: 206.3 -> 209.4 tokens/s with its matrices' first
+     * 32 MiB read in every layer (207.1 reading only its Q4_K layers' 31.5
+     * MiB), so larger matrices now get their first PREFETCH_MAX bytes read. */
     if (!gpu_context_caps(ctx)->memory_total)
         *why = "no dedicated GPU memory reported: a GPU sharing the CPU's memory, "
                "with small caches";
-    else if (down_bytes < PREFETCH_MIN || down_bytes > PREFETCH_MAX)
-        *why = "FFN down matrices outside 8-32 MiB";
+    else if (down_bytes < PREFETCH_MIN)
+        *why = "FFN down matrices under 8 MiB";
     else {
         *out = true;
-        *why = "a discrete GPU (large caches), for FFN down matrices of 8-32 MiB";
+        *why = "a discrete GPU (large caches), for FFN down matrices of 8 MiB or more "
+               "(their first 32 MiB)";
     }
     return GLESLLM_OK;
 }

@@ -33,7 +33,7 @@ const char *kv_placement_name(kv_placement p);
  * first PREFETCH_MAX bytes) into the GPU's cache while the gate/up matvec
  * before it runs (glsl/prefetch.comp), and why: GLESLLM_PREFETCH=0|1
  * overrides; else on discrete GPUs (dedicated memory reported: large caches)
- * for down matrices of PREFETCH_MIN to PREFETCH_MAX bytes. */
+ * for down matrices of PREFETCH_MIN bytes or more. */
 glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why);
 #define PREFETCH_MIN (8ull << 20)
 #define PREFETCH_MAX (32ull << 20)
