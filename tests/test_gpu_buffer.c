@@ -195,6 +195,42 @@ static void test_queue_places_barriers_only_where_needed(void)
     free_chain_buffers(&bx, &bw, y);
 }
 
+/* Dispatches writing apart in one buffer (gpu_binding.written_begin/end, as
+ * a layer's Q/K and V segments do) need no barrier between them; one that
+ * writes what another wrote does, and a binding that names no written range
+ * counts as writing all of it. */
+static void test_queue_written_ranges(void)
+{
+    float x[ROWS * N], w[N], ref[ROWS * N], out[ROWS * N];
+    gpu_buffer bx, bw, y[3];
+    chain_buffers(12, x, w, &bx, &bw, y);
+    const size_t row = (size_t)N * 4;
+    gpu_queue_stats s0 = gpu_queue_get_stats(queue);
+    for (uint32_t r = 0; r < 3; r++) { /* row r of x into row r of y[0], the last one twice */
+        gpu_dispatch d = test_rms_dispatch(&rms, &bx, &bw, &y[0], ROWS, N, 1e-5f);
+        uint32_t at = r < 2 ? r : 1;
+        d.params[3] = d.params[4] = at * N; /* the rows of x and y the group starts at */
+        d.n_params = 5;
+        d.groups[0] = 1;
+        d.bindings[2].written_begin = at * row;
+        d.bindings[2].written_end = (at + 1) * row;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_dispatch(queue, &d));
+    }
+    gpu_queue_stats s1 = gpu_queue_get_stats(queue);
+    /* rows 0 and 1 apart: no barrier; row 1 again: one */
+    TEST_ASSERT_EQUAL_UINT64(1, s1.barriers - s0.barriers);
+    /* the whole range (no written range named) after them: one more */
+    gpu_dispatch d = test_rms_dispatch(&rms, &bx, &bw, &y[0], ROWS, N, 1e-5f);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_dispatch(queue, &d));
+    TEST_ASSERT_EQUAL_UINT64(2, gpu_queue_get_stats(queue).barriers - s0.barriers);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    ref_rms_norm(ref, x, w, ROWS, N, 1e-5f);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &y[0], 0, out, sizeof out));
+    TEST_ASSERT_TRUE(max_rel_error(out, ref, ROWS * N, 1e-3) < RMS_REL_TOL);
+    free_chain_buffers(&bx, &bw, y);
+}
+
 /* The profiler: a chain of three dispatches, then two independent ones, per
  * dispatch (one entry a kind: name, work groups, barrier or not) and per
  * submission (one "submit" entry); with another queue that never profiled,
@@ -269,6 +305,7 @@ int main(void)
     RUN_TEST(test_binding_ranges_are_checked);
     RUN_TEST(test_out_of_memory_is_an_error);
     RUN_TEST(test_queue_places_barriers_only_where_needed);
+    RUN_TEST(test_queue_written_ranges);
     RUN_TEST(test_queue_profiler);
     int r = test_exit_code(UNITY_END());
     gpu_program_destroy(&rms);

@@ -159,6 +159,10 @@ typedef struct gpu_binding {
     size_t offset;          /* bytes; a multiple of storage_offset_alignment */
     size_t size;            /* bytes; 0 = to the end of the buffer */
     gpu_access access;
+    /* GPU_WRITE only: the bytes of buf (absolute) the kernel writes, when it
+     * writes only part of its range, so that a later dispatch that touches
+     * none of them needs no barrier; 0, 0: the whole range */
+    size_t written_begin, written_end;
 } gpu_binding;
 
 #define GPU_MAX_BINDINGS 8

@@ -202,6 +202,16 @@ static bool overlaps_pending(const gpu_queue *q, unsigned buffer, size_t begin, 
     return false;
 }
 
+/* A write-only binding's written bytes, where it names them within its range */
+static void written_range(const gpu_binding *b, size_t *begin, size_t *end)
+{
+    if (b->access == GPU_WRITE && b->written_end > b->written_begin &&
+        b->written_begin >= *begin && b->written_end <= *end) {
+        *begin = b->written_begin;
+        *end = b->written_end;
+    }
+}
+
 static glesllm_status check_binding(const gpu_context *ctx, const gpu_dispatch *d,
                                     const gpu_binding *b, size_t *size)
 {
@@ -250,7 +260,9 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
         glesllm_status st = check_binding(q->ctx, d, b, &sizes[i]);
         if (st != GLESLLM_OK)
             return st;
-        if (overlaps_pending(q, b->buf->id, b->offset, b->offset + sizes[i]))
+        size_t begin = b->offset, end = b->offset + sizes[i];
+        written_range(b, &begin, &end);
+        if (overlaps_pending(q, b->buf->id, begin, end))
             need_barrier = true;
     }
     gpu_gl_clear_errors();
@@ -286,8 +298,9 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
             q->n_pending = 0;
             q->stats.barriers++;
         }
-        q->pending[q->n_pending++] =
-            (pending_write){ b->buf->id, b->offset, b->offset + sizes[i], b->buf->mapped != NULL };
+        size_t begin = b->offset, end = b->offset + sizes[i];
+        written_range(b, &begin, &end);
+        q->pending[q->n_pending++] = (pending_write){ b->buf->id, begin, end, b->buf->mapped != NULL };
     }
     return GLESLLM_OK;
 }

@@ -1019,6 +1019,24 @@ static glesllm_status record_norm(gpu_model *gm, uint64_t w_off)
     return gm->fuse_norm ? GLESLLM_OK : record_rms(gm, w_off, gm->x, gm->xn, 1);
 }
 
+/* The uint of a layer's cache that row g of the fused Q/K/V matrix writes in
+ * a decode step (matvec.comp put_pair: Q to the scratch at 0, K and V to
+ * this position's rows at a's k_off and v_off; the three regions in that
+ * order), and a segment's rows [r0, r1) as one span in a's y_lo, y_hi: the
+ * segments of a layer whose V is of another type (Q4_K_M's Q6_K) write
+ * apart, so the queue puts no barrier between them and they overlap. */
+static uint64_t qkv_uint(const model_hparams *hp, const matvec_args *a, uint64_t g)
+{
+    uint64_t q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    return g < q ? g : g < q + kv ? a->k_off + (g - q) / 2 : a->v_off + (g - q - kv) / 2;
+}
+
+static void qkv_written(const model_hparams *hp, uint64_t r0, uint64_t r1, matvec_args *a)
+{
+    a->y_lo = qkv_uint(hp, a, r0);
+    a->y_hi = qkv_uint(hp, a, r1 - 1) + 1;
+}
+
 /* The args of a +y matvec into x that is followed by the norm with the
  * weight at next_norm (the norm_out half, when the norm is split). */
 static matvec_args norm_out_args(const gpu_model *gm, uint64_t next_norm)
@@ -1098,9 +1116,12 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
         a.sq_off = sums.sq_off;
         a.sq_count = sums.sq_count;
         st = record_norm(gm, g->attn_norm);
-        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
+        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++) {
+            qkv_written(hp, g->qkv[i].row_base, g->qkv[i].row_base + g->qkv[i].w.rows, &a);
             st = matvec_record_args(gm->q, g->qkv[i].k, &g->qkv[i].w, &gm->act, gm->xn, &g->cache,
                                     g->qkv[i].row_base, &a);
+        }
+        a.y_lo = a.y_hi = 0;
         if (!st)
             st = record_attention(gm, g, pos + 1);
         matvec_args o = norm_out_args(gm, g->ffn_norm);

@@ -555,6 +555,10 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
         if (e == MATVEC_QKV && nt > 1)
             d.bindings[1].access = GPU_READ_WRITE; /* Q goes to x's buffer */
+        if (a->y_hi > a->y_lo && d.bindings[2].access == GPU_WRITE) {
+            d.bindings[2].written_begin = (size_t)(a->y_lo * 4);
+            d.bindings[2].written_end = (size_t)(a->y_hi * 4);
+        }
         d.params[0] = (uint32_t)p->rows | (nt > 1 ? n << 24 : 0);
         d.params[6] = (uint32_t)(e == MATVEC_QKV ? a->q_off : a->y_stride);
         d.params[1] = (uint32_t)(y_off + p->row0);

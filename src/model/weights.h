@@ -147,6 +147,9 @@ typedef struct matvec_args {
      * product y * norm weight at float xg_off) */
     uint64_t xg_off, sq_off;
     uint32_t sq_count;
+    /* y_hi > 0: only uints [y_lo, y_hi) of y's buffer are written (the
+     * barrier tracking: a QKV segment's, gpu_binding.written_begin) */
+    uint64_t y_lo, y_hi;
 } matvec_args;
 
 /* How many partial sums of squares a norm_out kernel writes for w. */
