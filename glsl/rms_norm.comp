@@ -3,9 +3,10 @@
 // Params: 0 n (columns), 1 eps (float bits), 2 floats from one row of x / y to
 //         the next (0: n), 3 / 4 float offsets of row 0 in x / y.
 // Work groups: one per row, WG_SIZE invocations striding the columns.
-// PREP (one row): the norm's first half for a matvec built with NORM_SCALE
-// (matvec.comp): y = x * w, not scaled, and each invocation's sum of the
-// squares of its x to y's float offset param 5 + its index (WG_SIZE sums).
+// PREP (one row, its columns shared out over the work groups): the norm's
+// first half for a matvec built with NORM_SCALE (matvec.comp): y = x * w,
+// not scaled, and each invocation's sum of the squares of its x to y's
+// float offset param 5 + its index in the dispatch (WG_SIZE sums a group).
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -23,17 +24,18 @@ void main()
 {
     uint n = PARAM_U(0);
     float eps = PARAM_F(1);
-    uint row = gl_WorkGroupID.x * (PARAM_U(2) != 0u ? PARAM_U(2) : n);
-    uint xb = PARAM_U(3) + row, yb = PARAM_U(4) + row;
     float ss = 0.0;
 #ifdef PREP
-    for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE)) {
+    uint xb = PARAM_U(3), yb = PARAM_U(4), id = gl_GlobalInvocationID.x;
+    for (uint i = id; i < n; i += gl_NumWorkGroups.x * uint(WG_SIZE)) {
         float v = x[xb + i];
         ss += v * v;
         y[yb + i] = v * w[i];
     }
-    y[PARAM_U(5) + gl_LocalInvocationIndex] = ss;
+    y[PARAM_U(5) + id] = ss;
 #else
+    uint row = gl_WorkGroupID.x * (PARAM_U(2) != 0u ? PARAM_U(2) : n);
+    uint xb = PARAM_U(3) + row, yb = PARAM_U(4) + row;
     for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
         ss += x[xb + i] * x[xb + i];
     float scale = inversesqrt(wg_reduce_sum(ss) / float(n) + eps);

@@ -989,8 +989,10 @@ static glesllm_status record_rms(gpu_model *gm, uint64_t w_off, uint64_t x_off, 
 }
 
 /* The norm's first half for a matvec built with norm_scale, where no matvec
- * wrote it: xn = x * w for the row at x_off (not scaled) and RMS_WG partial
- * sums of its squares at sq; sets a's sq_off and sq_count. */
+ * wrote it: xn = x * w for the row at x_off (not scaled) and partial sums of
+ * its squares at sq, RMS_WG a work group, a group for each 4 RMS_WG columns
+ * (at most max(n_embd, RMS_WG) sums: the room at sq); sets a's sq_off and
+ * sq_count. */
 static glesllm_status record_norm_prep(gpu_model *gm, uint64_t w_off, uint64_t x_off,
                                        matvec_args *a)
 {
@@ -999,14 +1001,16 @@ static glesllm_status record_norm_prep(gpu_model *gm, uint64_t w_off, uint64_t x
     d.prog = &gm->rms_prep;
     d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, (x_off + n) * 4, GPU_READ };
     d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
-    d.bindings[2] = (gpu_binding){ 2, &gm->act, 0, (gm->sq + RMS_WG) * 4, GPU_WRITE };
+    uint32_t groups = (n + 4 * RMS_WG - 1) / (4 * RMS_WG);
+    d.bindings[2] = (gpu_binding){ 2, &gm->act, 0, (gm->sq + groups * RMS_WG) * 4, GPU_WRITE };
     d.n_bindings = 3;
     uint32_t p[] = { n, 0, 0, (uint32_t)x_off, (uint32_t)gm->xn, (uint32_t)gm->sq };
     memcpy(d.params, p, sizeof p);
     d.n_params = 6;
-    d.groups[0] = d.groups[1] = d.groups[2] = 1;
+    d.groups[0] = groups;
+    d.groups[1] = d.groups[2] = 1;
     a->sq_off = gm->sq;
-    a->sq_count = RMS_WG;
+    a->sq_count = groups * RMS_WG;
     return gpu_queue_dispatch(gm->q, &d);
 }
 
