@@ -292,6 +292,13 @@ static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
  * -> 188.4 tok/s, though alone Q4_K reads at 53% of the copy kernel rolled
  * and 56% unrolled (session 20). GLESLLM_UNROLL=0|1 forces it off or on for
  * every one-token kernel. */
+/* The K-quants: the formats of 256-value blocks (quant_gpu.h) */
+static bool is_kquant(uint32_t type)
+{
+    const quant_gpu_layout *L = quant_gpu_layout_of(type);
+    return L && L->block == 256;
+}
+
 static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bool *unroll)
 {
     int set;
@@ -301,9 +308,7 @@ static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bo
                                  &set);
     if (st != GLESLLM_OK)
         return st;
-    const quant_gpu_layout *L = quant_gpu_layout_of(type);
-    *unroll = v->nt > 1 ||
-              (set >= 0 ? set == 1 : L && L->block == 256 && type != GGML_TYPE_Q4_K);
+    *unroll = v->nt > 1 || (set >= 0 ? set == 1 : is_kquant(type) && type != GGML_TYPE_Q4_K);
     return GLESLLM_OK;
 }
 
@@ -439,9 +444,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
          * the unit loop), or all loaded at the end. On an H200 (bench/RESULTS.md
          * session 21) Mistral-7B Q4_0 tg128 ran 236 tok/s loading 2 ahead and
          * 242 loading none; Q4_K_M 201-204 and 197-198; Q8_0 175 and 173. */
-        bool kquant = type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K ||
-                      type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
-        strncat(defines, kquant ? "\nSQ_AHEAD 2" : "\nSQ_AHEAD 0",
+        strncat(defines, is_kquant(type) ? "\nSQ_AHEAD 2" : "\nSQ_AHEAD 0",
                 sizeof defines - strlen(defines) - 1);
     }
     uint32_t fetch = fetch_rows(type, cfg->nr);
@@ -513,11 +516,18 @@ glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_wei
     return matvec_record_args(q, k, w, x, x_off, y, y_off, &none);
 }
 
+/* The slots (threads' runs of nr rows) over one part: a norm_out kernel
+ * writes a partial sum for each, the parts' one after another */
+static uint64_t part_slots(const matvec_kernel *k, const gpu_weight_part *p)
+{
+    return (p->rows + k->cfg.nr - 1) / k->cfg.nr;
+}
+
 uint32_t matvec_norm_parts(const matvec_kernel *k, const gpu_weight *w)
 {
-    uint64_t n = 0; /* a slot's sum for each nr rows of each part, as matvec_record_args lays them */
+    uint64_t n = 0;
     for (uint32_t i = 0; k->var.norm_out && i < w->n_parts; i++)
-        n += (w->parts[i].rows + k->cfg.nr - 1) / k->cfg.nr;
+        n += part_slots(k, &w->parts[i]);
     return (uint32_t)n;
 }
 
@@ -579,7 +589,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
             d.params[17] = (uint32_t)(a->sq_off + slots);
             d.params[18] = (uint32_t)(a->norm_off + p->row0);
             d.n_params = 19;
-            slots += (p->rows + k->cfg.nr - 1) / k->cfg.nr;
+            slots += part_slots(k, p);
         }
         grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
