@@ -36,9 +36,19 @@
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
-// 32 products of a row and a token added up in f16, then into the f32 sums.
+// 32 products of a row and a token added up in f16, then into the f32 sums;
+// F16_TILES_F32: the same kernel in f32 (below).
 #pragma optionNV(unroll all)
-#ifdef F16_TILES
+#if defined(F16_TILES_F32)
+// F16_TILES's code with f32 types and arithmetic, for a driver without f16
+// types: the tests check its indexing on llvmpipe (weights.c matmul_build)
+#define F16_TILES 1
+#define float16_t float
+#define f16vec2 vec2
+#define f16vec4 vec4
+#define unpackFloat2x16 unpackHalf2x16
+#define packFloat2x16 packHalf2x16
+#elif defined(F16_TILES)
 #extension GL_NV_gpu_shader5 : require
 #endif
 #include "common.glsl"

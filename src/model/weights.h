@@ -170,7 +170,8 @@ typedef struct matmul_config {
     bool f16;             /* tiles in f16, each product a weight times a pair of
                              tokens, each unit's products added in f16
                              (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
-                             there, except for F32 weights in a model) */
+                             there, except for F32 weights in a model; without
+                             the types, the same kernel in f32 arithmetic) */
 } matmul_config;
 
 /* The largest tiles the context's limits allow (shared memory, invocations). */
