@@ -14,7 +14,8 @@
 // (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
-// code in f32); and at most one epilogue:
+// code in f32); H_MERGE (with F16_DOT, one token: a unit's two halves
+// summed in f16, dot_h1); and at most one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
@@ -353,6 +354,14 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
 // 240 in magnitude: 16 x 15 for a nibble's high half, 128 for Q8_0) and a
 // value of magnitude <= 1, and their sums over a half unit, stay far from
 // f16's limit whatever x holds.
+// H_MERGE (one token, the formats of W_H_SAME; weights.c halves_merged):
+// the high half's x also times W_H_SAME, so that its products with the
+// levels are on the low half's scale and the two halves' f16 sums add up
+// in f16 (dot_h1). (x / 16 goes subnormal in f16 below 2^-10 of the unit's
+// largest value: an absolute error of at most 2^-25 of it a value.)
+#if defined(H_MERGE) && (!defined(W_H_SAME) || NT > 1)
+#error "H_MERGE is for one token of the formats whose halves share a map (W_H_SAME)"
+#endif
 float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
 {
     vec4 m4 = abs(x[0]);
@@ -360,14 +369,36 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
         m4 = max(m4, abs(x[k]));
     float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
     float inv = m > 0.0 ? 1.0 / m : 0.0;
+#ifdef H_MERGE
+    float inv_hi = inv * W_H_SAME;
+#else
+    float inv_hi = inv;
+#endif
     for (int k = 0; k < 4; k++) {
         xl[2 * k] = f16vec2(x[k].xz * inv);
         xl[2 * k + 1] = f16vec2(x[k].yw * inv);
-        xh[2 * k] = f16vec2(x[4 + k].xz * inv);
-        xh[2 * k + 1] = f16vec2(x[4 + k].yw * inv);
+        xh[2 * k] = f16vec2(x[4 + k].xz * inv_hi);
+        xh[2 * k + 1] = f16vec2(x[4 + k].yw * inv_hi);
     }
     return m;
 }
+
+#ifdef H_MERGE
+// dot_h's two sums as one, added in f16 (x_half's high half on the low
+// half's scale). The halves stay two chains of 8 until then: one chain of
+// 16 ran Mistral-7B Q4_0 decode 5% slower on an H200 (bench/RESULTS.md,
+// session 22).
+float dot_h1(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
+{
+    f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
+    for (int j = 1; j < 8; j++) {
+        sl += lq[j] * xl[j];
+        sh += hq[j] * xh[j];
+    }
+    vec2 f = vec2(sl + sh);
+    return f.x + f.y;
+}
+#endif
 
 // A unit's levels (w_unit_h's) times x_half's pairs: the low half's sum and
 // the high half's, each of 16 f16 products added in f16.
@@ -564,6 +595,9 @@ void main()
 #ifdef F16_DOT
         f16vec2 xl[8], xh[8];
         float xm = x_half(x, xl, xh);
+#ifdef H_MERGE
+        float sx = sx_lo + sx_hi;
+#endif
 #endif
         for (int g = 0; g < NR; g += FETCH_ROWS) {
 #ifndef W_IS_FLOAT
@@ -578,8 +612,12 @@ void main()
                 f16vec2 lq[8], hq[8];
                 vec4 ab;
                 w_unit_h_r(wr[j], ROW_BI(r), ub, lq, hq, ab);
+#ifdef H_MERGE
+                acc[r] += xm * ab.x * dot_h1(lq, hq, xl, xh) + ab.y * sx;
+#else
                 vec2 d = dot_h(lq, hq, xl, xh);
                 acc[r] += xm * (ab.x * d.x + ab.z * d.y) + ab.y * sx_lo + ab.w * sx_hi;
+#endif
 #else
                 vec4 q[8], ab;
 #ifdef W_IS_FLOAT
