@@ -492,6 +492,13 @@ static void test_matvec_multi_token_every_format(void)
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }
 
+/* whether a tiling's tiles fit the context's shared memory (weights.c
+ * matmul_shared_bytes: 9 vec4 a tile row) */
+static bool tiles_fit(const matmul_config *c)
+{
+    return 36 * (16 * c->tm + c->wg / 16 * c->tn) * 4 <= gpu_context_limits(ctx)->max_shared_bytes;
+}
+
 /* the other tilings, and the mediump tiles (f16 products where the driver
  * has them: 11 mantissa bits, so each product is within 2^-11 of its
  * magnitude; 2e-3 of sum |wx| leaves room for the rounding of both factors) */
@@ -501,10 +508,9 @@ static void test_matmul_tilings_and_half(void)
                                    { 128, 4, 4, true } };
     const uint32_t some[] = { GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
                               GGML_TYPE_Q6_K };
-    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
         for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
-            if (36 * (16 * cfgs[c].tm + cfgs[c].wg / 16 * cfgs[c].tn) * 4 > shared)
+            if (!tiles_fit(&cfgs[c]))
                 continue; /* the tiles do not fit (GLESLLM_LIMITS=min) */
             mv_case mc = { some[f], 45, 2 * ggml_block_size(some[f]), 0 };
             check_batched_mm(&mc, &cfgs[c], 41, cfgs[c].half ? 2e-3 : MATVEC_REL_TOL, 8000 + 10 * c + f);
@@ -522,7 +528,7 @@ static void test_matmul_tilings_and_half(void)
 static void test_matmul_f16_tiles(void)
 {
     const matmul_config cfg = { 128, 8, 4, false, true };
-    if (36 * (16 * cfg.tm + cfg.wg / 16 * cfg.tn) * 4 > gpu_context_limits(ctx)->max_shared_bytes)
+    if (!tiles_fit(&cfg))
         TEST_IGNORE_MESSAGE("the tiles do not fit (GLESLLM_LIMITS=min)");
     if (!gpu_context_caps(ctx)->f16_types)
         printf("note: no f16 types here: the f16 tiles' kernel ran in f32 (F16_TILES_F32)\n");
