@@ -492,11 +492,10 @@ static void test_matvec_multi_token_every_format(void)
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }
 
-/* whether a tiling's tiles fit the context's shared memory (weights.c
- * matmul_shared_bytes: 9 vec4 a tile row) */
+/* whether a tiling's tiles fit the context's shared memory */
 static bool tiles_fit(const matmul_config *c)
 {
-    return 36 * (16 * c->tm + c->wg / 16 * c->tn) * 4 <= gpu_context_limits(ctx)->max_shared_bytes;
+    return matmul_shared_bytes(c) <= gpu_context_limits(ctx)->max_shared_bytes;
 }
 
 /* the other tilings, and the mediump tiles (f16 products where the driver

@@ -622,7 +622,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
 
 /* ---- matmul (prefill) ---------------------------------------------------- */
 
-static uint32_t matmul_shared_bytes(const matmul_config *c)
+uint32_t matmul_shared_bytes(const matmul_config *c)
 {
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }

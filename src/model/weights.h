@@ -174,6 +174,10 @@ typedef struct matmul_config {
                              the types, the same kernel in f32 arithmetic) */
 } matmul_config;
 
+/* The shared memory a tiling's work group uses (bytes), for matmul_build's
+ * check against the context's limit. */
+uint32_t matmul_shared_bytes(const matmul_config *c);
+
 /* The largest tiles the context's limits allow (shared memory, invocations). */
 matmul_config matmul_default_config(gpu_context *ctx);
 
