@@ -14,8 +14,9 @@
 // (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
-// code in f32); H_MERGE (with F16_DOT, one token: a unit's two halves
-// summed in f16, dot_h1); and at most one epilogue:
+// code in f32); H_MERGE_OK (with F16_DOT, one token: a unit's two halves
+// summed in f16 where the format allows, H_MERGE below); and at most one
+// epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
@@ -354,13 +355,14 @@ void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, ou
 // 240 in magnitude: 16 x 15 for a nibble's high half, 128 for Q8_0) and a
 // value of magnitude <= 1, and their sums over a half unit, stay far from
 // f16's limit whatever x holds.
-// H_MERGE (one token, the formats of W_H_SAME; weights.c halves_merged):
-// the high half's x also times W_H_SAME, so that its products with the
-// levels are on the low half's scale and the two halves' f16 sums add up
-// in f16 (dot_h1). (x / 16 goes subnormal in f16 below 2^-10 of the unit's
-// largest value: an absolute error of at most 2^-25 of it a value.)
-#if defined(H_MERGE) && (!defined(W_H_SAME) || NT > 1)
-#error "H_MERGE is for one token of the formats whose halves share a map (W_H_SAME)"
+// H_MERGE (H_MERGE_OK, one token, the formats of W_H_SAME; weights.c
+// halves_merged): the high half's x also times W_H_SAME, so that its
+// products with the levels are on the low half's scale and the two halves'
+// f16 sums add up in f16 (dot_h1). (x / 16 goes subnormal in f16 below
+// 2^-10 of the unit's largest value: an absolute error of at most 2^-25 of
+// it a value.)
+#if defined(H_MERGE_OK) && defined(W_H_SAME) && NT == 1
+#define H_MERGE 1
 #endif
 float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
 {

@@ -391,8 +391,8 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #ifdef F16_DOT
 // W_H_SAME: the formats whose two half units share one map (ab.z = ab.x *
 // W_H_SAME, ab.w = ab.y; W_H_SAME 1/16 where the high nibbles come as 16 x
-// the level), so that one sum of products can take both halves (weights.c
-// halves_merged lists the same formats)
+// the level), so that one sum of products can take both halves
+// (matvec.comp H_MERGE)
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
 #define W_H_SAME 0.0625
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K) || defined(WTYPE_Q8_0)

@@ -363,11 +363,11 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
     return GLESLLM_OK;
 }
 
-/* Whether a one-token kernel with f16 products (f16_dot_choice) adds the f16
- * sums of a unit's two halves in f16 before they go to f32 (matvec.comp
- * H_MERGE): the formats whose two halves share one map (weights.glsl
- * W_H_SAME), which saves each row's unit two conversions and two f32
- * operations. On an H200 (bench/RESULTS.md session 22), 14336x4096 alone
+/* Whether a one-token kernel with f16 products (f16_dot_choice) may add the
+ * f16 sums of a unit's two halves in f16 before they go to f32 (matvec.comp
+ * H_MERGE, which the formats whose two halves share one map take up:
+ * weights.glsl W_H_SAME), which saves each row's unit two conversions and
+ * two f32 operations. On an H200 (bench/RESULTS.md session 22), 14336x4096 alone
  * went from 54% to 65% of the copy kernel for Q4_K, 66 -> 77% Q4_1, 58 ->
  * 60% Q5_K, Q4_0 and Q8_0 level; decode Mistral-7B Q4_0 242.5 -> 244.1
  * tok/s, Q8_0 178.2 -> 181.6, with the same greedy ids. Q4_K's gate/up
@@ -376,10 +376,7 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
  * too (one machine). */
 static bool halves_merged(uint32_t type, const matvec_variant *v)
 {
-    bool same = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K ||
-                type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q5_K ||
-                type == GGML_TYPE_Q8_0;
-    return same && v->nt <= 1 && !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
+    return v->nt <= 1 && !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
 }
 
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
@@ -458,7 +455,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
     if (f16_dot != F16_DOT_OFF && halves_merged(type, &v))
-        strncat(defines, "\nH_MERGE 1", sizeof defines - strlen(defines) - 1);
+        strncat(defines, "\nH_MERGE_OK 1", sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
         /* The partial sums of squares: an invocation's first vec4 of them
          * loaded before the units and added after (registers held through
