@@ -49,12 +49,21 @@ vec4 w_x_in_row(uint u, uint j, vec4 v)
 
 uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
 
-
+// The 8 bytes at a multiple of 8 (TWO words). Q2_K and Q3_K load them alone
+// (the buffer as 8-byte words too): on an H200 (bench/RESULTS.md session 23)
+// 14336x4096 went from 34% to 37% of the copy kernel for Q2_K, 42 -> 44% Q3_K.
+// Q6_K loads the 16 bytes that hold them and picks a half: alone, 8 bytes
+// made it 68 -> 65% (4096x14336 61 -> 54%).
+#if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
+layout(std430, binding = 0) readonly buffer WeightPairs { uvec2 wd[]; };
+uvec2 w_u64(uint byte_off) { return wd[byte_off >> 3u]; }
+#else
 uvec2 w_u64(uint byte_off)
 {
     uvec4 t = wq[byte_off >> 4u];
     return (byte_off & 8u) != 0u ? t.zw : t.xy;
 }
+#endif
 
 // the f16 at an even byte offset in the word that holds it (both halves of
 // the word unpacked, one picked: measured faster on NVIDIA than a variable
