@@ -17,7 +17,7 @@
 
 // The same buffer as 16-byte and as 4-byte words (two aliased blocks: a
 // dynamically indexed component of a loaded uvec4 can cost a trip through
-// local memory on some compilers).
+// local memory on some compilers; Q2_K and Q3_K add 8-byte words, w_u64).
 layout(std430, binding = 0) readonly buffer Weights { uvec4 wq[]; };
 layout(std430, binding = 0) readonly buffer WeightWords { uint wu[]; };
 
