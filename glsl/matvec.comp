@@ -385,32 +385,39 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
     return m;
 }
 
+// A unit's levels (w_unit_h's) times x_half's pairs: the f16 sums of the
+// low half's 16 products (sl) and of the high half's (sh), each pair of
+// lanes a chain of 8.
+void dot_h_sums(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8], out f16vec2 sl,
+                out f16vec2 sh)
+{
+    sl = lq[0] * xl[0];
+    sh = hq[0] * xh[0];
+    for (int j = 1; j < 8; j++) {
+        sl += lq[j] * xl[j];
+        sh += hq[j] * xh[j];
+    }
+}
+
 #ifdef H_MERGE
-// dot_h's two sums as one, added in f16 (x_half's high half on the low
+// dot_h_sums' two sums as one, added in f16 (x_half's high half on the low
 // half's scale). The halves stay two chains of 8 until then: one chain of
 // 16 ran Mistral-7B Q4_0 decode 5% slower on an H200 (bench/RESULTS.md,
 // session 22).
 float dot_h1(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 {
-    f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
-    for (int j = 1; j < 8; j++) {
-        sl += lq[j] * xl[j];
-        sh += hq[j] * xh[j];
-    }
+    f16vec2 sl, sh;
+    dot_h_sums(lq, hq, xl, xh, sl, sh);
     vec2 f = vec2(sl + sh);
     return f.x + f.y;
 }
 #endif
 
-// A unit's levels (w_unit_h's) times x_half's pairs: the low half's sum and
-// the high half's, each of 16 f16 products added in f16.
+// the low half's sum and the high half's (dot_h_sums'), each in f32
 vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 {
-    f16vec2 sl = lq[0] * xl[0], sh = hq[0] * xh[0];
-    for (int j = 1; j < 8; j++) {
-        sl += lq[j] * xl[j];
-        sh += hq[j] * xh[j];
-    }
+    f16vec2 sl, sh;
+    dot_h_sums(lq, hq, xl, xh, sl, sh);
     vec2 l2 = vec2(sl), h2 = vec2(sh);
     return vec2(l2.x + l2.y, h2.x + h2.y);
 }
