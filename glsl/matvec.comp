@@ -54,7 +54,9 @@
 // XSH (NT > 1): the work group stages the tokens' x of TPR units at a time
 // in shared memory (norm weight applied), read once from memory instead of
 // once per slot of lanes; each lane's weight units of a block are loaded
-// before the block is staged, so their loads overlap the staging.
+// before the block is staged, so their loads overlap the staging; XPF (the
+// quantized formats): a block's units are loaded as words (w_fetch) during
+// the block before, so their loads also overlap its sums.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -557,15 +559,32 @@ void main()
     // (a bound the compiler cannot see: this loop stays a loop, not
     // W_UNITS / TPR copies of its body)
     uint n_units = uint(W_UNITS) + (PARAM_U(0) >> 31);
+#if defined(XPF) && !defined(W_IS_FLOAT)
+    // the rows' units of the block ahead, loaded while this one is summed
+#define XROW_BI(r, uu) (min(first + uint(r), rows - 1u) * W_NB + (uu) / W_UPB)
+    w_raw wn[NR];
+    {
+        uint uu = min(lane, n_units - 1u);
+        for (int r = 0; r < NR; r++)
+            wn[r] = w_fetch(XROW_BI(r, uu), uu % W_UPB);
+    }
+#endif
     for (uint ub = 0u; ub < n_units; ub += uint(TPR)) {
         uint u = ub + lane;
         // the rows' unit first: its loads are in flight while x is staged
         vec4 ab[NR];
+#ifdef XROW_BI
+        uint uc = min(u, n_units - 1u);
+#endif
 #ifdef F16_DOT
         f16vec2 lq[NR * 8], hq[NR * 8];
         for (int r = 0; r < NR; r++) {
             f16vec2 lr[8], hr[8];
+#ifdef XROW_BI
+            w_unit_h_r(wn[r], XROW_BI(r, uc), uc % W_UPB, lr, hr, ab[r]);
+#else
             w_unit_h(min(first + uint(r), rows - 1u), min(u, n_units - 1u), lr, hr, ab[r]);
+#endif
             for (int k = 0; k < 8; k++) {
                 lq[r * 8 + k] = lr[k];
                 hq[r * 8 + k] = hr[k];
@@ -575,10 +594,19 @@ void main()
         vec4 q[NR * 8];
         for (int r = 0; r < NR; r++) {
             vec4 qr[8];
+#ifdef XROW_BI
+            w_unit_r(wn[r], XROW_BI(r, uc), uc % W_UPB, qr, ab[r]);
+#else
             w_unit(min(first + uint(r), rows - 1u), min(u, n_units - 1u), qr, ab[r]);
+#endif
             for (int k = 0; k < 8; k++)
                 q[r * 8 + k] = qr[k];
         }
+#endif
+#ifdef XROW_BI
+        uc = min(u + uint(TPR), n_units - 1u);
+        for (int r = 0; r < NR; r++)
+            wn[r] = w_fetch(XROW_BI(r, uc), uc % W_UPB);
 #endif
         stage_x(xo, xs, ntok, ub, xss);
         if (u >= n_units)

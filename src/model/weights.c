@@ -449,6 +449,14 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
              v.norm ? "\nNORM 1" : "", v.norm_scale ? "\nNORM_SCALE 1" : "",
              v.norm_out ? "\nNORM_OUT 1" : "", cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb,
              unroll ? "" : "\nNO_UNROLL 1");
+    /* Several tokens with x staged, the quantized formats: each block's
+     * units loaded during the block before (matvec.comp XPF). On an H200
+     * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
+     * 4096x14336 44.6 -> 39.3, 4096x4096 18.7 -> 17.3; 9 tokens: 88.4 ->
+     * 87.7, 37.1 -> 35.8. Not with NORM: there the 28672x4096 gate/up of 9
+     * tokens went 123 -> 131 us and Q6_K's 32000x4096 147 -> 227. */
+    if (v.nt > 1 && cfg->xsh && !v.norm && !quant_gpu_is_float(type))
+        strncat(defines, "\nXPF 1", sizeof defines - strlen(defines) - 1);
     if (f16_levels)
         strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
     if (f16_dot != F16_DOT_OFF)
