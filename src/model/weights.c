@@ -452,9 +452,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
      * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
-     * 4096x14336 44.6 -> 39.3, 4096x4096 18.7 -> 17.3; 9 tokens: 88.4 ->
-     * 87.7, 37.1 -> 35.8. Not with NORM: there the 28672x4096 gate/up of 9
-     * tokens went 123 -> 131 us and Q6_K's 32000x4096 147 -> 227. */
+     * 4096x14336 40.7 -> 36.4, 4096x4096 16.5 -> 15.8; 9 tokens level (83.2
+     * -> 83.4, 34.2 -> 32.8). Verifying 1-2 drafted tokens (bench_verify) 1-1.5%
+     * faster, 4-16 unchanged. Not with NORM: there the 28672x4096 gate/up of
+     * 9 tokens went 123 -> 131 us and Q6_K's 32000x4096 147 -> 227. */
     if (v.nt > 1 && cfg->xsh && !v.norm && !quant_gpu_is_float(type))
         strncat(defines, "\nXPF 1", sizeof defines - strlen(defines) - 1);
     if (f16_levels)
