@@ -527,6 +527,10 @@ void main()
 #endif
     uint pidx = slot * uint(TPR) + lane;  // where the partial sums go (NT > 1)
     uint first = row0 + slot * uint(NR);
+#ifndef W_IS_FLOAT
+    // the block of unit uu of this thread's row r (past the last row, the last row's)
+#define UNIT_BI(r, uu) w_block(min(first + uint(r), rows - 1u), uu)
+#endif
     uint xo = PARAM_U(2);
 #if NT > 1
     uint ntok = PARAM_U(0) >> 24, xs = W_UNITS * 8u;
@@ -560,28 +564,23 @@ void main()
     // W_UNITS / TPR copies of its body)
     uint n_units = uint(W_UNITS) + (PARAM_U(0) >> 31);
 #if defined(XPF) && !defined(W_IS_FLOAT)
-    // the rows' units of the block ahead, loaded while this one is summed
-#define XROW_BI(r, uu) (min(first + uint(r), rows - 1u) * W_NB + (uu) / W_UPB)
+#define XPF_ON 1
+    // the rows' words of unit un, loaded a block ahead of their sums
+    uint un = min(lane, n_units - 1u);
     w_raw wn[NR];
-    {
-        uint uu = min(lane, n_units - 1u);
-        for (int r = 0; r < NR; r++)
-            wn[r] = w_fetch(XROW_BI(r, uu), uu % W_UPB);
-    }
+    for (int r = 0; r < NR; r++)
+        wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
 #endif
     for (uint ub = 0u; ub < n_units; ub += uint(TPR)) {
         uint u = ub + lane;
         // the rows' unit first: its loads are in flight while x is staged
         vec4 ab[NR];
-#ifdef XROW_BI
-        uint uc = min(u, n_units - 1u);
-#endif
 #ifdef F16_DOT
         f16vec2 lq[NR * 8], hq[NR * 8];
         for (int r = 0; r < NR; r++) {
             f16vec2 lr[8], hr[8];
-#ifdef XROW_BI
-            w_unit_h_r(wn[r], XROW_BI(r, uc), uc % W_UPB, lr, hr, ab[r]);
+#ifdef XPF_ON
+            w_unit_h_r(wn[r], UNIT_BI(r, un), un % W_UPB, lr, hr, ab[r]);
 #else
             w_unit_h(min(first + uint(r), rows - 1u), min(u, n_units - 1u), lr, hr, ab[r]);
 #endif
@@ -594,8 +593,8 @@ void main()
         vec4 q[NR * 8];
         for (int r = 0; r < NR; r++) {
             vec4 qr[8];
-#ifdef XROW_BI
-            w_unit_r(wn[r], XROW_BI(r, uc), uc % W_UPB, qr, ab[r]);
+#ifdef XPF_ON
+            w_unit_r(wn[r], UNIT_BI(r, un), un % W_UPB, qr, ab[r]);
 #else
             w_unit(min(first + uint(r), rows - 1u), min(u, n_units - 1u), qr, ab[r]);
 #endif
@@ -603,10 +602,10 @@ void main()
                 q[r * 8 + k] = qr[k];
         }
 #endif
-#ifdef XROW_BI
-        uc = min(u + uint(TPR), n_units - 1u);
+#ifdef XPF_ON
+        un = min(u + uint(TPR), n_units - 1u);
         for (int r = 0; r < NR; r++)
-            wn[r] = w_fetch(XROW_BI(r, uc), uc % W_UPB);
+            wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
 #endif
         stage_x(xo, xs, ntok, ub, xss);
         if (u >= n_units)
@@ -621,7 +620,7 @@ void main()
         // not each row's after the row before is summed
         uint ub = u % W_UPB;
         w_raw wr[FETCH_ROWS];
-#define ROW_BI(r) (min(first + uint(r), rows - 1u) * W_NB + u / W_UPB)
+#define ROW_BI(r) UNIT_BI(r, u)
         for (int j = 0; j < FETCH_ROWS; j++)
             wr[j] = w_fetch(ROW_BI(j), ub);
 #endif

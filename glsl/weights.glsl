@@ -49,6 +49,10 @@ vec4 w_x_in_row(uint u, uint j, vec4 v)
 
 uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
 
+// the index of the block that holds unit u of a row (u % W_UPB: the unit
+// within it)
+uint w_block(uint row, uint u) { return row * W_NB + u / W_UPB; }
+
 // The 8 bytes at a multiple of 8 (TWO words). Q2_K and Q3_K load them alone
 // (the buffer as 8-byte words too): on an H200 (bench/RESULTS.md session 23)
 // 14336x4096 went from 34% to 37% of the copy kernel for Q2_K, 42 -> 44% Q3_K.
@@ -371,7 +375,7 @@ void w_unit_r(w_raw r, uint bi, uint ub, out vec4 q[8], out vec4 ab)
 
 void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 {
-    uint bi = row * W_NB + u / W_UPB;  // block index
+    uint bi = w_block(row, u);
     uint ub = u % W_UPB;               // unit within the block
 #if defined(WTYPE_F32)
     uint o = (W_PLANE(0) >> 4u) + bi * 8u;
@@ -453,7 +457,7 @@ void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8],
 // the same for unit u of a row
 void w_unit_h(uint row, uint u, out f16vec2 lq[8], out f16vec2 hq[8], out vec4 ab)
 {
-    uint bi = row * W_NB + u / W_UPB, ub = u % W_UPB;
+    uint bi = w_block(row, u), ub = u % W_UPB;
     w_unit_h_r(w_fetch(bi, ub), bi, ub, lq, hq, ab);
 }
 #endif
@@ -500,7 +504,7 @@ f16vec4 lvl_f16(uint bytes, float16_t off)
 
 void w_unit_f16(uint row, uint u, out f16vec4 v[8])
 {
-    uint bi = row * W_NB + u / W_UPB;
+    uint bi = w_block(row, u);
 #if defined(WTYPE_Q4_0)
     uvec4 w = wq[(W_PLANE(0) >> 4u) + bi];
     float16_t d = w_half_f16(W_PLANE(1) + bi * 2u);
