@@ -80,6 +80,18 @@
 #endif
 #include "common.glsl"
 #include "weights.glsl"
+// F16_SUBN (with F16_DOT; weights.c f16_subn_choice): the levels come as f16
+// subnormals, level x 2^-24 (weights.glsl NIB_PAIR_D, BYTE_PAIR_H), so x's
+// pairs are scaled to at most SUBN_X = 2^15 instead of 1 (below f16's
+// 65504; a product is at most 255 x 2^-9, a half unit's sum of 16 at most 8)
+// and their scale m becomes m x SUBN_M = m x 2^24 / SUBN_X.
+#ifdef F16_SUBN
+#define SUBN_X 32768.0
+#define SUBN_M 512.0
+#else
+#define SUBN_X 1.0
+#define SUBN_M 1.0
+#endif
 
 layout(local_size_x = WG_SIZE) in;
 
@@ -188,7 +200,7 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
 #ifdef F16_DOT
         vec4 m4 = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
         float mx = max(max(m4.x, m4.y), max(m4.z, m4.w));
-        float inv = mx > 0.0 ? 1.0 / mx : 0.0;
+        float inv = mx > 0.0 ? SUBN_X / mx : 0.0;
         uvec4 pk[2];
         for (int jj = 0; jj < 4; jj++) {
             pk[jj >> 1][2 * (jj & 1)] = packFloat2x16(f16vec2(v[jj].xz * inv));
@@ -196,7 +208,7 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
         }
         xsh[(k * 8u + h * 2u) * uint(TPR) + l] = pk[0];
         xsh[(k * 8u + h * 2u + 1u) * uint(TPR) + l] = pk[1];
-        xsh[(k * 8u + 4u + h) * uint(TPR) + l].x = floatBitsToUint(mx);
+        xsh[(k * 8u + 4u + h) * uint(TPR) + l].x = floatBitsToUint(mx * SUBN_M);
 #else
         for (int jj = 0; jj < 4; jj++)
             xsh[(k * 8u + h * 4u + uint(jj)) * uint(TPR) + l] = v[jj];
@@ -372,7 +384,7 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
     for (int k = 1; k < 8; k++)
         m4 = max(m4, abs(x[k]));
     float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
-    float inv = m > 0.0 ? 1.0 / m : 0.0;
+    float inv = m > 0.0 ? SUBN_X / m : 0.0;
 #ifdef H_MERGE
     float inv_hi = inv * W_H_SAME;
 #else
@@ -384,7 +396,7 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
         xh[2 * k] = f16vec2(x[4 + k].xz * inv_hi);
         xh[2 * k + 1] = f16vec2(x[4 + k].yw * inv_hi);
     }
-    return m;
+    return m * SUBN_M;
 }
 
 // A unit's levels (w_unit_h's) times x_half's pairs: the f16 sums of the

@@ -323,7 +323,7 @@ uvec4 q4_unit(w_raw r, uint bi, uint ub, out vec4 ab)
 {
 #if defined(WTYPE_Q4_0)
     float d = half_of(r.s.x, W_PLANE(1) + bi * 2u);
-#if defined(F16_LEVELS)
+#if defined(F16_LEVELS) && !(defined(F16_SUBN) && defined(F16_DOT))
     ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
 #else
     ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);
@@ -412,8 +412,17 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #define W_H_SAME 1.0
 #endif
 // bytes 0 and 2 of a word of levels (Q8_0's + 128) as two f16 levels less
-// off: exact (integers below 2^11)
+// off: exact (integers below 2^11). F16_SUBN (matvec.comp; weights.c
+// f16_subn_choice): the masked bits read as they are, level x 2^-24 (a
+// subnormal), no offset taken off (the maps keep it); NIB_PAIR_D the same
+// for a NIB word's masked nibbles (16 x that for the high ones).
+#ifdef F16_SUBN
+#define BYTE_PAIR_H(w, off) unpackFloat2x16((w) & 0x00FF00FFu)
+#define NIB_PAIR_D(bits, off) unpackFloat2x16(bits)
+#else
 #define BYTE_PAIR_H(w, off) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(off))
+#define NIB_PAIR_D(bits, off) NIB_PAIR_H(bits, off)
+#endif
 // Unit ub of block bi (its words r) as f16 pairs for matvec.comp's f16 dot
 // products (the quantized formats; GL_NV_gpu_shader5): lq[2k] holds the
 // levels of values 4k and 4k + 2, lq[2k + 1] those of 4k + 1 and 4k + 3, hq
@@ -431,11 +440,15 @@ void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8],
         hq[2 * k + 1] = BYTE_PAIR_H(b[k] >> 8u, 1152.0);
     }
     float d = half_of(r.e.x, W_PLANE(1) + bi * 2u);
+#ifdef F16_SUBN
+    ab = vec4(d, -128.0 * d, d, -128.0 * d);  // the levels are unsigned (+ 128)
+#else
     ab = vec4(d, 0.0, d, 0.0);  // the levels are signed already
+#endif
 #elif defined(W_BYTE_LEVELS)
     uint lo[4], hi[4];
     w_unit_bytes(r, bi, ub, lo, hi, ab);
-#ifdef W_BYTE_OFF
+#if defined(W_BYTE_OFF) && !defined(F16_SUBN)
 #define W_PAIR_OFF (1024.0 + W_BYTE_OFF)
     ab.yw = vec2(0.0);  // the offset is taken off in f16
 #else
@@ -450,7 +463,7 @@ void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8],
 #else
     uvec4 w = q4_unit(r, bi, ub, ab);
     for (int k = 0; k < 4; k++) {
-        NIB_WORD(w[k], NIB_PAIR_H, lq[2 * k], lq[2 * k + 1], hq[2 * k], hq[2 * k + 1]);
+        NIB_WORD(w[k], NIB_PAIR_D, lq[2 * k], lq[2 * k + 1], hq[2 * k], hq[2 * k + 1]);
     }
 #endif
 }

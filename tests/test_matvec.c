@@ -20,7 +20,12 @@ static gpu_context *ctx;
 static gpu_queue *queue;
 
 void setUp(void) {}
-void tearDown(void) {}
+/* a failed test leaves no path forced for the next */
+void tearDown(void)
+{
+    unsetenv("GLESLLM_F16_DOT");
+    unsetenv("GLESLLM_F16_SUBN");
+}
 
 /* f32 accumulation in a different order than the double reference: the
  * error of a row is bounded by n * 2^-24 * sum |w x| and is near
@@ -143,11 +148,12 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
             TEST_ASSERT_FLOAT_WITHIN(0.0, y0[y_off + c->rows + i], got[y_off + c->rows + i]);
         }
         snprintf(msg, sizeof msg,
-                 "%s %llux%llu parts %u wg %u tpr %u nr %u subgroup %d add %d%s: error %.3g of "
+                 "%s %llux%llu parts %u wg %u tpr %u nr %u subgroup %d add %d%s%s: error %.3g of "
                  "sum|wx|",
                  ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
                  gw.n_parts, cfg->wg, cfg->tpr, cfg->nr, cfg->subgroup, add,
-                 k.f16_products ? " f16 products" : "", worst);
+                 k.f16_products ? " f16 products" : "",
+                 k.f16_subnormals ? " subnormal levels" : "", worst);
         TEST_ASSERT_TRUE_MESSAGE(worst < (k.f16_products ? F16_DOT_REL_TOL : MATVEC_REL_TOL), msg);
         matvec_destroy(&k);
     }
@@ -310,10 +316,10 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
         if (mv)
             snprintf(msg, sizeof msg,
                      "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
-                     "nr %u xb %u xsh %d add %d: error %.3g of sum|wx|",
+                     "nr %u xb %u xsh %d add %d%s: error %.3g of sum|wx|",
                      nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
                      (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr,
-                     mv->xb, mv->xsh, add, worst);
+                     mv->xb, mv->xsh, add, mk.f16_subnormals ? " subnormal levels" : "", worst);
         else
             snprintf(msg, sizeof msg,
                      "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
@@ -630,7 +636,9 @@ static void test_bad_shapes_are_errors(void)
  * code, in f16 where the driver has the types, else with f32 pairs (llvmpipe: the same
  * indexing, checked at the f32 tolerance with one token; several tokens
  * stage x in f16 even then: F16_DOT_REL_TOL); =0: the f32 products; any
- * other value: an error naming the variable. */
+ * other value: an error naming the variable. Each with the levels as
+ * integers and as f16 subnormals (GLESLLM_F16_SUBN, weights.c
+ * f16_subn_choice; llvmpipe keeps them through unpackHalf2x16). */
 static void test_f16_dot_path(void)
 {
     static const mv_case cases[] = { { GGML_TYPE_Q4_0, 70, 512, 0 },
@@ -644,10 +652,22 @@ static void test_f16_dot_path(void)
                                      { GGML_TYPE_Q3_K, 30, 256, 0 },
                                      { GGML_TYPE_Q5_K, 9, 1024, 0 },
                                      { GGML_TYPE_Q6_K, 22, 2304, 0 } };
-    bool f16 = gpu_context_caps(ctx)->f16_types;
+    bool f16 = gpu_context_caps(ctx)->f16_types, subn = false;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_context_f16_subnormals(ctx, &subn),
+                                  glesllm_last_error());
     setenv("GLESLLM_F16_DOT", "1", 1);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const mv_case *c = &cases[i];
+    /* the levels as integers (GLESLLM_F16_SUBN=0), as f16 subnormals for
+     * every format (=1, where the driver keeps them) and the default */
+    static const char *const subn_set[] = { "0", "1", NULL };
+    for (size_t i = 0; i < 3 * (sizeof cases / sizeof cases[0]); i++) {
+        const mv_case *c = &cases[i % (sizeof cases / sizeof cases[0])];
+        const char *set = subn_set[i / (sizeof cases / sizeof cases[0])];
+        if (set && !strcmp(set, "1") && !subn)
+            continue; /* (the error is checked below) */
+        if (set)
+            setenv("GLESLLM_F16_SUBN", set, 1);
+        else
+            unsetenv("GLESLLM_F16_SUBN");
         matvec_config cfg = matvec_default_config(ctx, c->type, c->rows, c->cols);
         check_matvec(c, &cfg, 7100 + i);
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
@@ -668,7 +688,26 @@ static void test_f16_dot_path(void)
     matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
+    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q4_0's levels are signed: not by default */
     matvec_destroy(&k);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
+    matvec_destroy(&k);
+    setenv("GLESLLM_F16_SUBN", "1", 1);
+    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k);
+    if (subn) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, st);
+        TEST_ASSERT_TRUE(k.f16_subnormals);
+        matvec_destroy(&k);
+    } else {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, st);
+        TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_SUBN"));
+    }
+    setenv("GLESLLM_F16_SUBN", "on", 1);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_SUBN"));
+    unsetenv("GLESLLM_F16_SUBN");
     setenv("GLESLLM_F16_DOT", "0", 1);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_FALSE(k.f16_products);

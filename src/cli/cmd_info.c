@@ -72,6 +72,14 @@ static int info_gpu(void)
            C->f16_types ? " (prefill tiles in f16 except for F32 weights; matvec products "
                           "of the quantized formats in f16 unless GLESLLM_F16_DOT=0)"
                         : "");
+    bool subn = false;
+    if (gpu_context_f16_subnormals(ctx, &subn) == GLESLLM_OK)
+        printf("  f16 subnormals kept        %s%s\n", yes_no(subn),
+               subn ? " (matvec levels of Q4_1, Q5_1, Q2_K, Q4_K, Q5_K as f16 subnormals with "
+                      "f16 products; GLESLLM_F16_SUBN=0|1 overrides)"
+                    : " (matvec levels as integers)");
+    else
+        printf("  f16 subnormals kept        %s\n", glesllm_last_error());
     printf("  program binaries           %s\n", yes_no(C->program_binary));
     if (C->memory_source)
         printf("GPU memory:          %llu MiB, %llu MiB free (%s)\n",

@@ -79,6 +79,10 @@ const gpu_limits *gpu_context_limits(const gpu_context *ctx);
 const gpu_caps *gpu_context_caps(const gpu_context *ctx);
 const char *gpu_context_string(const gpu_context *ctx, unsigned gl_name); /* GL_VENDOR... */
 bool gpu_context_limits_min(const gpu_context *ctx);
+/* Whether f16 subnormals survive unpacking and arithmetic (f16 types, else
+ * unpackHalf2x16 into f32): probed once with glsl/f16_probe.comp, then
+ * remembered. The matvec's F16_SUBN levels need it (model/weights.c). */
+glesllm_status gpu_context_f16_subnormals(gpu_context *ctx, bool *out);
 /* The program cache folder, or NULL when the cache is off. */
 const char *gpu_context_cache_dir(const gpu_context *ctx);
 /* Why the cache is off (NULL when it is on). */

@@ -229,6 +229,7 @@ glesllm_status gpu_context_create(const gpu_options *opt, gpu_context **out)
     ctx->context = EGL_NO_CONTEXT;
     ctx->drm_fd = -1;
     ctx->limits_min = opt->limits_min;
+    ctx->f16_subnormals = -1;
 
     glesllm_status st = gpu_display_open(opt, ctx);
     if (st == GLESLLM_OK)
@@ -309,4 +310,60 @@ const char *gpu_context_cache_dir(const gpu_context *ctx)
 const char *gpu_context_cache_off_reason(const gpu_context *ctx)
 {
     return ctx->cache_on ? NULL : ctx->cache_off_reason;
+}
+
+/* f16_probe.comp's dispatch: true when its four results are what IEEE
+ * half arithmetic with subnormals gives (the multiply-add's first may round
+ * either way: 4, 4.5 or 5 x 2^-24). */
+static glesllm_status probe_f16_subnormals(gpu_context *ctx, bool *kept)
+{
+    const float u = 0x1p-24f; /* the f16 subnormal step */
+    uint32_t v[6] = { 0x00300003u, gpu_f2u(16384.0f), 0, 0, 0, 0 }; /* levels 3, 48 */
+    gpu_program prog;
+    glesllm_status st = gpu_program_build(ctx, "f16_probe.comp",
+                                          ctx->caps.f16_types ? "F16 1" : NULL, &prog);
+    if (st != GLESLLM_OK)
+        return st;
+    gpu_buffer buf;
+    st = gpu_buffer_create(ctx, sizeof v, v, 0, "f16 probe", &buf);
+    if (st != GLESLLM_OK) {
+        gpu_program_destroy(&prog);
+        return st;
+    }
+    gpu_queue *q = NULL;
+    st = gpu_queue_create(ctx, &q);
+    if (st == GLESLLM_OK) {
+        gpu_dispatch d = { .prog = &prog, .n_bindings = 1, .groups = { 1, 1, 1 } };
+        d.bindings[0] = (gpu_binding){ .slot = 0, .buf = &buf, .access = GPU_READ_WRITE };
+        st = gpu_queue_dispatch(q, &d);
+        if (st == GLESLLM_OK)
+            st = gpu_queue_submit(q);
+        if (st == GLESLLM_OK)
+            st = gpu_queue_wait(q, 0);
+        if (st == GLESLLM_OK)
+            st = gpu_buffer_read(ctx, &buf, 0, v, sizeof v);
+        gpu_queue_destroy(q);
+    }
+    gpu_buffer_destroy(&buf);
+    gpu_program_destroy(&prog);
+    if (st != GLESLLM_OK)
+        return st;
+    float r[4];
+    memcpy(r, v + 2, sizeof r);
+    *kept = r[0] == 3 * 0x1p-10f && r[1] == 48 * 0x1p-10f && r[2] >= 4 * u && r[2] <= 5 * u &&
+            r[3] == 72 * u;
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_context_f16_subnormals(gpu_context *ctx, bool *out)
+{
+    if (ctx->f16_subnormals < 0) {
+        bool kept = false;
+        glesllm_status st = probe_f16_subnormals(ctx, &kept);
+        if (st != GLESLLM_OK)
+            return st;
+        ctx->f16_subnormals = kept;
+    }
+    *out = ctx->f16_subnormals > 0;
+    return GLESLLM_OK;
 }

@@ -33,6 +33,8 @@ struct gpu_context {
     unsigned staging_id;   /* reused by gpu_buffer_read */
     size_t staging_size;
 
+    int f16_subnormals;    /* gpu_context_f16_subnormals: -1 not probed yet, else 0 or 1 */
+
     bool cache_on;
     char cache_dir[1024];
     char cache_off_reason[256];

@@ -363,6 +363,51 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
     return GLESLLM_OK;
 }
 
+/* Whether a kernel with f16 products (f16_dot_choice) takes its levels as f16
+ * subnormals (matvec.comp F16_SUBN): a field masked in place and read as a
+ * half is level x 2^-24 (x 2^-20 for a high nibble), so the subtraction of
+ * 1024 that makes it an integer goes, one instruction in three of the
+ * decode (x is scaled by 2^15 instead of 1 to match, and the format's fixed
+ * offset, where it has one, goes to the f32 map as for the unsigned formats).
+ * It needs a driver that keeps f16 subnormals (gpu_context_f16_subnormals).
+ * By default for the formats whose levels are unsigned already (Q4_1, Q5_1,
+ * Q2_K, Q4_K, Q5_K), where the sums are on the same scale as without it and
+ * it changes no rounding above 2^-14 of a product's scale. On an H200
+ * (bench/RESULTS.md session 26, 14336x4096, % of the copy kernel): Q4_1 75
+ * -> 81, Q4_K 62-64 -> 66, Q2_K 37 -> 41, Q5_K 59-60 -> 59-62; Mistral-7B
+ * Q4_K_M tg128 216.5 -> 220.8 tok/s, the same greedy ids. The signed formats
+ * would carry their offset in the f16 sums (larger rounding errors) and are
+ * left out: Q4_0 72 (tg128 +3%, different greedy ids), Q6_K 67 -> 70, Q3_K 44
+ * -> 46, and Q5_0 and Q8_0 ran slower (68 -> 66, 91-95 -> 90). */
+static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, f16_dot_mode dot,
+                                      bool *out)
+{
+    int set;
+    glesllm_status st = env_flag("GLESLLM_F16_SUBN",
+                                 "0 (no levels as f16 subnormals), 1 (every quantized "
+                                 "format's, with f16 products) or leave it unset (Q4_1, Q5_1, "
+                                 "Q2_K, Q4_K and Q5_K where the driver keeps subnormals)",
+                                 &set);
+    if (st != GLESLLM_OK)
+        return st;
+    *out = false;
+    bool unsigned_levels = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1 ||
+                           type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q4_K ||
+                           type == GGML_TYPE_Q5_K;
+    if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !unsigned_levels))
+        return GLESLLM_OK;
+    bool kept = false;
+    st = gpu_context_f16_subnormals(ctx, &kept);
+    if (st != GLESLLM_OK)
+        return st;
+    if (!kept && set == 1)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "GLESLLM_F16_SUBN=1: this driver flushes f16 subnormals to zero; unset "
+                       "it (the kernels then take their levels as integers)");
+    *out = kept;
+    return GLESLLM_OK;
+}
+
 /* Whether a one-token kernel with f16 products (f16_dot_choice) may add the
  * f16 sums of a unit's two halves in f16 before they go to f32 (matvec.comp
  * H_MERGE, which the formats whose two halves share one map take up:
@@ -436,6 +481,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
     if (st != GLESLLM_OK)
         return st;
+    bool f16_subn = false;
+    st = f16_subn_choice(ctx, type, f16_dot, &f16_subn);
+    if (st != GLESLLM_OK)
+        return st;
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
@@ -463,6 +512,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     if (f16_dot != F16_DOT_OFF)
         strncat(defines, f16_dot == F16_DOT_ON ? "\nF16_DOT 1" : "\nF16_DOT_F32 1",
                 sizeof defines - strlen(defines) - 1);
+    if (f16_subn)
+        strncat(defines, "\nF16_SUBN 1", sizeof defines - strlen(defines) - 1);
     if (f16_dot != F16_DOT_OFF && halves_merged(type, &v))
         strncat(defines, "\nH_MERGE_OK 1", sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
@@ -493,6 +544,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->var = v;
     /* (with several tokens the staged x is f16 even in f32 pairs) */
     out->f16_products = f16_dot == F16_DOT_ON || (f16_dot == F16_DOT_PAIRS_F32 && v.nt > 1);
+    out->f16_subnormals = f16_subn;
     return GLESLLM_OK;
 }
 

@@ -114,6 +114,7 @@ typedef struct matvec_kernel {
     matvec_variant var;
     bool f16_products; /* products (or, F16_DOT_F32 with several tokens, the staged x)
                           in f16: weights.c f16_dot_choice */
+    bool f16_subnormals; /* levels as f16 subnormals: weights.c f16_subn_choice */
 } matvec_kernel;
 
 /* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
