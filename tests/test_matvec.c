@@ -690,7 +690,7 @@ static void test_f16_dot_path(void)
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
     TEST_ASSERT_FALSE(k.f16_subnormals); /* Q4_0's levels are signed: not by default */
     matvec_destroy(&k);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q2_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
     matvec_destroy(&k);
     setenv("GLESLLM_F16_SUBN", "1", 1);

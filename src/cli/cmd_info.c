@@ -75,7 +75,7 @@ static int info_gpu(void)
     bool subn = false;
     if (gpu_context_f16_subnormals(ctx, &subn) == GLESLLM_OK)
         printf("  f16 subnormals kept        %s%s\n", yes_no(subn),
-               subn ? " (matvec levels of Q4_1, Q5_1, Q2_K, Q4_K, Q5_K as f16 subnormals with "
+               subn ? " (matvec levels of Q4_1, Q5_1 and Q2_K as f16 subnormals with "
                       "f16 products; GLESLLM_F16_SUBN=0|1 overrides)"
                     : " (matvec levels as integers)");
     else

@@ -366,35 +366,38 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
 /* Whether a kernel with f16 products (f16_dot_choice) takes its levels as f16
  * subnormals (matvec.comp F16_SUBN): a field masked in place and read as a
  * half is level x 2^-24 (x 2^-20 for a high nibble), so the subtraction of
- * 1024 that makes it an integer goes, one instruction in three of the
- * decode (x is scaled by 2^15 instead of 1 to match, and the format's fixed
- * offset, where it has one, goes to the f32 map as for the unsigned formats).
- * It needs a driver that keeps f16 subnormals (gpu_context_f16_subnormals).
- * By default for the formats whose levels are unsigned already (Q4_1, Q5_1,
- * Q2_K, Q4_K, Q5_K), where the sums are on the same scale as without it and
- * it changes no rounding above 2^-14 of a product's scale. On an H200
- * (bench/RESULTS.md session 26, 14336x4096, % of the copy kernel): Q4_1 75
- * -> 81, Q4_K 62-64 -> 66, Q2_K 37 -> 41, Q5_K 59-60 -> 59-62; Mistral-7B
- * Q4_K_M tg128 216.5 -> 220.8 tok/s, the same greedy ids. The signed formats
- * would carry their offset in the f16 sums (larger rounding errors) and are
- * left out: Q4_0 72 (tg128 +3%, different greedy ids), Q6_K 67 -> 70, Q3_K 44
- * -> 46, and Q5_0 and Q8_0 ran slower (68 -> 66, 91-95 -> 90). */
+ * 1024 that makes it an integer goes, about one instruction in five of a
+ * unit (x is scaled by 2^15 instead of 1 to match, and the format's fixed
+ * offset, where it has one, goes to the f32 map as for the unsigned
+ * formats). It needs a driver that keeps f16 subnormals
+ * (gpu_context_f16_subnormals). By default for Q4_1, Q5_1 and Q2_K, whose
+ * levels are unsigned already (the sums on the same scale as without it; no
+ * rounding changes above 2^-14 of a product's scale) and which it made
+ * clearly faster alone. On one H200 (bench/RESULTS.md session 26,
+ * 14336x4096, % of the copy kernel, without -> with): Q4_1 74 -> 78, Q5_1 68
+ * -> 72, Q2_K 36-37 -> 40; Q4_K 61-62 -> 62-63 and Q5_K 58 -> 59-60 alone,
+ * but Mistral-7B Q4_K_M tg128 218.8-219.5 -> 212.8-213.8 tok/s on that
+ * machine (its Q4_K gate/up kernel 57.3 -> 61.3 us), though 216.5 -> 220.8
+ * on another machine (every format's levels subnormal there): Q4_K and Q5_K
+ * are left out. The signed formats would carry their offset in the f16 sums (larger
+ * rounding errors) and are left out too: Q4_0 71 -> 72 (tg128 +3%, other
+ * greedy ids), Q6_K 67 -> 69-71, Q3_K 44 -> 46-47; Q5_0 and Q8_0 ran slower (68
+ * -> 66, 91-95 -> 90). GLESLLM_F16_SUBN=1 takes every quantized format's
+ * levels so (where the driver keeps subnormals), 0 none. */
 static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, f16_dot_mode dot,
                                       bool *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_SUBN",
                                  "0 (no levels as f16 subnormals), 1 (every quantized "
-                                 "format's, with f16 products) or leave it unset (Q4_1, Q5_1, "
-                                 "Q2_K, Q4_K and Q5_K where the driver keeps subnormals)",
+                                 "format's, with f16 products) or leave it unset (Q4_1, Q5_1 "
+                                 "and Q2_K's where the driver keeps subnormals)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     *out = false;
-    bool unsigned_levels = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1 ||
-                           type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q4_K ||
-                           type == GGML_TYPE_Q5_K;
-    if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !unsigned_levels))
+    bool by_default = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q2_K;
+    if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !by_default))
         return GLESLLM_OK;
     bool kept = false;
     st = gpu_context_f16_subnormals(ctx, &kept);
