@@ -262,7 +262,7 @@ static void test_run_demo_and_flags(void)
         "GLESLLM_KV=fast",        "GLESLLM_UNROLL=yes",       "GLESLLM_MULTI_NT=1",
         "GLESLLM_SMALL_BATCH=8x", "GLESLLM_FUSE_NORM=no",     "GLESLLM_MULTI_XSH=off",
         "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,3", "GLESLLM_MATVEC=256,16,x",
-        "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",
+        "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",     "GLESLLM_F16_SUBN=yes",
     };
     for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; i++) {
         char name[64];
