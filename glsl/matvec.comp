@@ -14,7 +14,8 @@
 // (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
-// code in f32); H_MERGE_OK (with F16_DOT, one token: a unit's two halves
+// code in f32); F16_SUBN (with F16_DOT: the levels as f16 subnormals,
+// SUBN_X below); H_MERGE_OK (with F16_DOT, one token: a unit's two halves
 // summed in f16 where the format allows, H_MERGE below); and at most one
 // epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
@@ -140,9 +141,9 @@ shared float red[WG_SIZE];
 // token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
 // warp read consecutive vec4 (no bank conflicts). The partial sums, written
 // after the last block, take the same memory (float i at smem[i / 4][i % 4]).
-// F16_DOT: the unit's half h divided by its largest magnitude as 8 f16
-// pairs (x_half's order) in uvec4 2h and 2h + 1, that magnitude's float bits
-// in uvec4 4 + h (.x).
+// F16_DOT: the unit's half h divided by its largest magnitude (times SUBN_X)
+// as 8 f16 pairs (x_half's order) in uvec4 2h and 2h + 1, that magnitude's
+// (times SUBN_M) float bits in uvec4 4 + h (.x).
 #ifdef F16_DOT
 shared uvec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
 #define PART(i) uintBitsToFloat(smem[(i) >> 2][(i) & 3u])
