@@ -323,7 +323,7 @@ uvec4 q4_unit(w_raw r, uint bi, uint ub, out vec4 ab)
 {
 #if defined(WTYPE_Q4_0)
     float d = half_of(r.s.x, W_PLANE(1) + bi * 2u);
-#if defined(F16_LEVELS) && !(defined(F16_SUBN) && defined(F16_DOT))
+#if defined(F16_LEVELS)
     ab = vec4(d, 0.0, d * 0.0625, 0.0);  // the levels are already less 8
 #else
     ab = vec4(d, -8.0 * d, d * 0.0625, -8.0 * d);

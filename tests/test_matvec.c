@@ -656,18 +656,14 @@ static void test_f16_dot_path(void)
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_context_f16_subnormals(ctx, &subn),
                                   glesllm_last_error());
     setenv("GLESLLM_F16_DOT", "1", 1);
-    /* the levels as integers (GLESLLM_F16_SUBN=0), as f16 subnormals for
-     * every format (=1, where the driver keeps them) and the default */
-    static const char *const subn_set[] = { "0", "1", NULL };
-    for (size_t i = 0; i < 3 * (sizeof cases / sizeof cases[0]); i++) {
-        const mv_case *c = &cases[i % (sizeof cases / sizeof cases[0])];
-        const char *set = subn_set[i / (sizeof cases / sizeof cases[0])];
-        if (set && !strcmp(set, "1") && !subn)
-            continue; /* (the error is checked below) */
-        if (set)
-            setenv("GLESLLM_F16_SUBN", set, 1);
-        else
-            unsetenv("GLESLLM_F16_SUBN");
+    /* the levels as integers (GLESLLM_F16_SUBN=0) and as f16 subnormals for
+     * every format (=1, where the driver keeps them); the default takes one
+     * of the two per format, and =1 is an error where they are not kept: both
+     * checked below */
+    const size_t n_cases = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < (subn ? 2 : 1) * n_cases; i++) {
+        const mv_case *c = &cases[i % n_cases];
+        setenv("GLESLLM_F16_SUBN", i < n_cases ? "0" : "1", 1);
         matvec_config cfg = matvec_default_config(ctx, c->type, c->rows, c->cols);
         check_matvec(c, &cfg, 7100 + i);
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
@@ -684,6 +680,7 @@ static void test_f16_dot_path(void)
             check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
         }
     }
+    unsetenv("GLESLLM_F16_SUBN"); /* the default */
     matvec_kernel k;
     matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));

@@ -477,9 +477,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * (bench/RESULTS.md session 16) Q4_0 14336x4096 went from 63% to 66-67% of
      * the copy kernel and its FFN matvecs each waiting for the one before 5%
      * faster; Q4_1 level. Q4_K was slower with it (its unrolled rows: 4096x14336
-     * 50% -> 32%), and so were unrolled Q4_0 rows. */
-    bool f16_levels = gpu_context_caps(ctx)->f16_types &&
-                      (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
+     * 50% -> 32%), and so were unrolled Q4_0 rows. Not with the levels as
+     * f16 subnormals (f16_subn_choice), which take no offset off at all. */
     f16_dot_mode f16_dot;
     st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
     if (st != GLESLLM_OK)
@@ -488,6 +487,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     st = f16_subn_choice(ctx, type, f16_dot, &f16_subn);
     if (st != GLESLLM_OK)
         return st;
+    bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
+                      (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
