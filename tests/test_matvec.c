@@ -39,8 +39,9 @@ void tearDown(void)
  * 2^-12 of a partial sum, itself at most the sum of |terms|): at most about
  * 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
  * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
- * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); 2.4e-4 the worst seen on an H200
- * (session 17). */
+ * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) and for the signed ones whose offset
+ * stays in the sums (levels as f16 subnormals, weights.c f16_subn_choice);
+ * 2.4e-4 the worst seen on an H200 (session 17). */
 #define F16_DOT_REL_TOL 3e-3
 /* get_rows dequantizes each value once: a few ulp of the value */
 #define ROWS_REL_TOL 1e-6
@@ -685,13 +686,18 @@ static void test_f16_dot_path(void)
     matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
-    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q4_0's levels are signed: not by default */
+    TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals); /* by default where kept */
     matvec_destroy(&k);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q2_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
     matvec_destroy(&k);
+    cfg = matvec_default_config(ctx, GGML_TYPE_Q4_K, 64, 256);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
+    TEST_ASSERT_FALSE(k.f16_subnormals); /* left out by default (weights.c f16_subn_choice) */
+    matvec_destroy(&k);
     setenv("GLESLLM_F16_SUBN", "1", 1);
-    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k);
+    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k); /* not by default */
     if (subn) {
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, st);
         TEST_ASSERT_TRUE(k.f16_subnormals);

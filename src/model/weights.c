@@ -370,33 +370,38 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
  * unit (x is scaled by 2^15 instead of 1 to match, and the format's fixed
  * offset, where it has one, goes to the f32 map as for the unsigned
  * formats). It needs a driver that keeps f16 subnormals
- * (gpu_context_f16_subnormals). By default for Q4_1, Q5_1 and Q2_K, whose
- * levels are unsigned already (the sums on the same scale as without it; no
- * rounding changes above 2^-14 of a product's scale) and which it made
- * clearly faster alone. On one H200 (bench/RESULTS.md session 26,
- * 14336x4096, % of the copy kernel, without -> with): Q4_1 74 -> 78, Q5_1 68
- * -> 72, Q2_K 36-37 -> 40; Q4_K 61-62 -> 62-63 and Q5_K 58 -> 59-60 alone,
- * but Mistral-7B Q4_K_M tg128 218.8-219.5 -> 212.8-213.8 tok/s on that
- * machine (its Q4_K gate/up kernel 57.3 -> 61.3 us), though 216.5 -> 220.8
- * on another machine (every format's levels subnormal there): Q4_K and Q5_K
- * are left out. The signed formats would carry their offset in the f16 sums (larger
- * rounding errors) and are left out too: Q4_0 71 -> 72 (tg128 +3%, other
- * greedy ids), Q6_K 67 -> 69-71, Q3_K 44 -> 46-47; Q5_0 and Q8_0 ran slower (68
- * -> 66, 91-95 -> 90). GLESLLM_F16_SUBN=1 takes every quantized format's
- * levels so (where the driver keeps subnormals), 0 none. */
+ * (gpu_context_f16_subnormals). By default for every quantized format but
+ * Q4_K, Q5_K, Q5_0 and Q8_0. On one H200 (bench/RESULTS.md session 26,
+ * 14336x4096, % of the copy kernel, without -> with): Q4_1 74 -> 78, Q5_1
+ * 68 -> 72, Q2_K 36-37 -> 40, Q4_0 71 -> 72 (Mistral-7B Q4_0 tg128 248.3 ->
+ * 256.2 tok/s), Q6_K 67 -> 69-71, Q3_K 44 -> 46-47. The signed formats'
+ * offset then rides in the f16 sums (levels 0..15 instead of -8..7 for Q4_0):
+ * about twice the rounding error of those sums, still far below the 8-bit
+ * rounding of x in llama.cpp's own quantized dot products, and the shared
+ * models of llama.cpp's references agree as closely with every format so
+ * (session 27, tests/test_model.c on an H200: worst top-5 logit difference
+ * 0.037 -> 0.034 Q4_0, 0.030 -> 0.027 Q6_K, 0.040 -> 0.041 Q4_K_M, every
+ * teacher-forced position matched; that run read Q6_K at 66 -> 69-70%). Left out: Q4_K and Q5_K (1-3% faster
+ * alone, but Mistral-7B Q4_K_M tg128 218.8-219.5 -> 212.8-213.8 tok/s on one
+ * machine, its Q4_K gate/up kernel 57.3 -> 61.3 us, though 216.5 -> 220.8 on
+ * another), Q5_0 and Q8_0 (slower: 68 -> 66, 91-95 -> 90).
+ * GLESLLM_F16_SUBN=1 takes every quantized format's levels so (where the
+ * driver keeps subnormals), 0 none. */
 static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, f16_dot_mode dot,
                                       bool *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_SUBN",
                                  "0 (no levels as f16 subnormals), 1 (every quantized "
-                                 "format's, with f16 products) or leave it unset (Q4_1, Q5_1 "
-                                 "and Q2_K's where the driver keeps subnormals)",
+                                 "format's, with f16 products) or leave it unset (every "
+                                 "quantized format's but Q4_K, Q5_K, Q5_0 and Q8_0, where the "
+                                 "driver keeps subnormals)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     *out = false;
-    bool by_default = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q2_K;
+    bool by_default = type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q5_K &&
+                      type != GGML_TYPE_Q5_0 && type != GGML_TYPE_Q8_0;
     if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !by_default))
         return GLESLLM_OK;
     bool kept = false;
