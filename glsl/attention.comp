@@ -38,7 +38,6 @@ layout(std430, binding = 0) readonly buffer L4 { uvec4 lb4[]; };
 layout(std430, binding = 1) coherent restrict buffer A { float act[]; };
 layout(std430, binding = 2) coherent restrict buffer C { uint counter[]; };
 
-#define V_AT 4  // the V pass's rows loaded at once (below)
 #define LANES (uint(HEAD_DIM) / VEC)     // invocations per position in the V pass
 #define GROUPS (uint(WG_SIZE) / LANES)   // positions at a time in the V pass
 
@@ -50,36 +49,19 @@ shared bool merge_here;
 #define STRIDE uint(HEAD_DIM + 2)
 
 // The last chunk of head h to finish: every chunk's partials into the output.
-// Every invocation of the group calls it (the reductions hold barriers). The
-// chunks' maxima and sums are shared out over the group, and each output value
-// loads MERGE_AT chunks' partials at once: a loop of one load after another
-// here was a chain of n L2 round trips three times over.
-#define MERGE_AT 8
 void merge_chunks(uint h, uint n)
 {
-    uint t = gl_LocalInvocationIndex;
     uint base = PARAM_U(4) + h * n * STRIDE;
     float m = -3.0e38;
-    for (uint c = t; c < n; c += uint(WG_SIZE))
+    for (uint c = 0u; c < n; c++)
         m = max(m, act[base + c * STRIDE]);
-    m = wg_reduce_max(m);
     float l = 0.0;
-    for (uint c = t; c < n; c += uint(WG_SIZE))
+    for (uint c = 0u; c < n; c++)
         l += act[base + c * STRIDE + 1u] * exp(act[base + c * STRIDE] - m);
-    l = wg_reduce_sum(l);
-    for (uint d = t; d < uint(HEAD_DIM); d += uint(WG_SIZE)) {
+    for (uint d = gl_LocalInvocationIndex; d < uint(HEAD_DIM); d += uint(WG_SIZE)) {
         float o = 0.0;
-        for (uint c0 = 0u; c0 < n; c0 += uint(MERGE_AT)) {
-            float mc[MERGE_AT], oc[MERGE_AT];
-            for (int i = 0; i < MERGE_AT; i++) {
-                uint c = min(c0 + uint(i), n - 1u);
-                mc[i] = act[base + c * STRIDE];
-                oc[i] = act[base + c * STRIDE + 2u + d];
-            }
-            for (int i = 0; i < MERGE_AT; i++)
-                if (c0 + uint(i) < n)
-                    o += oc[i] * exp(mc[i] - m);
-        }
+        for (uint c = 0u; c < n; c++)
+            o += act[base + c * STRIDE + 2u + d] * exp(act[base + c * STRIDE] - m);
         act[PARAM_U(3) + h * uint(HEAD_DIM) + d] = o / l;
     }
 }
@@ -129,36 +111,16 @@ void main()
     // V pass: LANES invocations per position, each on VEC dimensions
     uint d = t % LANES, g = t / LANES;
     vec4 o0 = vec4(0.0), o1 = vec4(0.0);
-    // V_AT positions' rows loaded at once: one after another, each pass of
-    // the loop waited for its load. With that and the merge's loads in
-    // batches, on an H200 (bench/RESULTS.md, session 27; Mistral-7B Q4_0,
-    // tg128) the one-chunk dispatch went 13.96 -> 13.35 us, the 8-chunk one
-    // 17.3 -> 16.8 us.
     if (g < GROUPS)
-        for (uint p = p0 + g; p < p1; p += uint(V_AT) * GROUPS) {
+        for (uint p = p0 + g; p < p1; p += GROUPS) {
+            uint vb = PARAM_U(6) + p * uint(KV_DIM / 2) + kvo;
 #if VEC == 8u
-            uvec4 v[V_AT];
+            uvec4 v = lb4[vb / 4u + d];
+            o0 += sc[p - p0] * vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+            o1 += sc[p - p0] * vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
 #else
-            uint v[V_AT];
+            o0.xy += sc[p - p0] * unpackHalf2x16(lb[vb + d]);
 #endif
-            for (int i = 0; i < V_AT; i++) {
-                uint vb = PARAM_U(6) + min(p + uint(i) * GROUPS, p1 - 1u) * uint(KV_DIM / 2) + kvo;
-#if VEC == 8u
-                v[i] = lb4[vb / 4u + d];
-#else
-                v[i] = lb[vb + d];
-#endif
-            }
-            for (int i = 0; i < V_AT; i++) {
-                uint pi = p + uint(i) * GROUPS;
-                float w = pi < p1 ? sc[pi - p0] : 0.0;
-#if VEC == 8u
-                o0 += w * vec4(unpackHalf2x16(v[i].x), unpackHalf2x16(v[i].y));
-                o1 += w * vec4(unpackHalf2x16(v[i].z), unpackHalf2x16(v[i].w));
-#else
-                o0.xy += w * unpackHalf2x16(v[i]);
-#endif
-            }
         }
     part[2u * t] = o0;
     part[2u * t + 1u] = o1;

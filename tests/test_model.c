@@ -217,8 +217,7 @@ static void test_f16_products_match_cpu(void)
 
 static void test_long_context_splits_attention(void)
 {
-    /* past 64 positions attention runs in chunks merged in the kernel (44 of
-     * them here: whole batches of the merge's loads and a remainder) */
+    /* past 64 positions attention runs in chunks merged in the kernel */
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_layer = 1;
     s.n_embd = 64;
