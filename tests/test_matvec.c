@@ -693,11 +693,19 @@ static void test_f16_dot_path(void)
     matvec_destroy(&k);
     cfg = matvec_default_config(ctx, GGML_TYPE_Q4_K, 64, 256);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
+    matvec_destroy(&k);
+    matvec_config pairs = { 64, 16, 2, false };
+    matvec_variant glu = { MATVEC_GLU };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &pairs, &glu, &k));
+    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q4_K's gate/up: not by default */
+    matvec_destroy(&k);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q5_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
-    TEST_ASSERT_FALSE(k.f16_subnormals); /* left out by default (weights.c f16_subn_choice) */
+    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q5_K: not by default (weights.c f16_subn_choice) */
     matvec_destroy(&k);
     setenv("GLESLLM_F16_SUBN", "1", 1);
-    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k); /* not by default */
+    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q5_K, &cfg, NULL, &k); /* not by default */
     if (subn) {
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, st);
         TEST_ASSERT_TRUE(k.f16_subnormals);

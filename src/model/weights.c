@@ -371,37 +371,45 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
  * offset, where it has one, goes to the f32 map as for the unsigned
  * formats). It needs a driver that keeps f16 subnormals
  * (gpu_context_f16_subnormals). By default for every quantized format but
- * Q4_K, Q5_K, Q5_0 and Q8_0. On one H200 (bench/RESULTS.md session 26,
- * 14336x4096, % of the copy kernel, without -> with): Q4_1 74 -> 78, Q5_1
- * 68 -> 72, Q2_K 36-37 -> 40, Q4_0 71 -> 72 (Mistral-7B Q4_0 tg128 248.3 ->
- * 256.2 tok/s), Q6_K 67 -> 69-71, Q3_K 44 -> 46-47. The signed formats'
- * offset then rides in the f16 sums (levels 0..15 instead of -8..7 for Q4_0):
- * about twice the rounding error of those sums, still far below the 8-bit
- * rounding of x in llama.cpp's own quantized dot products, and the shared
- * models of llama.cpp's references agree as closely with every format so
- * (session 27, tests/test_model.c on an H200: worst top-5 logit difference
- * 0.037 -> 0.034 Q4_0, 0.030 -> 0.027 Q6_K, 0.040 -> 0.041 Q4_K_M, every
- * teacher-forced position matched; that run read Q6_K at 66 -> 69-70%). Left out: Q4_K and Q5_K (1-3% faster
- * alone, but Mistral-7B Q4_K_M tg128 218.8-219.5 -> 212.8-213.8 tok/s on one
- * machine, its Q4_K gate/up kernel 57.3 -> 61.3 us, though 216.5 -> 220.8 on
- * another), Q5_0 and Q8_0 (slower: 68 -> 66, 91-95 -> 90).
+ * Q5_K, Q5_0 and Q8_0, and for Q4_K's one-token kernels but its gate/up.
+ * On one H200 (bench/RESULTS.md session 26, 14336x4096, % of the copy
+ * kernel, without -> with): Q4_1 74 -> 78, Q5_1 68 -> 72, Q2_K 36-37 -> 40,
+ * Q4_0 71 -> 72 (Mistral-7B Q4_0 tg128 248.3 -> 256.2 tok/s), Q6_K 67 ->
+ * 69-71, Q3_K 44 -> 46-47. The signed formats' offset then rides in the f16
+ * sums (levels 0..15 instead of -8..7 for Q4_0): about twice the rounding
+ * error of those sums, still far below the 8-bit rounding of x in llama.cpp's
+ * own quantized dot products, and the shared models of llama.cpp's
+ * references agree as closely with every format so (session 27,
+ * tests/test_model.c on an H200: worst top-5 logit difference 0.037 -> 0.034
+ * Q4_0, 0.030 -> 0.027 Q6_K, 0.040 -> 0.041 Q4_K_M, every teacher-forced
+ * position matched; that run read Q6_K at 66 -> 69-70%). Q4_K: its gate/up
+ * (GLU) kernel ran slower so in the Mistral-7B Q4_K_M step (57.3 -> 61.3 us
+ * on one machine; tg128 216.8 -> 211.5 with it, session 27), its down matrix
+ * (4096x14336) faster (25.9 -> 23.8 us), its 4096-column ones level: tg128
+ * 216.8 -> 218.7 (three rounds each) with every one-token Q4_K kernel but
+ * gate/up (its several-token kernels unmeasured, left out). The other
+ * formats' several-token kernels take it too: verifying 8 drafted tokens of
+ * Mistral-7B Q4_0 11.48 -> 11.21 ms. Left out: Q5_K (1-3% faster alone, its
+ * step unmeasured), Q5_0 and Q8_0 (slower: 68 -> 66, 91-95 -> 90).
  * GLESLLM_F16_SUBN=1 takes every quantized format's levels so (where the
  * driver keeps subnormals), 0 none. */
-static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, f16_dot_mode dot,
-                                      bool *out)
+static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const matvec_variant *v,
+                                      f16_dot_mode dot, bool *out)
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_SUBN",
                                  "0 (no levels as f16 subnormals), 1 (every quantized "
                                  "format's, with f16 products) or leave it unset (every "
-                                 "quantized format's but Q4_K, Q5_K, Q5_0 and Q8_0, where the "
-                                 "driver keeps subnormals)",
+                                 "quantized format's but Q5_K, Q5_0, Q8_0 and Q4_K's gate/up, "
+                                 "where the driver keeps subnormals)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     *out = false;
     bool by_default = type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q5_K &&
                       type != GGML_TYPE_Q5_0 && type != GGML_TYPE_Q8_0;
+    if (type == GGML_TYPE_Q4_K && v->nt <= 1 && v->epilogue != MATVEC_GLU)
+        by_default = true; /* (not its gate/up kernel, nor several tokens) */
     if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !by_default))
         return GLESLLM_OK;
     bool kept = false;
@@ -489,7 +497,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     if (st != GLESLLM_OK)
         return st;
     bool f16_subn = false;
-    st = f16_subn_choice(ctx, type, f16_dot, &f16_subn);
+    st = f16_subn_choice(ctx, type, &v, f16_dot, &f16_subn);
     if (st != GLESLLM_OK)
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
