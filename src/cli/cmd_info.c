@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
 #include "model/model_info.h"
+#include "model/weights.h"
 
 static void info_usage(FILE *f)
 {
@@ -75,9 +76,8 @@ static int info_gpu(void)
     bool subn = false;
     if (gpu_context_f16_subnormals(ctx, &subn) == GLESLLM_OK)
         printf("  f16 subnormals kept        %s%s\n", yes_no(subn),
-               subn ? " (matvec levels of the quantized formats but Q5_K, Q5_0, Q8_0 and "
-                      "Q4_K's gate/up as f16 subnormals with f16 products; "
-                      "GLESLLM_F16_SUBN=0|1 overrides)"
+               subn ? " (matvec levels of " MATVEC_SUBN_DEFAULT " as f16 subnormals with "
+                      "f16 products; GLESLLM_F16_SUBN=0|1 overrides)"
                     : " (matvec levels as integers)");
     else
         printf("  f16 subnormals kept        %s\n", glesllm_last_error());

@@ -399,17 +399,17 @@ static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const mat
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_SUBN",
                                  "0 (no levels as f16 subnormals), 1 (every quantized "
-                                 "format's, with f16 products) or leave it unset (every "
-                                 "quantized format's but Q5_K, Q5_0, Q8_0 and Q4_K's gate/up, "
-                                 "where the driver keeps subnormals)",
+                                 "format's, with f16 products) or leave it unset (those of "
+                                 MATVEC_SUBN_DEFAULT ", where the driver keeps subnormals)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     *out = false;
-    bool by_default = type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q5_K &&
-                      type != GGML_TYPE_Q5_0 && type != GGML_TYPE_Q8_0;
-    if (type == GGML_TYPE_Q4_K && v->nt <= 1 && v->epilogue != MATVEC_GLU)
-        by_default = true; /* (not its gate/up kernel, nor several tokens) */
+    /* (Q4_K: its one-token kernels but gate/up) */
+    bool by_default = type == GGML_TYPE_Q4_K
+                          ? v->nt <= 1 && v->epilogue != MATVEC_GLU
+                          : type != GGML_TYPE_Q5_K && type != GGML_TYPE_Q5_0 &&
+                                type != GGML_TYPE_Q8_0;
     if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !by_default))
         return GLESLLM_OK;
     bool kept = false;

@@ -117,6 +117,10 @@ typedef struct matvec_kernel {
     bool f16_subnormals; /* levels as f16 subnormals: weights.c f16_subn_choice */
 } matvec_kernel;
 
+/* Whose matvec levels are f16 subnormals by default (weights.c
+ * f16_subn_choice; named in its env-flag message and by `glesllm info --gpu`) */
+#define MATVEC_SUBN_DEFAULT "the quantized formats but Q5_K, Q5_0, Q8_0 and Q4_K's gate/up"
+
 /* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                             const matvec_variant *var, matvec_kernel *out);
