@@ -119,7 +119,8 @@ typedef struct matvec_kernel {
 
 /* Whose matvec levels are f16 subnormals by default (weights.c
  * f16_subn_choice; named in its env-flag message and by `glesllm info --gpu`) */
-#define MATVEC_SUBN_DEFAULT "the quantized formats but Q5_K, Q5_0, Q8_0 and Q4_K's gate/up"
+#define MATVEC_SUBN_DEFAULT \
+    "the quantized formats but Q5_K, Q5_0 and Q8_0 (Q4_K: its one-token kernels but gate/up)"
 
 /* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
