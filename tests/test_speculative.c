@@ -173,6 +173,7 @@ static void test_session_file_restores_the_cache(void)
 typedef struct collected {
     int32_t ids[256];
     uint32_t n;
+    uint32_t stop_after; /* on_token says stop at this many (0: never) */
 } collected;
 
 static bool collect(void *ud, int32_t id)
@@ -180,7 +181,7 @@ static bool collect(void *ud, int32_t id)
     collected *c = ud;
     if (c->n < 256)
         c->ids[c->n++] = id;
-    return true;
+    return c->n != c->stop_after;
 }
 
 /* engine_generate with or without a draft; the ids into *out */
@@ -200,6 +201,7 @@ static gen_stats generate(gpu_model *gm, gpu_model *draft, const int32_t *prompt
     o.draft = draft;
     o.draft_max = draft_max;
     out->n = 0;
+    out->stop_after = 0;
     gen_stats gs;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, engine_generate(gm, &o, &gs), glesllm_last_error());
     return gs;
@@ -234,6 +236,69 @@ static void check_greedy(gpu_model *target, gpu_model *draft, bool all_kept, con
         if (all_kept)
             TEST_ASSERT_EQUAL_UINT_MESSAGE(gs.n_drafted, gs.n_accepted, msg);
     }
+}
+
+/* Greedy generation submits the step at pos + 1 before it waits for the one
+ * at pos (generate.c): the same ids as stepping and waiting one at a time,
+ * and the cache ends where it would have (the step run ahead of a stop is
+ * dropped), whether n_predict, the caller or the context end stops it. */
+static void test_pipelined_greedy_equals_one_step_at_a_time(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
+    loaded L;
+    load(&s, 40, 0, &L);
+    uint32_t nv = L.m.hp.n_vocab;
+    int32_t prompt[6];
+    for (uint32_t i = 0; i < 6; i++)
+        prompt[i] = token_at(i, nv);
+    /* one step at a time: 34 ids, to the context's end */
+    int32_t want[40];
+    for (uint32_t i = 0; i < 6; i++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, i, prompt[i]));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(L.gm, 0, 6, GPU_STEP_ARGMAX));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_wait(L.gm));
+    want[0] = gpu_model_get_token(L.gm, 6);
+    for (uint32_t pos = 6; pos < 40; pos++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, pos, GPU_STEP_ARGMAX));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_wait(L.gm));
+        want[pos - 5] = gpu_model_get_token(L.gm, pos + 1);
+    }
+    sampler_params sp = greedy();
+    const struct {
+        int32_t n_predict;
+        uint32_t stop_after, n, n_past;
+    } runs[] = {
+        { 12, 0, 12, 6 + 11 },  /* n_predict: the last id's step never runs */
+        { 1, 0, 1, 6 },
+        { 2, 0, 2, 7 },
+        { 30, 5, 5, 6 + 4 },    /* the caller stops after 5 */
+        { -1, 0, 35, 40 },      /* the context's end: every slot's step ran */
+        { -1, 35, 35, 40 },
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        collected got;
+        memset(&got, 0, sizeof got);
+        gen_options o;
+        memset(&o, 0, sizeof o);
+        o.prompt = prompt;
+        o.n_prompt = 6;
+        o.n_predict = runs[r].n_predict;
+        o.sampling = sp;
+        o.ignore_eos = true;
+        o.on_token = collect;
+        o.ud = &got;
+        got.stop_after = runs[r].stop_after;
+        gen_stats gs;
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, engine_generate(L.gm, &o, &gs),
+                                      glesllm_last_error());
+        char msg[120];
+        snprintf(msg, sizeof msg, "run %zu (n_predict %d, stop after %u)", r, runs[r].n_predict,
+                 runs[r].stop_after);
+        TEST_ASSERT_EQUAL_UINT_MESSAGE(runs[r].n, got.n, msg);
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(want, got.ids, got.n * sizeof(int32_t), msg);
+        TEST_ASSERT_EQUAL_UINT_MESSAGE(runs[r].n_past, gpu_model_n_past(L.gm), msg);
+    }
+    fixture_unload(&L);
 }
 
 static void test_greedy_speculative_equals_target_alone(void)
@@ -509,6 +574,7 @@ int main(void)
         return 1;
     RUN_TEST(test_rollback_then_reappend_gives_the_same_logits);
     RUN_TEST(test_session_file_restores_the_cache);
+    RUN_TEST(test_pipelined_greedy_equals_one_step_at_a_time);
     RUN_TEST(test_greedy_speculative_equals_target_alone);
     RUN_TEST(test_draft_must_fit_the_target);
     RUN_TEST(test_speculative_sampling_follows_the_target);

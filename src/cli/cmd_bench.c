@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/error.h"
 #include "common/util.h"
 
 #define MAX_LIST 16
@@ -20,8 +21,10 @@ static void usage(FILE *f)
             "                     [-b N] [-o md|json|csv]\n"
             "\n"
             "Measures prompt processing (ppN: N prompt tokens as one batched prefill) and\n"
-            "generation (tgN: N tokens one step at a time, each waited for) in tokens/s,\n"
-            "like llama-bench. Without -m it measures the built-in demo model.\n"
+            "generation (tgN: N greedy tokens one step at a time, each read back; as in\n"
+            "glesllm run --temp 0, each step is submitted before the one before it is\n"
+            "waited for) in tokens/s, like llama-bench. Without -m it measures the\n"
+            "built-in demo model.\n"
             "\n"
             "options:\n"
             "  -m, --model FILE       a model; repeat, or separate with commas, for several\n"
@@ -183,13 +186,21 @@ static glesllm_status run_once(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen,
         *secs = now_seconds() - t0;
         return st;
     }
-    /* generation from a one-token context, each step's argmax the next token */
+    /* generation from a one-token context, each step's argmax the next
+     * token, pipelined as engine_generate's greedy loop: the step at i + 1
+     * goes out before the host waits for the one at i and reads its token */
     st = gpu_model_set_token(gm, 0, (int32_t)(*rng % nv));
     double t0 = now_seconds();
+    if (!st)
+        st = gpu_model_step(gm, 0, GPU_STEP_ARGMAX);
     for (uint32_t i = 0; st == GLESLLM_OK && i < n_gen; i++) {
-        st = gpu_model_step(gm, i, GPU_STEP_ARGMAX);
+        bool ahead = i + 1 < n_gen;
+        if (ahead)
+            st = gpu_model_step(gm, i + 1, GPU_STEP_ARGMAX);
         if (!st)
-            st = gpu_model_wait(gm);
+            st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm);
+        if (!st && gpu_model_get_token(gm, i + 1) < 0)
+            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
     }
     *secs = now_seconds() - t0;
     return st;

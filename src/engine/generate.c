@@ -69,6 +69,13 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
     double t1 = now_seconds();
     uint32_t pos = o->n_prompt; /* the slot of the next token */
 
+    /* Greedy steps are pipelined: the step at pos + 1 takes its token from
+     * the slot the step at pos writes on the GPU, so it is submitted before
+     * the host waits for the step at pos and reads that slot. `ahead`: the
+     * step at pos went out that way already. A step past the end (the
+     * token at pos + 1 stops generation) is computed for nothing and its
+     * position dropped from the cache afterwards, as if never run. */
+    bool ahead = false;
     float vals[GPU_MAX_CANDIDATES], gmax, gsum;
     int32_t ids[GPU_MAX_CANDIDATES];
     for (;;) {
@@ -98,11 +105,22 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             break;
         }
         double r0 = now_seconds();
-        st = gpu_model_step(gm, pos, pick);
+        if (!ahead)
+            st = gpu_model_step(gm, pos, pick);
+        /* the step at pos + 1 is needed unless the token at pos + 1 ends it */
+        ahead = !st && greedy && pos + 1 < n_ctx &&
+                (o->n_predict < 0 || stats->n_gen + 1 < (uint32_t)o->n_predict);
+        if (ahead)
+            st = gpu_model_step(gm, pos + 1, pick);
         stats->record_s += now_seconds() - r0;
-        if (st || (st = gpu_model_wait(gm)))
+        if (st || (st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm)))
             break;
         pos++;
+    }
+    if (ahead) { /* the step at pos ran ahead; generation ended before it */
+        glesllm_status st2 = gpu_model_wait(gm);
+        if (!st)
+            st = st2 ? st2 : gpu_model_truncate(gm, pos);
     }
     stats->gen_s = now_seconds() - t1;
     stats->dispatches_per_token = gpu_model_last_dispatches(gm);

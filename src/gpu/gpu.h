@@ -198,6 +198,10 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d);
 glesllm_status gpu_queue_submit(gpu_queue *q);
 /* Waits for the last submitted fence (timeout_ms 0 = a generous default). */
 glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms);
+/* Waits for the submission before the last one (none in flight: returns at
+ * once), so that the host can read that one's results while the last runs.
+ * While profiling: gpu_queue_wait (the timestamps are read back together). */
+glesllm_status gpu_queue_wait_prior(gpu_queue *q, uint32_t timeout_ms);
 /* Counters for tests and benchmarks. */
 typedef struct gpu_queue_stats {
     uint64_t dispatches;

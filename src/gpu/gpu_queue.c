@@ -2,7 +2,8 @@
  * parameters); the queue binds, dispatches, and owns the memory barriers.
  * A barrier is placed only before a dispatch that touches a range written
  * since the last barrier, so independent dispatches run back to back. A step
- * ends with one fence. */
+ * ends with one fence; two submissions may be in flight at once
+ * (gpu_queue_wait_prior). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct gpu_queue {
     pending_write pending[MAX_PENDING];
     size_t n_pending;
     bool mapped_written; /* since the last submit */
-    GLsync fence;
+    GLsync fence;        /* the last submission's */
+    GLsync prior;        /* the one before, while not waited for; NULL: none */
     gpu_queue_stats stats;
     profiler *prof; /* NULL unless profiling */
 };
@@ -65,6 +67,8 @@ void gpu_queue_destroy(gpu_queue *q)
         return;
     if (q->fence)
         glDeleteSync(q->fence);
+    if (q->prior)
+        glDeleteSync(q->prior);
     if (q->prof) {
         glDeleteQueries(PROF_QUERIES + 1, q->prof->ids);
         free(q->prof);
@@ -315,8 +319,11 @@ glesllm_status gpu_queue_submit(gpu_queue *q)
     }
     if (q->prof)
         profile_submit(q->prof);
-    if (q->fence)
-        glDeleteSync(q->fence);
+    /* the GPU runs submissions in order: the last fence stands for every
+     * earlier one, so at most the one before it is kept (wait_prior) */
+    if (q->prior)
+        glDeleteSync(q->prior);
+    q->prior = q->fence;
     q->fence = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
     if (!q->fence)
         return err_set(GLESLLM_ERR_GL, "glFenceSync failed with %s", gpu_gl_error_name(glGetError()));
@@ -325,22 +332,47 @@ glesllm_status gpu_queue_submit(gpu_queue *q)
     return GLESLLM_OK;
 }
 
-glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms)
+static glesllm_status wait_fence(GLsync f, uint32_t timeout_ms)
 {
-    if (!q->fence)
-        return GLESLLM_OK;
     uint64_t ns = (uint64_t)(timeout_ms ? timeout_ms : 120000) * 1000000ull;
-    GLenum r = glClientWaitSync(q->fence, GL_SYNC_FLUSH_COMMANDS_BIT, ns);
+    GLenum r = glClientWaitSync(f, GL_SYNC_FLUSH_COMMANDS_BIT, ns);
     if (r == GL_TIMEOUT_EXPIRED)
         return err_set(GLESLLM_ERR_TIMEOUT, "the GPU did not finish a step within %llu ms",
                        (unsigned long long)(ns / 1000000ull));
     if (r == GL_WAIT_FAILED)
         return err_set(GLESLLM_ERR_GL, "glClientWaitSync failed with %s",
                        gpu_gl_error_name(glGetError()));
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms)
+{
+    if (!q->fence)
+        return GLESLLM_OK;
+    glesllm_status st = wait_fence(q->fence, timeout_ms);
+    if (st)
+        return st;
     glDeleteSync(q->fence);
     q->fence = NULL;
+    if (q->prior)
+        glDeleteSync(q->prior);
+    q->prior = NULL;
     if (q->prof)
         profile_collect(q->prof);
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_queue_wait_prior(gpu_queue *q, uint32_t timeout_ms)
+{
+    if (q->prof) /* the timestamps are read back only once all are written */
+        return gpu_queue_wait(q, timeout_ms);
+    if (!q->prior)
+        return GLESLLM_OK;
+    glesllm_status st = wait_fence(q->prior, timeout_ms);
+    if (st)
+        return st;
+    glDeleteSync(q->prior);
+    q->prior = NULL;
     return GLESLLM_OK;
 }
 

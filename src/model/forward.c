@@ -1171,6 +1171,8 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 
 glesllm_status gpu_model_wait(gpu_model *gm) { return gpu_queue_wait(gm->q, 0); }
 
+glesllm_status gpu_model_wait_prior(gpu_model *gm) { return gpu_queue_wait_prior(gm->q, 0); }
+
 glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint32_t n, void *k,
                                void *v, bool write)
 {

@@ -107,6 +107,11 @@ uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, fl
  * `pos` (every earlier position is in the cache). Does not wait. */
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags);
 glesllm_status gpu_model_wait(gpu_model *gm);
+/* Waits for the submission before the last (gpu_queue_wait_prior): a
+ * GPU_STEP_ARGMAX step at pos + 1 reads the token the step at pos writes on
+ * the GPU, so it can be submitted before that one is waited for, and the
+ * host reads slot pos + 1 after this while the step at pos + 1 runs. */
+glesllm_status gpu_model_wait_prior(gpu_model *gm);
 
 /* Prefill: the tokens in slots pos .. pos + n - 1 at those positions (every
  * earlier position is in the cache) as batched passes of at most n_batch
