@@ -191,7 +191,7 @@ static glesllm_status run_once(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen,
      * goes out before the host waits for the one at i and reads its token */
     st = gpu_model_set_token(gm, 0, (int32_t)(*rng % nv));
     double t0 = now_seconds();
-    if (!st)
+    if (!st && n_gen)
         st = gpu_model_step(gm, 0, GPU_STEP_ARGMAX);
     for (uint32_t i = 0; st == GLESLLM_OK && i < n_gen; i++) {
         bool ahead = i + 1 < n_gen;

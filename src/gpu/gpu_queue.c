@@ -332,16 +332,21 @@ glesllm_status gpu_queue_submit(gpu_queue *q)
     return GLESLLM_OK;
 }
 
-static glesllm_status wait_fence(GLsync f, uint32_t timeout_ms)
+/* Waits for *f (none: returns at once), then deletes it. */
+static glesllm_status wait_fence(GLsync *f, uint32_t timeout_ms)
 {
+    if (!*f)
+        return GLESLLM_OK;
     uint64_t ns = (uint64_t)(timeout_ms ? timeout_ms : 120000) * 1000000ull;
-    GLenum r = glClientWaitSync(f, GL_SYNC_FLUSH_COMMANDS_BIT, ns);
+    GLenum r = glClientWaitSync(*f, GL_SYNC_FLUSH_COMMANDS_BIT, ns);
     if (r == GL_TIMEOUT_EXPIRED)
         return err_set(GLESLLM_ERR_TIMEOUT, "the GPU did not finish a step within %llu ms",
                        (unsigned long long)(ns / 1000000ull));
     if (r == GL_WAIT_FAILED)
         return err_set(GLESLLM_ERR_GL, "glClientWaitSync failed with %s",
                        gpu_gl_error_name(glGetError()));
+    glDeleteSync(*f);
+    *f = NULL;
     return GLESLLM_OK;
 }
 
@@ -349,12 +354,10 @@ glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms)
 {
     if (!q->fence)
         return GLESLLM_OK;
-    glesllm_status st = wait_fence(q->fence, timeout_ms);
+    glesllm_status st = wait_fence(&q->fence, timeout_ms);
     if (st)
         return st;
-    glDeleteSync(q->fence);
-    q->fence = NULL;
-    if (q->prior)
+    if (q->prior) /* signalled too: the GPU runs submissions in order */
         glDeleteSync(q->prior);
     q->prior = NULL;
     if (q->prof)
@@ -366,14 +369,7 @@ glesllm_status gpu_queue_wait_prior(gpu_queue *q, uint32_t timeout_ms)
 {
     if (q->prof) /* the timestamps are read back only once all are written */
         return gpu_queue_wait(q, timeout_ms);
-    if (!q->prior)
-        return GLESLLM_OK;
-    glesllm_status st = wait_fence(q->prior, timeout_ms);
-    if (st)
-        return st;
-    glDeleteSync(q->prior);
-    q->prior = NULL;
-    return GLESLLM_OK;
+    return wait_fence(&q->prior, timeout_ms);
 }
 
 gpu_queue_stats gpu_queue_get_stats(const gpu_queue *q) { return q->stats; }
