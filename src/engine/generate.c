@@ -11,6 +11,12 @@ _Static_assert(SAMPLER_MAX_CANDIDATES == GPU_MAX_CANDIDATES, "sampler and GPU ca
 
 static bool stop_requested(const gen_options *o) { return o->stop && *o->stop; }
 
+/* whether the caller wants more than n_gen tokens (n_predict) */
+static bool wants_more(const gen_options *o, uint32_t n_gen)
+{
+    return o->n_predict < 0 || n_gen < (uint32_t)o->n_predict;
+}
+
 bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
 {
     stats->n_gen++;
@@ -23,7 +29,7 @@ bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
         stats->stop = GEN_STOP_EOS;
         return false;
     }
-    return o->n_predict < 0 || stats->n_gen < (uint32_t)o->n_predict;
+    return wants_more(o, stats->n_gen);
 }
 
 glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *stats)
@@ -108,8 +114,7 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         if (!ahead)
             st = gpu_model_step(gm, pos, pick);
         /* the step at pos + 1 is needed unless the token at pos + 1 ends it */
-        ahead = !st && greedy && pos + 1 < n_ctx &&
-                (o->n_predict < 0 || stats->n_gen + 1 < (uint32_t)o->n_predict);
+        ahead = !st && greedy && pos + 1 < n_ctx && wants_more(o, stats->n_gen + 1);
         if (ahead)
             st = gpu_model_step(gm, pos + 1, pick);
         stats->record_s += now_seconds() - r0;

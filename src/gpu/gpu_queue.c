@@ -352,17 +352,16 @@ static glesllm_status wait_fence(GLsync *f, uint32_t timeout_ms)
 
 glesllm_status gpu_queue_wait(gpu_queue *q, uint32_t timeout_ms)
 {
-    if (!q->fence)
+    if (!q->fence && !q->prior)
         return GLESLLM_OK;
+    /* the last fence first: the one before is signalled by then (the GPU
+     * runs submissions in order), unless the last one was never placed */
     glesllm_status st = wait_fence(&q->fence, timeout_ms);
-    if (st)
-        return st;
-    if (q->prior) /* signalled too: the GPU runs submissions in order */
-        glDeleteSync(q->prior);
-    q->prior = NULL;
-    if (q->prof)
+    if (!st)
+        st = wait_fence(&q->prior, timeout_ms);
+    if (!st && q->prof)
         profile_collect(q->prof);
-    return GLESLLM_OK;
+    return st;
 }
 
 glesllm_status gpu_queue_wait_prior(gpu_queue *q, uint32_t timeout_ms)
