@@ -76,6 +76,11 @@ static double time_matmul(uint32_t type, uint64_t rows, uint64_t cols, uint32_t 
     if (matmul_build(ctx, type, &cfg, &var, &k) != GLESLLM_OK)
         die("build");
     matmul_args a = { n_tok, 8, 0, rows };
+    gpu_buffer bt = { 0 }; /* f16 tiles: the tokens' tiles, made by each product as in a prefill */
+    uint64_t xt_bytes = matmul_xt_bytes(&cfg, n_tok, cols);
+    if (xt_bytes && gpu_buffer_create(ctx, (size_t)xt_bytes, NULL, 0, "x tiles", &bt) != GLESLLM_OK)
+        die("buffers");
+    a.xt = &bt;
     int reps = 1;
     double us = 0;
     for (int round = 0; round < 8; round++) {
@@ -95,6 +100,7 @@ static double time_matmul(uint32_t type, uint64_t rows, uint64_t cols, uint32_t 
     matmul_destroy(&k);
     gpu_buffer_destroy(&bx);
     gpu_buffer_destroy(&by);
+    gpu_buffer_destroy(&bt);
     gpu_weight_destroy(&w);
     *cfg_out = cfg;
     return us;

@@ -3,7 +3,7 @@
 // accumulation.
 // Bindings: 0 weights (weights.glsl), 1 x (vec4[]: the activation buffer;
 //           written too by QKV), 2 y (float[]; QKV: the layer's KV cache as
-//           uint[]).
+//           uint[]), 3 (X_TILES) the tokens' tiles (x_tiles.comp).
 // Params: 0 rows in this dispatch (one weight part), 1 global row of its
 //         first row, 2 vec4 offset of token 0's x (token t at + t * W_UNITS * 8:
 //         activation rows are padded to 32 values), 4 N tokens,
@@ -37,7 +37,10 @@
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
 // 32 products of a row and a token added up in f16, then into the f32 sums;
-// F16_TILES_F32: the same kernel in f32 (below).
+// F16_TILES_F32: the same kernel in f32 (below); X_TILES (with F16_TILES):
+// the tokens' tile comes ready-made from binding 3 (x_tiles.comp's layout,
+// made once for the product), copied into shared memory as it is, instead of
+// converted from x by every row block.
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
@@ -66,6 +69,11 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 
 #if defined(GLU) || defined(QKV)
 #define PAIRS 1
+#endif
+#ifdef X_TILES
+// x_tiles.comp's tiles: NQ uvec4 a tile (BN tokens of one unit), tile (b, u)
+// at (b W_UNITS + u) NQ
+layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 #endif
 
 #define TX 16u
@@ -101,6 +109,13 @@ shared f16vec2 xp[32u * (BN / 2u)];
 // (bench/RESULTS.md, session 14).
 uint x_idx(uint k, uint p)
 {
+#ifdef X_TILES
+    // copied as x_tiles.comp lays it out (a subgroup's stores are 32
+    // consecutive words): value k of pair p at k BN / 2 + p. The compute
+    // loop's reads at one k are two addresses a subgroup, a broadcast
+    // whatever the layout.
+    return k * (BN / 2u) + p;
+#endif
     return (k ^ ((k >> 4u) & 1u)) * (BN / 2u) + (p ^ ((((k >> 2u) & 3u) << 2u) & (BN / 2u - 1u)));
 }
 #else
@@ -171,7 +186,14 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
             sw[m * 8 + k] = TSTORE(v[k]);
 #endif
     }
-#ifdef F16_TILES
+#if defined(X_TILES)
+    // NQ = WG_SIZE TN / 4 uvec4 a tile: TN / 4 an invocation, loaded now and
+    // stored after the weights
+#define NQ (4u * BN)
+    uvec4 xw[TN / 4];
+    for (int m = 0; m < TN / 4; m++)
+        xw[m] = xt[(gl_WorkGroupID.y * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
+#elif defined(F16_TILES)
     vec4 x2[XPER][2];
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE), p = i / 8u, k4 = i % 8u;
@@ -191,6 +213,11 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
             for (int k = 0; k < 8; k++)
                 ws[i * RS + uint(k)] = sw[m * 8 + k];
     }
+#ifdef X_TILES
+    for (int m = 0; m < TN / 4; m++)
+        for (int c = 0; c < 4; c++)
+            xp[uint(c) * NQ + t + uint(m * WG_SIZE)] = unpackFloat2x16(xw[m][c]);
+#else
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE);
 #ifdef F16_TILES
@@ -203,6 +230,7 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
             xs[(i / 8u) * RS + i % 8u] = sx[m];
 #endif
     }
+#endif
 }
 
 void main()

@@ -279,6 +279,12 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
     gpu_buffer bx, by;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
+    /* f16 tiles: the buffer of the tokens' tiles (x_tiles.comp) */
+    gpu_buffer bt = { 0 };
+    uint64_t xt_bytes = mv ? 0 : matmul_xt_bytes(cfg, n_tok, c->cols);
+    if (xt_bytes)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, (size_t)xt_bytes, NULL, 0,
+                                                            "x tiles", &bt));
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matmul_kernel k;
@@ -291,6 +297,7 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         matmul_args a = { n_tok, x_off, y_off, ys };
+        a.xt = xt_bytes ? &bt : NULL;
         matvec_args va = { norm_off, eps };
         va.n_tok = n_tok;
         va.y_stride = ys;
@@ -336,6 +343,7 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
     }
     gpu_buffer_destroy(&bx);
     gpu_buffer_destroy(&by);
+    gpu_buffer_destroy(&bt);
     gpu_weight_destroy(&gw);
     free(wdata);
     free(w);
@@ -533,16 +541,26 @@ static void test_matmul_tilings_and_half(void)
  * case where all of them round the same way */
 static void test_matmul_f16_tiles(void)
 {
-    const matmul_config cfg = { 128, 8, 4, false, true };
-    if (!tiles_fit(&cfg))
+    /* the default tiling (token tiles of 32), then tiles of 16 tokens (a
+     * work group of 64) and of 64 (two uvec4 of x_tiles.comp's layout an
+     * invocation) */
+    const matmul_config cfgs[] = { { 128, 8, 4, false, true },
+                                   { 64, 4, 4, false, true },
+                                   { 128, 4, 8, false, true } };
+    if (!tiles_fit(&cfgs[0]))
         TEST_IGNORE_MESSAGE("the tiles do not fit (GLESLLM_LIMITS=min)");
     if (!gpu_context_caps(ctx)->f16_types)
         printf("note: no f16 types here: the f16 tiles' kernel ran in f32 (F16_TILES_F32)\n");
     const uint32_t some[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
                               GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
-    for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
-        mv_case mc = { some[f], 45, 4 * ggml_block_size(some[f]), 0 };
-        check_batched_mm(&mc, &cfg, 41, 8e-3, 8500 + f);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        if (!tiles_fit(&cfgs[i]))
+            continue;
+        for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
+            mv_case mc = { some[f], 45, 4 * ggml_block_size(some[f]), 0 };
+            /* 41 tokens: the last token tile part empty */
+            check_batched_mm(&mc, &cfgs[i], 41, 8e-3, 8500 + 10 * i + f);
+        }
     }
 }
 

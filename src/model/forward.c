@@ -69,6 +69,7 @@ struct gpu_model {
     bool fuse_norm;
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
+    gpu_buffer xt; /* the f16-tile matmuls' token tiles (made on the first prefill chunk) */
     gpu_buffer attn_count; /* attention.comp's chunk counters, a uint a head */
     uint32_t cand_k, pen_last_n;
     float pen;
@@ -651,6 +652,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_buffer_destroy(&gm->sink);
     gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
+    gpu_buffer_destroy(&gm->xt);
     gpu_buffer_destroy(&gm->tokens);
     gpu_buffer_destroy(&gm->attn_count);
     free(gm);
@@ -1303,6 +1305,30 @@ static glesllm_status record_last_logits(gpu_model *gm, uint32_t pos0, uint32_t 
     return st;
 }
 
+/* The buffer of the tokens' tiles the f16-tile matmuls read (matmul_args.xt):
+ * a chunk's x for the widest input (Q/K/V and gate/up: n_embd; O: n_head x
+ * head_dim; down: n_ff), made once, when the first chunk is recorded. */
+static glesllm_status make_xt(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t cols = hp->n_embd;
+    if ((uint64_t)hp->n_head * hp->head_dim > cols)
+        cols = (uint64_t)hp->n_head * hp->head_dim;
+    if (hp->n_ff > cols)
+        cols = hp->n_ff;
+    uint64_t bytes = matmul_xt_bytes(&gm->mcfg, gm->n_batch, cols);
+    if (gm->xt.id || !bytes)
+        return GLESLLM_OK;
+    if (bytes > gpu_context_limits(gm->ctx)->max_storage_block_bytes)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "prefill: the matmul's token tiles for a batch of %u tokens (%llu bytes) "
+                       "exceed the GPU's storage-block limit (%llu bytes); use a smaller batch",
+                       gm->n_batch, (unsigned long long)bytes,
+                       (unsigned long long)gpu_context_limits(gm->ctx)->max_storage_block_bytes);
+    return gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, GPU_BUFFER_DEVICE, "matmul token tiles",
+                             &gm->xt);
+}
+
 /* One chunk of n <= n_batch tokens at pos0; `last`: the final chunk of the
  * prefill, which computes what `flags` asks for the last token. */
 static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags,
@@ -1312,8 +1338,10 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     uint64_t emb = act_stride(hp->n_embd);
     uint32_t q_dim = hp->n_head * hp->head_dim;
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
-    glesllm_status st =
-        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act, gm->bx, emb);
+    glesllm_status st = make_xt(gm);
+    if (!st)
+        st = get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act,
+                             gm->bx, emb);
     for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
         const gpu_layer *g = &gm->layers[li];
         st = record_rms(gm, g->attn_norm, gm->bx, gm->bxn, n);
@@ -1321,22 +1349,28 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             matmul_args a = { n, gm->bxn, gm->bq, act_stride(q_dim), g->qkv[i].row_base,
                               gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
                               gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
+            a.xt = &gm->xt;
+            /* the parts share x: its tiles made once (when the kernels tile alike) */
+            a.xt_made = i > 0 && g->qkv[i].mk->cfg.f16 && g->qkv[0].mk->cfg.f16;
             st = matmul_record(gm->q, g->qkv[i].mk, &g->qkv[i].w, &gm->act, &g->cache, &a);
         }
         if (!st)
             st = record_prefill_attention(gm, g, pos0, n);
         if (!st) {
             matmul_args a = { n, gm->battn, gm->bx, emb };
+            a.xt = &gm->xt;
             st = matmul_record(gm->q, g->mk_wo, &g->wo, &gm->act, &gm->act, &a);
         }
         if (!st)
             st = record_rms(gm, g->ffn_norm, gm->bx, gm->bxn, n);
         if (!st) {
             matmul_args a = { n, gm->bxn, gm->bhid, act_stride(hp->n_ff) };
+            a.xt = &gm->xt;
             st = matmul_record(gm->q, g->mk_glu, &g->glu, &gm->act, &gm->act, &a);
         }
         if (!st) {
             matmul_args a = { n, gm->bhid, gm->bx, emb };
+            a.xt = &gm->xt;
             st = matmul_record(gm->q, g->mk_down, &g->down, &gm->act, &gm->act, &a);
         }
     }
@@ -1346,6 +1380,7 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
         for (uint32_t t0 = 0, b = 0; !st && t0 < n; t0 += gm->logits_rows, b++) {
             uint32_t cnt = n - t0 < gm->logits_rows ? n - t0 : gm->logits_rows;
             matmul_args a = { cnt, gm->bxn + t0 * emb, 0, vs };
+            a.xt = &gm->xt;
             st = matmul_record(gm->q, gm->mk_out, gm->output, &gm->act, &gm->logits_all[b], &a);
         }
     }

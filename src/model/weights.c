@@ -697,6 +697,15 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
 
 /* ---- matmul (prefill) ---------------------------------------------------- */
 
+uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
+{
+    if (!c->f16)
+        return 0;
+    uint64_t bn = c->wg / 16 * c->tn;
+    /* a tile: bn tokens x 32 values as f16 */
+    return (n_tok + bn - 1) / bn * bn * ((cols + 31) / 32) * 64;
+}
+
 uint32_t matmul_shared_bytes(const matmul_config *c)
 {
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
@@ -765,10 +774,30 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
              : cfg->half ? "\nHALF_TILES 1"
                          : "",
              epi);
+    /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
+     * copied as they are by every row block, instead of each row block
+     * loading x as f32 and converting it (half the bytes, no conversions in
+     * the staging). Same sums: the same roundings to f16, the same order. On
+     * an H200 (bench/RESULTS.md, session 30), 512 tokens, the tiles' pass
+     * included: Q4_K 14336x4096 1455 -> 1381 us, Q6_K 1589 -> 1524, Q4_0
+     * 4096x14336 1570 -> 1501, Q4_0 14336x4096 level (1356 -> 1364); pp512
+     * of Mistral-7B Q4_K_M 2448 -> 2603 tok/s, Q8_0 2491 -> 2521, Q4_0
+     * 2670 -> 2680, with the same greedy ids. */
+    if (cfg->f16)
+        strncat(defines, "\nX_TILES 1", sizeof defines - strlen(defines) - 1);
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
+    if (st == GLESLLM_OK && cfg->f16) {
+        char pdef[48];
+        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, 128u);
+        st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
+        if (st != GLESLLM_OK)
+            gpu_program_destroy(&out->prog);
+    }
     if (st != GLESLLM_OK)
         return st;
     snprintf(out->prog.name, sizeof out->prog.name, "matmul %s", type_label(type));
+    if (cfg->f16)
+        snprintf(out->prep.name, sizeof out->prep.name, "x tiles");
     out->type = type;
     out->cfg = *cfg;
     out->var = v;
@@ -778,6 +807,7 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
 void matmul_destroy(matmul_kernel *k)
 {
     gpu_program_destroy(&k->prog);
+    gpu_program_destroy(&k->prep);
     memset(k, 0, sizeof *k);
 }
 
@@ -801,6 +831,32 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
                        w->name, (unsigned long long)n, (unsigned long long)a->x_off, x->size,
                        (unsigned long long)a->y_off, y->size);
     uint32_t bm = 16 * k->cfg.tm, bn = k->cfg.wg / 16 * k->cfg.tn;
+    uint64_t units = units_per_row(w->type, w->cols);
+    if (k->cfg.f16) {
+        uint64_t need = matmul_xt_bytes(&k->cfg, (uint32_t)n, w->cols);
+        if (!a->xt || a->xt->size < need)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "matmul %s over %llu tokens: the f16 tiles need a buffer of %llu bytes "
+                           "for the tokens' tiles (matmul_args.xt)",
+                           w->name, (unsigned long long)n, (unsigned long long)need);
+        if (!a->xt_made) {
+            gpu_dispatch d;
+            memset(&d, 0, sizeof d);
+            d.prog = &k->prep;
+            d.bindings[0] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
+            d.bindings[1] = (gpu_binding){ 3, a->xt, 0, 0, GPU_WRITE };
+            d.n_bindings = 2;
+            d.params[0] = (uint32_t)units;
+            d.params[1] = (uint32_t)w->cols;
+            d.params[2] = (uint32_t)(a->x_off / 4);
+            d.params[4] = (uint32_t)n;
+            d.n_params = 5;
+            grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + 127) / 128);
+            glesllm_status st = gpu_queue_dispatch(q, &d);
+            if (st != GLESLLM_OK)
+                return st;
+        }
+    }
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
@@ -819,6 +875,13 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
         d.params[14] = (uint32_t)a->k_off;
         d.params[15] = (uint32_t)a->v_off;
         d.n_params = 16;
+        /* the tiles are read, but the last part counts as writing them, so
+         * that the queue places a barrier before whatever writes them next
+         * (the next product's x_tiles) */
+        if (k->cfg.f16)
+            d.bindings[d.n_bindings++] = (gpu_binding){
+                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
+            };
         d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
         d.groups[1] = (uint32_t)((n + bn - 1) / bn);
         d.groups[2] = 1;

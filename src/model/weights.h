@@ -189,6 +189,7 @@ matmul_config matmul_default_config(gpu_context *ctx);
 
 typedef struct matmul_kernel {
     gpu_program prog;
+    gpu_program prep; /* f16 tiles: glsl/x_tiles.comp, the tokens' tiles made once */
     uint32_t type;
     matmul_config cfg;
     matvec_variant var; /* the epilogue; norm must be false */
@@ -208,7 +209,16 @@ typedef struct matmul_args {
     uint64_t rope_off;        /* QKV: token 0's row of the RoPE table */
     uint64_t bias_off;        /* QKV: Q|K|V biases */
     uint64_t k_off, v_off;    /* QKV: uint offsets of token 0's K and V in the cache */
+    /* f16 tiles: a buffer of at least matmul_xt_bytes for the tokens' tiles
+     * (x_tiles.comp), and whether an earlier matmul_record left this x's tiles
+     * there (same x, x_off, n_tok and columns, nothing written to it since) */
+    const gpu_buffer *xt;
+    bool xt_made;
 } matmul_args;
+
+/* The bytes of the tokens' tiles a matmul with f16 tiles needs (matmul_args.xt)
+ * for n_tok tokens of `cols` columns; 0 for the other tilings. */
+uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols);
 
 /* Records the product over every part of w. y is the output buffer (QKV:
  * the cache). */
