@@ -697,6 +697,9 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
 
 /* ---- matmul (prefill) ---------------------------------------------------- */
 
+/* x_tiles.comp's work group (one invocation a uvec4 of the tiles) */
+#define XT_WG 128u
+
 uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
 {
     if (!c->f16)
@@ -789,7 +792,7 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st == GLESLLM_OK && cfg->f16) {
         char pdef[48];
-        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, 128u);
+        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, XT_WG);
         st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
         if (st != GLESLLM_OK)
             gpu_program_destroy(&out->prog);
@@ -852,7 +855,7 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
             d.params[2] = (uint32_t)(a->x_off / 4);
             d.params[4] = (uint32_t)n;
             d.n_params = 5;
-            grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + 127) / 128);
+            grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + XT_WG - 1) / XT_WG);
             glesllm_status st = gpu_queue_dispatch(q, &d);
             if (st != GLESLLM_OK)
                 return st;
