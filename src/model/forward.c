@@ -1329,6 +1329,15 @@ static glesllm_status make_xt(gpu_model *gm)
                              &gm->xt);
 }
 
+/* A prefill matmul of x in the activation buffer into y, with the model's
+ * buffer for the f16 tiles' token tiles (every matmul of a chunk takes it). */
+static glesllm_status chunk_matmul(gpu_model *gm, const matmul_kernel *k, const gpu_weight *w,
+                                   const gpu_buffer *y, matmul_args a)
+{
+    a.xt = &gm->xt;
+    return matmul_record(gm->q, k, w, &gm->act, y, &a);
+}
+
 /* One chunk of n <= n_batch tokens at pos0; `last`: the final chunk of the
  * prefill, which computes what `flags` asks for the last token. */
 static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, unsigned flags,
@@ -1349,29 +1358,25 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             matmul_args a = { n, gm->bxn, gm->bq, act_stride(q_dim), g->qkv[i].row_base,
                               gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
                               gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
-            a.xt = &gm->xt;
             /* the parts share x: its tiles made once (when the kernels tile alike) */
             a.xt_made = i > 0 && g->qkv[i].mk->cfg.f16 && g->qkv[0].mk->cfg.f16;
-            st = matmul_record(gm->q, g->qkv[i].mk, &g->qkv[i].w, &gm->act, &g->cache, &a);
+            st = chunk_matmul(gm, g->qkv[i].mk, &g->qkv[i].w, &g->cache, a);
         }
         if (!st)
             st = record_prefill_attention(gm, g, pos0, n);
         if (!st) {
             matmul_args a = { n, gm->battn, gm->bx, emb };
-            a.xt = &gm->xt;
-            st = matmul_record(gm->q, g->mk_wo, &g->wo, &gm->act, &gm->act, &a);
+            st = chunk_matmul(gm, g->mk_wo, &g->wo, &gm->act, a);
         }
         if (!st)
             st = record_rms(gm, g->ffn_norm, gm->bx, gm->bxn, n);
         if (!st) {
             matmul_args a = { n, gm->bxn, gm->bhid, act_stride(hp->n_ff) };
-            a.xt = &gm->xt;
-            st = matmul_record(gm->q, g->mk_glu, &g->glu, &gm->act, &gm->act, &a);
+            st = chunk_matmul(gm, g->mk_glu, &g->glu, &gm->act, a);
         }
         if (!st) {
             matmul_args a = { n, gm->bhid, gm->bx, emb };
-            a.xt = &gm->xt;
-            st = matmul_record(gm->q, g->mk_down, &g->down, &gm->act, &gm->act, &a);
+            st = chunk_matmul(gm, g->mk_down, &g->down, &gm->act, a);
         }
     }
     if (!st && (flags & GPU_STEP_ALL_LOGITS)) {
@@ -1380,8 +1385,7 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
         for (uint32_t t0 = 0, b = 0; !st && t0 < n; t0 += gm->logits_rows, b++) {
             uint32_t cnt = n - t0 < gm->logits_rows ? n - t0 : gm->logits_rows;
             matmul_args a = { cnt, gm->bxn + t0 * emb, 0, vs };
-            a.xt = &gm->xt;
-            st = matmul_record(gm->q, gm->mk_out, gm->output, &gm->act, &gm->logits_all[b], &a);
+            st = chunk_matmul(gm, gm->mk_out, gm->output, &gm->logits_all[b], a);
         }
     }
     if (!st && last)

@@ -705,8 +705,8 @@ uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
     if (!c->f16)
         return 0;
     uint64_t bn = c->wg / 16 * c->tn;
-    /* a tile: bn tokens x 32 values as f16 */
-    return (n_tok + bn - 1) / bn * bn * ((cols + 31) / 32) * 64;
+    /* a tile: bn tokens x 32 values (a unit of the activation row) as f16 */
+    return (n_tok + bn - 1) / bn * bn * act_stride(cols) * 2;
 }
 
 uint32_t matmul_shared_bytes(const matmul_config *c)
