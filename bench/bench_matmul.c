@@ -70,7 +70,8 @@ static double time_matmul(uint32_t type, uint64_t rows, uint64_t cols, uint32_t 
         gpu_buffer_create(ctx, yn * sizeof(float), NULL, 0, "y", &by) != GLESLLM_OK)
         die("buffers");
     free(x);
-    matmul_config cfg = matmul_default_config(ctx);
+    matmul_config dflt = matmul_default_config(ctx);
+    matmul_config cfg = matmul_config_for(&dflt, rows); /* the engine's for these rows */
     matmul_kernel k;
     matvec_variant var = { MATVEC_STORE };
     if (matmul_build(ctx, type, &cfg, &var, &k) != GLESLLM_OK)

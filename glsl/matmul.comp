@@ -3,7 +3,7 @@
 // accumulation.
 // Bindings: 0 weights (weights.glsl), 1 x (vec4[]: the activation buffer;
 //           written too by QKV), 2 y (float[]; QKV: the layer's KV cache as
-//           uint[]), 3 (X_TILES) the tokens' tiles (x_tiles.comp).
+//           uint[]), 3 (F16_TILES) the tokens' tiles (x_tiles.comp).
 // Params: 0 rows in this dispatch (one weight part), 1 global row of its
 //         first row, 2 vec4 offset of token 0's x (token t at + t * W_UNITS * 8:
 //         activation rows are padded to 32 values), 4 N tokens,
@@ -25,11 +25,12 @@
 // holds the row slots tx + TX i (i < TM) and the token slots ty + TY j
 // (j < TN): eight neighbouring threads read eight neighbouring slots, whose
 // 36-float rows fall on distinct banks. F16_TILES: the weights are
-// dequantized in f16 arithmetic (w_unit_f16), the tokens' tile is held by
-// value instead (value k of tokens 2 p and 2 p + 1 an f16vec2, at the
-// swizzled x_idx(k, p)), the token slots of thread (tx, ty) are the pairs
-// ty + TY j (j < TN / 2), and each product is a weight times a pair of
-// tokens (a packed f16 multiply-add).
+// dequantized in f16 arithmetic (w_unit_f16) into rows of 4 uvec4 (8 f16
+// values each), the tokens' tile comes ready-made (x_tiles.comp) and is
+// held by value (value k of tokens 2 p and 2 p + 1 an f16 pair), thread
+// (tx, ty) holds the TN tokens TN ty .. TN ty + TN - 1 (TN / 2 pairs, one
+// load a value), and each product is a weight times a pair of tokens (a
+// packed f16 multiply-add).
 // With PAIRS (GLU, QKV) slot s < BM / 2 holds row 2 s of the tile and slot
 // s + BM / 2 row 2 s + 1, so a thread's slots i and i + TM / 2 are a pair of
 // rows.
@@ -37,10 +38,7 @@
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
 // 32 products of a row and a token added up in f16, then into the f32 sums;
-// F16_TILES_F32: the same kernel in f32 (below); X_TILES (with F16_TILES):
-// the tokens' tile comes ready-made from binding 3 (x_tiles.comp's layout,
-// made once for the product), copied into shared memory as it is, instead of
-// converted from x by every row block.
+// F16_TILES_F32: the same kernel in f32 (below).
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
@@ -70,7 +68,7 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 #if defined(GLU) || defined(QKV)
 #define PAIRS 1
 #endif
-#ifdef X_TILES
+#ifdef F16_TILES
 // x_tiles.comp's tiles: NQ uvec4 a tile (BN tokens of one unit), tile (b, u)
 // at (b W_UNITS + u) NQ
 layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
@@ -93,32 +91,31 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 #define TSTORE(v) (v)
 #endif
 
-shared TVEC ws[BM * RS];
 #ifdef F16_TILES
-// the tokens' tile by value: xp[x_idx(k, p)] holds value k of tokens 2 p
-// and 2 p + 1
-shared f16vec2 xp[32u * (BN / 2u)];
-
-// Where value k (of the unit) of token pair p sits in xp. Staging, the 32
-// invocations of a subgroup write values 4 (i % 8) + c of pairs i / 8 (c
-// fixed): unswizzled, a row of BN / 2 = 16 words, the eight values fell on
-// one bank (8-way conflicts). Flipping the lowest bit of k for k >= 16 and
-// XOR-ing p with 4 ((k / 4) % 4) puts them on 32 banks; the compute loop's
-// k is a constant there, so reading costs nothing more. On an H100 the
-// matmul (14336x4096 Q4_0, 512 tokens) went 1420 -> 1354 us
-// (bench/RESULTS.md, session 14).
-uint x_idx(uint k, uint p)
-{
-#ifdef X_TILES
-    // copied as x_tiles.comp lays it out (a subgroup's stores are 32
-    // consecutive words): value k of pair p at k BN / 2 + p. The compute
-    // loop's reads at one k are two addresses a subgroup, a broadcast
-    // whatever the layout.
-    return k * (BN / 2u) + p;
-#endif
-    return (k ^ ((k >> 4u) & 1u)) * (BN / 2u) + (p ^ ((((k >> 2u) & 3u) << 2u) & (BN / 2u - 1u)));
-}
+// The weights' tile: row slot i's 32 values at uvec4 i RS4 + m (values
+// 8 m .. 8 m + 7 as f16 pairs), padded by one uvec4 so that 8 consecutive
+// rows' uvec4 m fall on 32 banks. The tokens' tile: the words of value k of
+// the token pairs (k BN / 2 + p, x_tiles.comp's order) as BVEC, TN / 2 pairs
+// each: thread (tx, ty)'s pairs of value k are xq[k TY + ty].
+// A subgroup of 32 (below, main) holds 8 row slots x 4 token slots: per 8
+// values, one 16-byte load a row slot (8 rows: 128 bytes, one pass of the
+// banks), per value one load of the thread's pairs (4 addresses). Before,
+// each value took TN / 2 loads of 4 bytes and the row slots 2 of 8, twice
+// the shared-memory traffic per multiply-add. On an H200 (bench/RESULTS.md,
+// session 31), with 8 tokens a thread instead of 4 (weights.c
+// matmul_default_config), the matmul (512 tokens) at 14336x4096 went 1292
+// -> 1210 us for Q4_0 (1351 -> 1198 Q4_K, 1528 -> 1278 Q6_K, 1402 -> 1250
+// Q8_0); pp512 of Mistral-7B Q4_0 2850 -> 2987 tok/s.
+#define RS4 5u
+shared uvec4 wsq[BM * RS4];
+#if TN == 8
+#define BVEC uvec4
 #else
+#define BVEC uvec2
+#endif
+shared BVEC xq[32u * TY];
+#else
+shared TVEC ws[BM * RS];
 shared TVEC xs[BN * RS];
 #endif
 
@@ -138,20 +135,17 @@ uint slot_row(uint s)
 uint slot_tok(uint ty, int j)
 {
 #ifdef F16_TILES
-    return 2u * (ty + TY * uint(j / 2)) + uint(j & 1);
+    return uint(TN) * ty + uint(j);
 #else
     return ty + TY * uint(j);
 #endif
 }
 
 // What an invocation stages of a unit: WPER weight units (a row slot's
-// each) and XPER items of the tokens' x (a vec4 of a token; f16: of two).
+// each) and XPER items of the tokens' x (a vec4 of a token; the f16 tiles
+// copy TN / 4 uvec4 of the ready-made tile instead).
 #define WPER ((16 * TM + WG_SIZE - 1) / WG_SIZE)
-#ifdef F16_TILES
-#define XPER (((WG_SIZE / 16) * TN * 4 + WG_SIZE - 1) / WG_SIZE)
-#else
 #define XPER (((WG_SIZE / 16) * TN * 8 + WG_SIZE - 1) / WG_SIZE)
-#endif
 
 // x vec4 k4 of token tok of the tile for unit u (zeros past the tokens)
 vec4 x_vec(uint tok, uint u, uint k4, uint n_tok)
@@ -186,20 +180,13 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
             sw[m * 8 + k] = TSTORE(v[k]);
 #endif
     }
-#if defined(X_TILES)
+#ifdef F16_TILES
     // NQ = WG_SIZE TN / 4 uvec4 a tile: TN / 4 an invocation, loaded now and
     // stored after the weights
 #define NQ (4u * BN)
     uvec4 xw[TN / 4];
     for (int m = 0; m < TN / 4; m++)
         xw[m] = xt[(gl_WorkGroupID.y * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
-#elif defined(F16_TILES)
-    vec4 x2[XPER][2];
-    for (int m = 0; m < XPER; m++) {
-        uint i = t + uint(m * WG_SIZE), p = i / 8u, k4 = i % 8u;
-        for (int e = 0; e < 2; e++)
-            x2[m][e] = x_vec(tok0 + 2u * p + uint(e), u, k4, p < BN / 2u ? n_tok : 0u);
-    }
 #else
     TVEC sx[XPER];
     for (int m = 0; m < XPER; m++) {
@@ -212,26 +199,34 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
         // (a test the compiler drops where the invocations cover the rows
         // exactly, the default tiling: pp512 of Mistral-7B Q4_0 2837.6 ->
         // 2845.5 tok/s on an H200, bench/RESULTS.md session 30)
-        if (WPER * WG_SIZE == 16 * TM || i < BM)
+        if (WPER * WG_SIZE == 16 * TM || i < BM) {
+#ifdef F16_TILES
+            for (int k = 0; k < 4; k++) {
+                f16vec4 a = sw[m * 8 + 2 * k], b = sw[m * 8 + 2 * k + 1];
+                wsq[i * RS4 + uint(k)] = uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw),
+                                               packFloat2x16(b.xy), packFloat2x16(b.zw));
+            }
+#else
             for (int k = 0; k < 8; k++)
                 ws[i * RS + uint(k)] = sw[m * 8 + k];
+#endif
+        }
     }
-#ifdef X_TILES
-    for (int m = 0; m < TN / 4; m++)
-        for (int c = 0; c < 4; c++)
-            xp[uint(c) * NQ + t + uint(m * WG_SIZE)] = unpackFloat2x16(xw[m][c]);
+#ifdef F16_TILES
+    for (int m = 0; m < TN / 4; m++) {
+        uint i = t + uint(m * WG_SIZE);
+#if TN == 8
+        xq[i] = xw[m];
+#else
+        xq[2u * i] = xw[m].xy;
+        xq[2u * i + 1u] = xw[m].zw;
+#endif
+    }
 #else
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE);
-#ifdef F16_TILES
-        uint p = i / 8u, k = (i % 8u) * 4u;  // vec4 k4 holds values 4 k4 .. 4 k4 + 3
-        if (p < BN / 2u)
-            for (int c = 0; c < 4; c++)
-                xp[x_idx(k + uint(c), p)] = f16vec2(x2[m][0][c], x2[m][1][c]);
-#else
         if (i < BN * 8u)
             xs[(i / 8u) * RS + i % 8u] = sx[m];
-#endif
     }
 #endif
 }
@@ -241,6 +236,12 @@ void main()
     uint rows = PARAM_U(0), n_tok = PARAM_U(4);
     uint row0 = gl_WorkGroupID.x * BM, tok0 = gl_WorkGroupID.y * BN;
     uint t = gl_LocalInvocationIndex, tx = t % TX, ty = t / TX;
+#if defined(F16_TILES) && WG_SIZE % 64 == 0
+    // a subgroup of 32 holds 8 row slots x 4 token slots (bits 0-2 and 5 of
+    // t give the row slot, bits 3-4 and 6.. the token slot)
+    tx = (t & 7u) | ((t >> 2u) & 8u);
+    ty = ((t >> 3u) & 3u) | ((t >> 6u) << 2u);
+#endif
 
     float acc[TM][TN];
     for (int i = 0; i < TM; i++)
@@ -257,17 +258,20 @@ void main()
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
-        for (uint k4 = 0u; k4 < 8u; k4++) {
-            f16vec4 a[TM];
+        for (uint k8 = 0u; k8 < 4u; k8++) {
+            uvec4 a[TM];
             for (int i = 0; i < TM; i++)
-                a[i] = ws[(tx + TX * uint(i)) * RS + k4];
-            for (int c = 0; c < 4; c++) {  // value 4 k4 + c
+                a[i] = wsq[(tx + TX * uint(i)) * RS4 + k8];
+            for (int c = 0; c < 8; c++) {  // value 8 k8 + c
+                BVEC bv = xq[(k8 * 8u + uint(c)) * TY + ty];
                 f16vec2 b[TN / 2];
                 for (int j = 0; j < TN / 2; j++)
-                    b[j] = xp[x_idx(k4 * 4u + uint(c), ty + TY * uint(j))];
-                for (int i = 0; i < TM; i++)
+                    b[j] = unpackFloat2x16(bv[j]);
+                for (int i = 0; i < TM; i++) {
+                    float16_t av = unpackFloat2x16(a[i][c >> 1])[c & 1];
                     for (int j = 0; j < TN / 2; j++)
-                        h[i][j] += a[i][c] * b[j];
+                        h[i][j] += av * b[j];
+                }
             }
         }
         for (int i = 0; i < TM; i++)

@@ -7,11 +7,10 @@
 //         2 vec4 offset of token 0's x, 4 N tokens.
 // Defines: BN tokens a tile (a work group's), WG_SIZE.
 // Tile (b, u), tokens b BN .. b BN + BN - 1 of unit u (values 32 u ..
-// 32 u + 31), is NQ = 4 BN uvec4 at uvec4 (b U + u) NQ. Its word w holds
-// value k of tokens 2 p and 2 p + 1 (w = k BN / 2 + p) as packHalf2x16; the
-// words sit so that a work group of matmul.comp copies uvec4 i of the tile
-// (invocation i % WG_SIZE) into xp[c NQ + i] for its components c: word w
-// at uint 4 (w % NQ) + w / NQ. Tokens past N are zeros.
+// 32 u + 31), is NQ = 4 BN uvec4 at uvec4 (b U + u) NQ. Its word w = k BN /
+// 2 + p holds value k of tokens 2 p and 2 p + 1 as packHalf2x16 (matmul.comp
+// copies the tile as it is: a thread's pairs of a value are consecutive
+// words). Tokens past N are zeros.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -43,6 +42,6 @@ void main()
     uint base = tile * NQ * 4u;
     for (int c = 0; c < 4; c++) {
         uint w = (k4 * 4u + uint(c)) * (uint(BN) / 2u) + p;
-        xt[base + 4u * (w % NQ) + w / NQ] = packHalf2x16(vec2(v[0][c], v[1][c]));
+        xt[base + w] = packHalf2x16(vec2(v[0][c], v[1][c]));
     }
 }

@@ -51,7 +51,7 @@ struct gpu_model {
     uint32_t n_kernels;
     matmul_kernel mkernels[MAX_KERNELS];
     uint32_t n_mkernels;
-    matmul_config mcfg;
+    matmul_config mcfg, mcfg32; /* the prefill tiling; f32 tiles (F32 weights) */
     const matmul_kernel *mk_out;
     const matvec_kernel *vk_out;
     /* prefills of at most n_small tokens: multi-token matvecs (multi_nt
@@ -184,28 +184,29 @@ static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uin
     return get_matvec(gm, type, rows, cols, &v, out);
 }
 
-static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v)
+static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v,
+                        const matmul_config *c)
 {
-    return k->type == type && k->var.epilogue == v->epilogue && k->var.q_dim == v->q_dim &&
+    return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 &&
+           k->var.epilogue == v->epilogue && k->var.q_dim == v->q_dim &&
            k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim && k->var.bias == v->bias;
 }
 
-static glesllm_status get_matmul(gpu_model *gm, uint32_t type, const matvec_variant *var,
-                                 const matmul_kernel **out)
+static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
+                                 const matvec_variant *var, const matmul_kernel **out)
 {
     matvec_variant v = *var;
     v.norm = v.norm_scale = v.norm_out = false; /* prefill normalises in its own dispatch */
+    /* f16 tiles for the quantized and 16-bit types; F32 weights stay f32 */
+    matmul_config cfg = type == GGML_TYPE_F32 ? gm->mcfg32 : matmul_config_for(&gm->mcfg, rows);
     for (uint32_t i = 0; i < gm->n_mkernels; i++)
-        if (same_matmul(&gm->mkernels[i], type, &v)) {
+        if (same_matmul(&gm->mkernels[i], type, &v, &cfg)) {
             *out = &gm->mkernels[i];
             return GLESLLM_OK;
         }
     if (gm->n_mkernels == MAX_KERNELS)
         return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matmul variants",
                        MAX_KERNELS);
-    /* f16 tiles for the quantized and 16-bit types; F32 weights stay f32 */
-    matmul_config cfg = gm->mcfg;
-    cfg.f16 = cfg.f16 && type != GGML_TYPE_F32;
     glesllm_status st = matmul_build(gm->ctx, type, &cfg, &v, &gm->mkernels[gm->n_mkernels]);
     if (st != GLESLLM_OK)
         return st;
@@ -375,7 +376,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         s->row_base = row_base;
         row_base += s->w.rows;
         if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)) ||
-            (st = get_matmul(gm, s->w.type, &qkv, &s->mk)) ||
+            (st = get_matmul(gm, s->w.type, s->w.rows, &qkv, &s->mk)) ||
             (st = get_multi(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->vk)))
             return st;
         for (uint32_t k = i; k < j; k++)
@@ -387,7 +388,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = gpu_weight_upload(gm->ctx, l->wo.name, l->wo.type, l->wo.rows, l->wo.cols, l->wo.data,
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)) ||
-        (st = get_matmul(gm, l->wo.type, &add, &g->mk_wo)) ||
+        (st = get_matmul(gm, l->wo.type, l->wo.rows, &add, &g->mk_wo)) ||
         (st = get_multi(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->vk_wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
@@ -400,14 +401,14 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
     if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
         (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)) ||
-        (st = get_matmul(gm, g->glu.type, &glu, &g->mk_glu)) ||
+        (st = get_matmul(gm, g->glu.type, g->glu.rows, &glu, &g->mk_glu)) ||
         (st = get_multi(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->vk_glu)))
         return st;
     progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
     if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
                                 l->down.data, 0, &g->down)) ||
         (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)) ||
-        (st = get_matmul(gm, l->down.type, &add, &g->mk_down)) ||
+        (st = get_matmul(gm, l->down.type, l->down.rows, &add, &g->mk_down)) ||
         (st = get_multi(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->vk_down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
@@ -723,7 +724,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     matvec_variant store = { MATVEC_STORE };
     if ((st = get_matvec(gm, gm->output->type, gm->output->rows, gm->output->cols, &head,
                          &gm->k_out)) ||
-        (st = get_matmul(gm, gm->output->type, &store, &gm->mk_out)) ||
+        (st = get_matmul(gm, gm->output->type, gm->output->rows, &store, &gm->mk_out)) ||
         (st = get_multi(gm, gm->output->type, gm->output->rows, gm->output->cols, &head_norm,
                         &gm->vk_out)))
         return st;
@@ -788,8 +789,9 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         gm->n_small = gm->n_batch;
     gm->multi_nt = env_nt ? (uint32_t)env_nt : multi_tokens(gm->n_small);
     gm->mcfg = matmul_default_config(ctx);
+    gm->mcfg32 = matmul_f32_config(ctx);
     if (opt->f32_tiles)
-        gm->mcfg.f16 = false;
+        gm->mcfg = gm->mcfg32;
     gm->kv = opt->kv;
     gm->cand_k = 40;
     gm->fuse_norm = fuse != 0;

@@ -711,20 +711,25 @@ uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
 
 uint32_t matmul_shared_bytes(const matmul_config *c)
 {
+    if (c->f16) /* a row 5 uvec4, a token's 32 values in f16 */
+        return 16u * c->tm * 80u + c->wg / 16u * c->tn * 64u;
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }
 
-matmul_config matmul_default_config(gpu_context *ctx)
+static matmul_config default_tiles(gpu_context *ctx, bool f16)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
-     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations. f16
+     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations with f32
+     * tiles; with f16 tiles 8 x 8 (4 x 8 for fewer rows, matmul_config_for)
+     * since their shared-memory loads were halved (session 31: pp512 of
+     * Mistral-7B Q4_0 2850 -> 2987 tok/s, Q4_K_M 2657 -> 2871). f16
      * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
      * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
      * product a weight times a pair of tokens (session 10); every shared
      * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
      * prefill logits move from decode's by a few 1e-3 of the largest. */
-    matmul_config c = { 128, 8, 4, false, gpu_context_caps(ctx)->f16_types };
+    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16 };
     /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
      * the tiles in mediump (f16 arithmetic where the driver has it: faster on
      * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
@@ -736,6 +741,7 @@ matmul_config matmul_default_config(gpu_context *ctx)
         c.tn = v[2];
         c.half = v[3] == 1;
         c.f16 = v[3] == 2;
+        c.by_rows = false;
     }
     if (c.wg > L->max_invocations)
         c.wg = 128;
@@ -746,6 +752,34 @@ matmul_config matmul_default_config(gpu_context *ctx)
             c.tn = 4;
     }
     return c;
+}
+
+matmul_config matmul_default_config(gpu_context *ctx)
+{
+    return default_tiles(ctx, gpu_context_caps(ctx)->f16_types);
+}
+
+matmul_config matmul_f32_config(gpu_context *ctx)
+{
+    matmul_config c = default_tiles(ctx, false);
+    c.f16 = false; /* (GLESLLM_MATMUL's 2 too) */
+    return c;
+}
+
+matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
+{
+    /* 8 rows a thread make 128-row blocks: a product of 4096 or 6144 rows
+     * then has too few work groups to fill the GPU at 3 a multiprocessor.
+     * On an H200 (bench/RESULTS.md, session 31), 512 tokens, Q4_0 us: 4096 x
+     * 14336 1399 (8 rows) -> 1357 (4 rows), 6144 x 4096 574 -> 554, 4096 x 4096
+     * 407 -> 384; 14336 x 4096 1210 (8) against 1230 (4). (Q4_K alone ran
+     * faster with 8 rows at 4096 rows too, but pp512 of the Q4_K_M model with
+     * 4 rows there was 2871 tok/s against 2859 with 8 for its Q4_K and Q6_K
+     * products.) */
+    matmul_config r = *c;
+    if (c->by_rows && rows < 8192)
+        r.tm = 4;
+    return r;
 }
 
 glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,

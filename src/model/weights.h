@@ -178,6 +178,7 @@ typedef struct matmul_config {
                              (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
                              there, except for F32 weights in a model; without
                              the types, the same kernel in f32 arithmetic) */
+    bool by_rows;         /* tm picked for each product's rows (matmul_config_for) */
 } matmul_config;
 
 /* The shared memory a tiling's work group uses (bytes), for matmul_build's
@@ -186,6 +187,12 @@ uint32_t matmul_shared_bytes(const matmul_config *c);
 
 /* The largest tiles the context's limits allow (shared memory, invocations). */
 matmul_config matmul_default_config(gpu_context *ctx);
+/* The same with f32 tiles (F32 weights, or f16 tiles turned off). */
+matmul_config matmul_f32_config(gpu_context *ctx);
+
+/* The tiling for a product of `rows` rows: c itself, or with by_rows 4 rows
+ * a thread where 8 would leave too few work groups. */
+matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
 
 typedef struct matmul_kernel {
     gpu_program prog;
