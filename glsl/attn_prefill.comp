@@ -11,8 +11,17 @@
 //         after another, HEAD_DIM each), 3 float offset of query 0's output,
 //         4 floats per query in both, 5 K uint offset, 6 V uint offset.
 // Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
-// KV_DIM, BQ, BKV, LPQ (lanes per query: BQ * LPQ <= WG_SIZE, LPQ divides
-// HEAD_DIM / 2; lane l of a query owns output dimensions DPT l .. DPT l + DPT - 1).
+// KV_DIM, BQ, BKV (powers of two, BKV <= 2 WG_SIZE), LPQ (lanes per query:
+// BQ * LPQ <= WG_SIZE, LPQ divides HEAD_DIM / 2; lane l of a query owns
+// output dimensions DPT l .. DPT l + DPT - 1).
+// A tile's scores: thread (qq, jj) of a QT x JT grid takes SQ queries
+// (qq + QT a) x SJ positions (jj + JT b), its SQ SJ dot products sharing
+// each load of a pair of K values and of Q (SJ 2 where a tile has at least
+// 2 WG_SIZE scores, else 1). Then every lane of a query
+// reads the query's BKV scores and keeps the running max and sum itself
+// (the same values in each lane): no serial pass and no barrier between
+// the softmax and the output.
+#pragma optionNV(unroll all)
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -31,7 +40,15 @@ shared float qs[BQ * HEAD_DIM];
 shared uint ks[BKV * KSI];
 shared uint vs[BKV * KSI];
 shared float ps[BQ * BKV];
-shared float alpha_s[BQ];
+
+#if BQ * BKV >= 2 * WG_SIZE
+#define SJ 2
+#else
+#define SJ 1
+#endif
+#define JT (BKV / SJ)                                   // position slots
+#define QT (BQ < WG_SIZE / JT ? BQ : WG_SIZE / JT)      // query slots
+#define SQ (BQ / QT)                                    // queries a thread
 
 void main()
 {
@@ -53,7 +70,7 @@ void main()
     float o[DPTI];
     for (uint d = 0u; d < DPT; d++)
         o[d] = 0.0;
-    float m = -1.0e30, l = 0.0;  // running max and sum (kept by the query's lanes)
+    float m = -1.0e30, l = 0.0;  // running max and sum (each lane of the query keeps them)
 
     for (uint p0 = 0u; p0 < kv_end; p0 += uint(BKV)) {
         barrier();  // the previous tile is consumed
@@ -69,44 +86,45 @@ void main()
             vs[j * KS + d2] = vv;
         }
         barrier();
-        for (uint e = t; e < uint(BQ * BKV); e += uint(WG_SIZE)) {
-            uint q = e / uint(BKV), j = e % uint(BKV);
-            float s = -1.0e30;
-            if (p0 + j <= pos0 + qb + q) {  // causal (also keeps p0 + j < kv_end)
-                s = 0.0;
-                for (uint d2 = 0u; d2 < H2; d2++) {
-                    vec2 k = unpackHalf2x16(ks[j * KS + d2]);
-                    s += qs[q * uint(HEAD_DIM) + 2u * d2] * k.x +
-                         qs[q * uint(HEAD_DIM) + 2u * d2 + 1u] * k.y;
+        if (t < uint(QT * JT)) {
+            uint qq = t / uint(JT), jj = t % uint(JT);
+            float s[SQ][SJ];
+            for (int a = 0; a < SQ; a++)
+                for (int b = 0; b < SJ; b++)
+                    s[a][b] = 0.0;
+            for (uint d2 = 0u; d2 < H2; d2++) {
+                vec2 k[SJ];
+                for (int b = 0; b < SJ; b++)
+                    k[b] = unpackHalf2x16(ks[(jj + uint(JT * b)) * KS + d2]);
+                for (int a = 0; a < SQ; a++) {
+                    uint qi = (qq + uint(QT * a)) * uint(HEAD_DIM) + 2u * d2;
+                    vec2 qv = vec2(qs[qi], qs[qi + 1u]);
+                    for (int b = 0; b < SJ; b++)
+                        s[a][b] += dot(qv, k[b]);
                 }
             }
-            ps[e] = s;
-        }
-        barrier();
-        // softmax bookkeeping: one lane per query
-        if (t < uint(BQ)) {
-            float mx = m;
-            for (uint j = 0u; j < uint(BKV); j++)
-                mx = max(mx, ps[t * uint(BKV) + j]);
-            float sum = 0.0;
-            for (uint j = 0u; j < uint(BKV); j++) {
-                float s = ps[t * uint(BKV) + j];
-                float e = s > -1.0e29 ? exp(s - mx) : 0.0;
-                ps[t * uint(BKV) + j] = e;
-                sum += e;
-            }
-            float a = exp(m - mx);
-            alpha_s[t] = a;
-            m = mx;
-            l = l * a + sum;
+            for (int a = 0; a < SQ; a++)
+                for (int b = 0; b < SJ; b++) {
+                    uint q = qq + uint(QT * a), j = jj + uint(JT * b);
+                    // causal (also keeps p0 + j < kv_end)
+                    ps[q * uint(BKV) + j] = p0 + j <= pos0 + qb + q ? s[a][b] : -1.0e30;
+                }
         }
         barrier();
         if (owner) {
-            float a = alpha_s[mq];
+            // the running max and sum, in every lane of the query
+            float mx = m;
+            for (uint j = 0u; j < uint(BKV); j++)
+                mx = max(mx, ps[mq * uint(BKV) + j]);
+            float a = exp(m - mx);
+            m = mx;
+            l *= a;
             for (uint d = 0u; d < DPT; d++)
                 o[d] *= a;
             for (uint j = 0u; j < uint(BKV); j++) {
-                float pj = ps[mq * uint(BKV) + j];
+                float sj = ps[mq * uint(BKV) + j];
+                float pj = sj > -1.0e29 ? exp(sj - mx) : 0.0;
+                l += pj;
                 for (uint d = 0u; d < DPT; d += 2u) {
                     vec2 v = unpackHalf2x16(vs[j * KS + (d0 + d) / 2u]);
                     o[d] += pj * v.x;
@@ -115,13 +133,8 @@ void main()
             }
         }
     }
-    // the sums live with lanes t < BQ: pass them on through shared memory
-    barrier();
-    if (t < uint(BQ))
-        alpha_s[t] = l;
-    barrier();
     if (owner && qb + mq < n) {
-        float inv = 1.0 / alpha_s[mq];
+        float inv = 1.0 / l;
         uint base = PARAM_U(3) + (qb + mq) * stride + h * uint(HEAD_DIM) + d0;
         for (uint d = 0u; d < DPT; d++)
             act[base + d] = o[d] * inv;

@@ -214,19 +214,24 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
     return GLESLLM_OK;
 }
 
-/* The prefill attention's tiles: the largest that fit the shared memory, of at
+/* The prefill attention's tiles: the first of the list that fits the shared memory, of at
  * most most_bq queries a work group. */
 static glesllm_status build_prefill_attention(gpu_model *gm, uint32_t most_bq, gpu_program *prog,
                                               uint32_t *pre_bq)
 {
     const model_hparams *hp = &gm->m->hp;
     uint32_t hd = hp->head_dim, wg = 128, max_shared = gpu_context_limits(gm->ctx)->max_shared_bytes;
-    static const uint32_t tiles[][2] = { { 16, 32 }, { 8, 32 }, { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
+    /* Small tiles keep a work group's shared memory small, so that several
+     * run on a multiprocessor: on an H200, a 512-token prefill of Mistral-7B
+     * (bench/RESULTS.md, session 31), us a layer: 16 x 32 (26.3 KiB) 978,
+     * 16 x 16 548, 8 x 32 550, 8 x 16 (12.6 KiB) 452; pp512 of the Q4_0 model
+     * 3020 -> 3164 tok/s from 16 x 32 to 8 x 16. (Few tokens: 4 x 32, 45 us.) */
+    static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         uint32_t bq = tiles[i][0], bkv = tiles[i][1];
         if (bq > most_bq)
             continue;
-        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv + bq);
+        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
         if (bytes > max_shared)
             continue;
         uint32_t lpq = 1;
