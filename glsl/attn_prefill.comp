@@ -17,10 +17,10 @@
 // A tile's scores: thread (qq, jj) of a QT x JT grid takes SQ queries
 // (qq + QT a) x SJ positions (jj + JT b), its SQ SJ dot products sharing
 // each load of a pair of K values and of Q (SJ 2 where a tile has at least
-// 2 WG_SIZE scores, else 1). Then every lane of a query
-// reads the query's BKV scores and keeps the running max and sum itself
-// (the same values in each lane): no serial pass and no barrier between
-// the softmax and the output.
+// 2 WG_SIZE scores, else 1). Then every lane of a query reads the query's
+// BKV scores and keeps the running max and sum itself (the same values in
+// each lane): no serial pass and no barrier between the softmax and the
+// output (forward.c build_prefill_attention has the figures).
 #pragma optionNV(unroll all)
 #include "common.glsl"
 
