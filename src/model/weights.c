@@ -821,8 +821,6 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
      * of Mistral-7B Q4_0 2658 -> 2834 tok/s, Q4_K_M 2439 -> 2652, with the
      * same greedy ids. (The copy with a bounds test on each uvec4, which
      * never fails, gained only 0.4% on Q4_0.) */
-    if (cfg->f16)
-        strncat(defines, "\nX_TILES 1", sizeof defines - strlen(defines) - 1);
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st == GLESLLM_OK && cfg->f16) {
         char pdef[48];
