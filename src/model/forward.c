@@ -1365,8 +1365,10 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             matmul_args a = { n, gm->bxn, gm->bq, act_stride(q_dim), g->qkv[i].row_base,
                               gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
                               gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
-            /* the parts share x: its tiles made once (when the kernels tile alike) */
-            a.xt_made = i > 0 && g->qkv[i].mk->cfg.f16 && g->qkv[0].mk->cfg.f16;
+            /* the parts share x: its tiles made once (when the kernels tile the
+             * tokens alike; their rows a thread may differ) */
+            const matmul_config *c0 = &g->qkv[0].mk->cfg, *ci = &g->qkv[i].mk->cfg;
+            a.xt_made = i > 0 && c0->f16 && ci->f16 && c0->wg == ci->wg && c0->tn == ci->tn;
             st = chunk_matmul(gm, g->qkv[i].mk, &g->qkv[i].w, &g->cache, a);
         }
         if (!st)
