@@ -38,7 +38,8 @@
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
 // 32 products of a row and a token added up in f16, then into the f32 sums;
-// F16_TILES_F32: the same kernel in f32 (below).
+// F16_TILES_F32: the same kernel in f32 (below); DUP_W (with F16_TILES): the
+// weights' tile holds (w, w) pairs (below, at RS4).
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
@@ -106,7 +107,21 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 // matmul_default_config), the matmul (512 tokens) at 14336x4096 went 1292
 // -> 1210 us for Q4_0 (1351 -> 1198 Q4_K, 1528 -> 1278 Q6_K, 1402 -> 1250
 // Q8_0); pp512 of Mistral-7B Q4_0 2850 -> 2987 tok/s.
+//
+// DUP_W: the weights' tile holds each value twice, (w, w) in a word (rows
+// of 8 + 1 uvec4: values 4 m .. 4 m + 3 in uvec4 m), so that each product
+// is a pair times a pair. NVIDIA's compiler runs a half times a pair (the
+// layout above) at half the rate of a pair times a pair (bench_flops: 64.6
+// against 127.7 TFLOP/s on an H200). The tile is nearly twice the size
+// (22.5 KiB a group with the tokens' tile, against 14); the default with
+// f16 tiles (weights.c default_tiles): pp512 of Mistral-7B Q4_0 3164 ->
+// 3470 tok/s on an H200 with matmul_config_for's rows a thread
+// (bench/RESULTS.md, session 32). Same products, same order: same sums.
+#ifdef DUP_W
+#define RS4 9u
+#else
 #define RS4 5u
+#endif
 shared uvec4 wsq[BM * RS4];
 #if TN == 8
 #define BVEC uvec4
@@ -200,7 +215,13 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
         // exactly, the default tiling: pp512 of Mistral-7B Q4_0 2837.6 ->
         // 2845.5 tok/s on an H200, bench/RESULTS.md session 30)
         if (WPER * WG_SIZE == 16 * TM || i < BM) {
-#ifdef F16_TILES
+#if defined(F16_TILES) && defined(DUP_W)
+            for (int k = 0; k < 8; k++) {
+                f16vec4 a = sw[m * 8 + k];
+                wsq[i * RS4 + uint(k)] = uvec4(packFloat2x16(a.xx), packFloat2x16(a.yy),
+                                               packFloat2x16(a.zz), packFloat2x16(a.ww));
+            }
+#elif defined(F16_TILES)
             for (int k = 0; k < 4; k++) {
                 f16vec4 a = sw[m * 8 + 2 * k], b = sw[m * 8 + 2 * k + 1];
                 wsq[i * RS4 + uint(k)] = uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw),
@@ -259,6 +280,24 @@ void main()
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
         for (uint k8 = 0u; k8 < 4u; k8++) {
+#ifdef DUP_W
+          for (uint hf = 0u; hf < 2u; hf++) {  // (the same order of products)
+            uvec4 a[TM];
+            for (int i = 0; i < TM; i++)
+                a[i] = wsq[(tx + TX * uint(i)) * RS4 + 2u * k8 + hf];
+            for (int c = 0; c < 4; c++) {  // value 8 k8 + 4 hf + c
+                BVEC bv = xq[(k8 * 8u + 4u * hf + uint(c)) * TY + ty];
+                f16vec2 b[TN / 2];
+                for (int j = 0; j < TN / 2; j++)
+                    b[j] = unpackFloat2x16(bv[j]);
+                for (int i = 0; i < TM; i++) {
+                    f16vec2 av = unpackFloat2x16(a[i][c]);  // (w, w)
+                    for (int j = 0; j < TN / 2; j++)
+                        h[i][j] += av * b[j];
+                }
+            }
+          }
+#else
             uvec4 a[TM];
             for (int i = 0; i < TM; i++)
                 a[i] = wsq[(tx + TX * uint(i)) * RS4 + k8];
@@ -273,6 +312,7 @@ void main()
                         h[i][j] += av * b[j];
                 }
             }
+#endif
         }
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++) {

@@ -187,7 +187,7 @@ static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uin
 static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v,
                         const matmul_config *c)
 {
-    return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 &&
+    return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
            k->var.epilogue == v->epilogue && k->var.q_dim == v->q_dim &&
            k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim && k->var.bias == v->bias;
 }

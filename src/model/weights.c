@@ -101,7 +101,7 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 #define MULTI_SPLIT_USE                                                                       \
     "wg,tpr,nr[,xb] (work-group size, lanes a row, rows a thread, and invocations on one unit " \
     "of x: a power of two up to 64)"
-#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2] (work-group size, rows and tokens a thread, tiles)"
+#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
 
 glesllm_status weights_env_check(void)
@@ -117,7 +117,7 @@ glesllm_status weights_env_check(void)
                        "GLESLLM_MULTI=%s is not known; use " MULTI_SPLIT_USE,
                        getenv("GLESLLM_MULTI"));
     n = env_uints("GLESLLM_MATMUL", v, 3, 4);
-    if (n < 0 || (n == 4 && v[3] > 2))
+    if (n < 0 || (n == 4 && v[3] > 3))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
                        getenv("GLESLLM_MATMUL"));
@@ -711,8 +711,8 @@ uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
 
 uint32_t matmul_shared_bytes(const matmul_config *c)
 {
-    if (c->f16) /* a row 5 uvec4, a token's 32 values in f16 */
-        return 16u * c->tm * 80u + c->wg / 16u * c->tn * 64u;
+    if (c->f16) /* a row 5 uvec4 (dup: 9), a token's 32 values in f16 */
+        return 16u * c->tm * (c->dup ? 144u : 80u) + c->wg / 16u * c->tn * 64u;
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }
 
@@ -729,18 +729,22 @@ static matmul_config default_tiles(gpu_context *ctx, bool f16)
      * product a weight times a pair of tokens (session 10); every shared
      * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
      * prefill logits move from decode's by a few 1e-3 of the largest. */
-    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16 };
+    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16 };
     /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
      * the tiles in mediump (f16 arithmetic where the driver has it: faster on
      * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
-     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5) */
+     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5), each a
+     * weight times a pair of tokens, 3 the same with the weights' values
+     * doubled, each product a pair times a pair (matmul_config.dup: the
+     * default with f16 tiles) */
     unsigned v[4] = { 0, 0, 0, 0 };
     if (env_uints("GLESLLM_MATMUL", v, 3, 4) >= 3) { /* else weights_env_check's error */
         c.wg = v[0];
         c.tm = v[1];
         c.tn = v[2];
         c.half = v[3] == 1;
-        c.f16 = v[3] == 2;
+        c.f16 = v[3] == 2 || v[3] == 3;
+        c.dup = v[3] == 3;
         c.by_rows = false;
     }
     if (c.wg > L->max_invocations)
@@ -762,22 +766,28 @@ matmul_config matmul_default_config(gpu_context *ctx)
 matmul_config matmul_f32_config(gpu_context *ctx)
 {
     matmul_config c = default_tiles(ctx, false);
-    c.f16 = false; /* (GLESLLM_MATMUL's 2 too) */
+    c.f16 = false; /* (GLESLLM_MATMUL's 2 and 3 too) */
+    c.dup = false;
     return c;
 }
 
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
 {
-    /* 8 rows a thread make 128-row blocks: a product of 4096 or 6144 rows
-     * then has too few work groups to fill the GPU at 3 a multiprocessor.
-     * On an H200 (bench/RESULTS.md, session 31), 512 tokens, Q4_0 us: 4096 x
-     * 14336 1399 (8 rows) -> 1357 (4 rows), 6144 x 4096 574 -> 554, 4096 x 4096
-     * 407 -> 384; 14336 x 4096 1210 (8) against 1230 (4). (Q4_K alone ran
-     * faster with 8 rows at 4096 rows too, but pp512 of the Q4_K_M model with
-     * 4 rows there was 2871 tok/s against 2859 with 8 for its Q4_K and Q6_K
-     * products.) */
+    /* 8 rows a thread make 128-row blocks; with fewer rows the product may
+     * have too few work groups for whole waves, and 4 rows (64-row blocks,
+     * twice the groups) serve it better. With the weights' values doubled
+     * (dup, the default with f16 tiles; a group's shared memory 22.5 KiB
+     * against 14) 8 rows win on an H200 where a 512-token product's groups
+     * (rows / 16) make whole waves, presumably of 2 groups a multiprocessor
+     * (not measured): 4096 rows (256 groups) or at least 8192; 6144 (384)
+     * and SmolLM's 576-3072 keep 4. On an H200 (bench/RESULTS.md,
+     * session 32), 512 tokens, Q4_0 us, 4 rows without dup -> 8 with:
+     * 4096 x 14336 1355 -> 1108, 4096 x 4096 381 -> 326; 28672 x 4096 (8
+     * rows) 2336 -> 2198; 6144 x 4096 with 8 rows and dup 637 against 552
+     * (4 rows without) and 582 (4 with); pp512 of Mistral-7B Q4_0 3164 ->
+     * 3470 tok/s. */
     matmul_config r = *c;
-    if (c->by_rows && rows < 8192)
+    if (c->by_rows && !(rows >= 8192 || (rows >= 4096 && rows <= 4224)))
         r.tm = 4;
     return r;
 }
@@ -811,6 +821,10 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
              : cfg->half ? "\nHALF_TILES 1"
                          : "",
              epi);
+    if (cfg->f16 && cfg->dup) {
+        size_t l = strlen(defines);
+        snprintf(defines + l, sizeof defines - l, "\nDUP_W 1");
+    }
     /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
      * copied as they are by every row block, instead of each row block
      * loading x as f32 and converting it (half the bytes, no conversions in

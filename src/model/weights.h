@@ -179,6 +179,9 @@ typedef struct matmul_config {
                              there, except for F32 weights in a model; without
                              the types, the same kernel in f32 arithmetic) */
     bool by_rows;         /* tm picked for each product's rows (matmul_config_for) */
+    bool dup;             /* f16: the weights' tile holds each value twice, so that each
+                             product is a pair of weights times a pair of tokens (a
+                             packed multiply-add without a broadcast operand) */
 } matmul_config;
 
 /* The shared memory a tiling's work group uses (bytes), for matmul_build's
