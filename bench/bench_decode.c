@@ -19,11 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_model.h"
 #include "engine/generate.h"
-#include "gguf/gguf.h"
-#include "gpu/gpu.h"
-#include "model/forward.h"
-#include "model/model.h"
 #include "profile_table.h"
 
 static bool count(void *ud, int32_t id)
@@ -127,22 +124,13 @@ int main(int argc, char **argv)
                 "usage: bench_decode -m MODEL.gguf [-n 128] [-r 3] [-c 4096] [--profile [-p N]] [--profile-steps]\n");
         return 2;
     }
-    gguf_file *f;
-    model m;
-    gpu_options go;
-    gpu_context *ctx;
-    gpu_model *gm;
-    if (gguf_open(path, &f) || model_open(f, &m) || gpu_options_from_env(&go) ||
-        gpu_context_create(&go, &ctx)) {
-        fprintf(stderr, "bench_decode: %s\n", glesllm_last_error());
-        return 1;
-    }
+    bench_model b;
     gpu_model_options mo = { (uint32_t)n_ctx };
-    if (gpu_model_create(ctx, &m, &mo, &gm)) {
-        fprintf(stderr, "bench_decode: %s\n", glesllm_last_error());
-        return 1;
-    }
-    int32_t bos = m.hp.bos >= 0 ? m.hp.bos : 1;
+    bench_model_open("bench_decode", path, &mo, &b);
+    gpu_context *ctx = b.ctx;
+    gpu_model *gm = b.gm;
+    const model *mp = &b.m;
+    int32_t bos = mp->hp.bos >= 0 ? mp->hp.bos : 1;
     gen_options o = { &bos, 1, n, { 0 }, true, NULL, NULL, count, NULL };
     double tps[64], sum = 0.0;
     gen_stats gs;
@@ -173,9 +161,6 @@ int main(int argc, char **argv)
         return 1;
     if (steps && print_sequence(gm, &o) != 0)
         return 1;
-    gpu_model_destroy(gm);
-    gpu_context_destroy(ctx);
-    model_close(&m);
-    gguf_close(f);
+    bench_model_close(&b);
     return 0;
 }

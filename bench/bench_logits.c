@@ -16,12 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
-#include "gpu/gpu.h"
-#include "model/forward.h"
-#include "model/model.h"
-
 #define BENCH_NAME "bench_logits"
+#include "bench_model.h"
 #include "bench_util.h"
 
 #define MAX_PROMPT 4096
@@ -78,19 +74,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    gguf_file *f;
-    model m;
-    gpu_options go;
-    gpu_context *ctx;
-    gpu_model *gm;
-    if (gguf_open(path, &f) || model_open(f, &m) || gpu_options_from_env(&go) ||
-        gpu_context_create(&go, &ctx))
-        die("the model");
-    uint32_t n_ctx = n_ids + (uint32_t)n + 1;
-    gpu_model_options mo = { n_ctx };
-    if (gpu_model_create(ctx, &m, &mo, &gm))
-        die("the GPU model");
-    uint32_t n_vocab = m.hp.n_vocab;
+    bench_model b;
+    gpu_model_options mo = { n_ids + (uint32_t)n + 1 };
+    bench_model_open(BENCH_NAME, path, &mo, &b);
+    gpu_model *gm = b.gm;
+    uint32_t n_vocab = b.m.hp.n_vocab;
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     if (!logits)
         return 1;
@@ -117,9 +105,6 @@ int main(int argc, char **argv)
         pos++;
     }
     free(logits);
-    gpu_model_destroy(gm);
-    gpu_context_destroy(ctx);
-    model_close(&m);
-    gguf_close(f);
+    bench_model_close(&b);
     return 0;
 }

@@ -16,11 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_model.h"
 #include "common/util.h"
-#include "gguf/gguf.h"
-#include "gpu/gpu.h"
-#include "model/forward.h"
-#include "model/model.h"
 #include "profile_table.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -81,21 +78,14 @@ int main(int argc, char **argv)
         return 2;
     }
     static const uint32_t drafted[] = { 1, 2, 4, 8, 16 };
-    gguf_file *f;
-    model m;
-    gpu_options go;
-    gpu_context *ctx;
-    gpu_model *gm;
-    if (gguf_open(argv[1], &f) || model_open(f, &m))
-        return fail(argv[1]);
-    if (gpu_options_from_env(&go) || gpu_context_create(&go, &ctx))
-        return fail("opening the GPU");
     gpu_model_options mo = { (uint32_t)prompt + 32 };
     mo.n_small = 17; /* 16 drafted tokens and the last kept one in one pass */
-    if (gpu_model_create(ctx, &m, &mo, &gm))
-        return fail("loading");
+    bench_model b;
+    bench_model_open("bench_verify", argv[1], &mo, &b);
+    gpu_context *ctx = b.ctx;
+    gpu_model *gm = b.gm;
     for (uint32_t i = 0; i < (uint32_t)prompt + 17; i++)
-        gpu_model_set_token(gm, i, (int32_t)((i * 7919u + 13u) % m.hp.n_vocab));
+        gpu_model_set_token(gm, i, (int32_t)((i * 7919u + 13u) % b.m.hp.n_vocab));
     if (gpu_model_prefill(gm, 0, (uint32_t)prompt, 0) || gpu_model_wait(gm))
         return fail("the prompt");
     double step;
@@ -132,9 +122,6 @@ int main(int argc, char **argv)
             print_profile_table(q, reps + 1, what, n ? "pass" : "step");
         }
     }
-    gpu_model_destroy(gm);
-    gpu_context_destroy(ctx);
-    model_close(&m);
-    gguf_close(f);
+    bench_model_close(&b);
     return 0;
 }
