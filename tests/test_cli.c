@@ -261,7 +261,7 @@ static void test_run_demo_and_flags(void)
     static const char *const bad_env[] = {
         "GLESLLM_KV=fast",        "GLESLLM_UNROLL=yes",       "GLESLLM_MULTI_NT=1",
         "GLESLLM_SMALL_BATCH=8x", "GLESLLM_FUSE_NORM=no",     "GLESLLM_MULTI_XSH=off",
-        "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,3", "GLESLLM_MATVEC=256,16,x",
+        "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,4", "GLESLLM_MATVEC=256,16,x",
         "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",     "GLESLLM_F16_SUBN=yes",
     };
     for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; i++) {
@@ -272,6 +272,16 @@ static void test_run_demo_and_flags(void)
     }
     TEST_ASSERT_EQUAL_INT_MESSAGE(
         0, run("GLESLLM_FUSE_NORM=0 GLESLLM_MULTI_XSH=0 GLESLLM_MATMUL=128,8,4,0", "run -n 2"), err);
+    /* f16 tiles with the weights' values doubled (f32 arithmetic without f16
+     * types): a 40-token prompt goes through the matmul */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(
+        0,
+        run("GLESLLM_MATMUL=128,8,8,3",
+            "run -n 2 --temp 0 --print-ids --prompt-ids "
+            "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,"
+            "31,32,33,34,35,36,37,38,39,40"),
+        err);
+    TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 2, out);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "run --help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "--repeat-last-n"));
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast
