@@ -117,10 +117,18 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 // f16 tiles (weights.c default_tiles): pp512 of Mistral-7B Q4_0 3164 ->
 // 3470 tok/s on an H200 with matmul_config_for's rows a thread
 // (bench/RESULTS.md, session 32). Same products, same order: same sums.
+// VPQ: values a uvec4 of the tile holds; W_AT(a, c): value c of uvec4 a
+// as the operand of its products (of type WVAL): (w, w) with DUP_W, else w.
 #ifdef DUP_W
 #define RS4 9u
+#define VPQ 4u
+#define WVAL f16vec2
+#define W_AT(a, c) unpackFloat2x16((a)[c])
 #else
 #define RS4 5u
+#define VPQ 8u
+#define WVAL float16_t
+#define W_AT(a, c) unpackFloat2x16((a)[(c) >> 1])[(c) & 1]
 #endif
 shared uvec4 wsq[BM * RS4];
 #if TN == 8
@@ -279,40 +287,21 @@ void main()
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
-        for (uint k8 = 0u; k8 < 4u; k8++) {
-#ifdef DUP_W
-          for (uint hf = 0u; hf < 2u; hf++) {  // (the same order of products)
+        for (uint q = 0u; q < 32u / VPQ; q++) {  // the tile's uvec4 q of each row
             uvec4 a[TM];
             for (int i = 0; i < TM; i++)
-                a[i] = wsq[(tx + TX * uint(i)) * RS4 + 2u * k8 + hf];
-            for (int c = 0; c < 4; c++) {  // value 8 k8 + 4 hf + c
-                BVEC bv = xq[(k8 * 8u + 4u * hf + uint(c)) * TY + ty];
+                a[i] = wsq[(tx + TX * uint(i)) * RS4 + q];
+            for (int c = 0; c < int(VPQ); c++) {  // value VPQ q + c
+                BVEC bv = xq[(q * VPQ + uint(c)) * TY + ty];
                 f16vec2 b[TN / 2];
                 for (int j = 0; j < TN / 2; j++)
                     b[j] = unpackFloat2x16(bv[j]);
                 for (int i = 0; i < TM; i++) {
-                    f16vec2 av = unpackFloat2x16(a[i][c]);  // (w, w)
+                    WVAL av = W_AT(a[i], c);
                     for (int j = 0; j < TN / 2; j++)
                         h[i][j] += av * b[j];
                 }
             }
-          }
-#else
-            uvec4 a[TM];
-            for (int i = 0; i < TM; i++)
-                a[i] = wsq[(tx + TX * uint(i)) * RS4 + k8];
-            for (int c = 0; c < 8; c++) {  // value 8 k8 + c
-                BVEC bv = xq[(k8 * 8u + uint(c)) * TY + ty];
-                f16vec2 b[TN / 2];
-                for (int j = 0; j < TN / 2; j++)
-                    b[j] = unpackFloat2x16(bv[j]);
-                for (int i = 0; i < TM; i++) {
-                    float16_t av = unpackFloat2x16(a[i][c >> 1])[c & 1];
-                    for (int j = 0; j < TN / 2; j++)
-                        h[i][j] += av * b[j];
-                }
-            }
-#endif
         }
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++) {

@@ -541,17 +541,18 @@ static void test_matmul_tilings_and_half(void)
  * case where all of them round the same way */
 static void test_matmul_f16_tiles(void)
 {
-    /* the default tilings (8 or 4 rows x 8 tokens a thread: token tiles of
-     * 64, two uvec4 of x_tiles.comp's layout an invocation), then 4 tokens
-     * a thread (the pairs loaded as uvec2) in work groups of 64 (subgroups
-     * of 8 row x 4 token slots) and of 32 (the plain order); the same with
-     * the weights' values doubled (dup: matmul_config_for's choice for
-     * fewer rows) */
+    /* each value once in the weights' tile (GLESLLM_MATMUL's 2): 8 or 4 rows
+     * x 8 tokens a thread (token tiles of 64, two uvec4 of x_tiles.comp's
+     * layout an invocation), then 4 tokens a thread (the pairs loaded as
+     * uvec2) in work groups of 64 (subgroups of 8 row x 4 token slots) and
+     * of 32 (the plain order); then each value twice (dup, the default):
+     * the engine's 8 and 4 rows x 8 tokens, and 4 x 4 */
     const matmul_config cfgs[] = { { 128, 8, 8, false, true },
                                    { 128, 4, 8, false, true },
                                    { 64, 4, 4, false, true },
                                    { 32, 4, 4, false, true },
                                    { 128, 8, 8, false, true, false, true },
+                                   { 128, 4, 8, false, true, false, true },
                                    { 64, 4, 4, false, true, false, true } };
     if (!tiles_fit(&cfgs[0]))
         TEST_IGNORE_MESSAGE("the tiles do not fit (GLESLLM_LIMITS=min)");

@@ -814,17 +814,13 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s", tdef, cfg->wg, cfg->tm,
-             cfg->tn,
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s%s", tdef, cfg->wg,
+             cfg->tm, cfg->tn,
              f16_f32     ? "\nF16_TILES_F32 1"
              : cfg->f16  ? "\nF16_TILES 1"
              : cfg->half ? "\nHALF_TILES 1"
                          : "",
-             epi);
-    if (cfg->f16 && cfg->dup) {
-        size_t l = strlen(defines);
-        snprintf(defines + l, sizeof defines - l, "\nDUP_W 1");
-    }
+             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi);
     /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
      * copied as they are by every row block, instead of each row block
      * loading x as f32 and converting it (half the bytes, no conversions in
