@@ -178,10 +178,11 @@ int main(int argc, char **argv)
         for (int f = 0; f < n_formats; f++) {
             matmul_config cfg;
             double us = time_matmul(formats[f], shapes[s][0], shapes[s][1], n_tok, target_ms, &cfg);
-            printf("| %llux%llu | %s | %u | %u,%u,%u %s | %.1f | %.2f |\n",
+            printf("| %llux%llu | %s | %u | %u,%u,%u %s%s | %.1f | %.2f |\n",
                    (unsigned long long)shapes[s][0], (unsigned long long)shapes[s][1],
                    ggml_type_name(formats[f]), n_tok, cfg.wg, cfg.tm, cfg.tn,
-                   cfg.f16 ? (cfg.dup ? "f16 dup" : "f16") : cfg.half ? "mediump" : "f32", us,
+                   cfg.f16 ? (cfg.dup ? "f16 dup" : "f16") : cfg.half ? "mediump" : "f32",
+                   matmul_split(&cfg) > 1 ? " split 2" : "", us,
                    2.0 * shapes[s][0] * shapes[s][1] * n_tok / (us * 1e-6) / 1e12);
             fflush(stdout);
         }

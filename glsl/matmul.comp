@@ -39,7 +39,8 @@
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
 // 32 products of a row and a token added up in f16, then into the f32 sums;
 // F16_TILES_F32: the same kernel in f32 (below); DUP_W (with F16_TILES): the
-// weights' tile holds (w, w) pairs (below, at RS4).
+// weights' tile holds (w, w) pairs (below, at RS4); WSPLIT (with F16_TILES,
+// 1 or 2): a unit staged in that many parts (below, at WSPLIT).
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
@@ -119,24 +120,33 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 // (bench/RESULTS.md, session 32). Same products, same order: same sums.
 // VPQ: values a uvec4 of the tile holds; W_AT(a, c): value c of uvec4 a
 // as the operand of its products (of type WVAL): (w, w) with DUP_W, else w.
+// WSPLIT 2: a unit's values go through the tiles in two halves of PVALS 16,
+// rows of 4 + 1 uvec4 with DUP_W (12 KiB a group of 128 x 64 against 22.5):
+// three groups a multiprocessor instead of two (NVIDIA's GL driver gives
+// a multiprocessor's groups about 48 KiB of shared memory together,
+// bench/RESULTS.md session 13), at two more barriers a unit. The products
+// and their order are the same: same sums.
+#ifndef WSPLIT
+#define WSPLIT 1
+#endif
+#define PVALS (32 / WSPLIT)  // values of a unit in the tiles at once
 #ifdef DUP_W
-#define RS4 9u
 #define VPQ 4u
 #define WVAL f16vec2
 #define W_AT(a, c) unpackFloat2x16((a)[c])
 #else
-#define RS4 5u
 #define VPQ 8u
 #define WVAL float16_t
 #define W_AT(a, c) unpackFloat2x16((a)[(c) >> 1])[(c) & 1]
 #endif
+#define RS4 (uint(PVALS) / VPQ + 1u)
 shared uvec4 wsq[BM * RS4];
 #if TN == 8
 #define BVEC uvec4
 #else
 #define BVEC uvec2
 #endif
-shared BVEC xq[32u * TY];
+shared BVEC xq[uint(PVALS) * TY];
 #else
 shared TVEC ws[BM * RS];
 shared TVEC xs[BN * RS];
@@ -183,12 +193,18 @@ vec4 x_vec(uint tok, uint u, uint k4, uint n_tok)
     return v;
 }
 
-// Unit u's tiles, from memory into shared memory (after a barrier)
-void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
+// Unit u's tiles: load_unit from memory into registers, store_part (after
+// a barrier) part p of them into shared memory
+TVEC sw[WPER * 8];
+#ifdef F16_TILES
+uvec4 xw[TN / 4];
+#else
+TVEC sx[XPER];
+#endif
+void load_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
 {
     uint t = gl_LocalInvocationIndex;
     // load everything first, then store: the loads are in flight together
-    TVEC sw[WPER * 8];
     for (int m = 0; m < WPER; m++) {
         uint sl = (t + uint(m * WG_SIZE)) % BM;
 #ifdef F16_TILES
@@ -207,16 +223,19 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
     // NQ = WG_SIZE TN / 4 uvec4 a tile: TN / 4 an invocation, loaded now and
     // stored after the weights
 #define NQ (4u * BN)
-    uvec4 xw[TN / 4];
     for (int m = 0; m < TN / 4; m++)
         xw[m] = xt[(gl_WorkGroupID.y * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
 #else
-    TVEC sx[XPER];
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE);
         sx[m] = TSTORE(x_vec(tok0 + i / 8u, u, i % 8u, i < BN * 8u ? n_tok : 0u));
     }
 #endif
+}
+
+void store_part(int p)
+{
+    uint t = gl_LocalInvocationIndex;
     for (int m = 0; m < WPER; m++) {
         uint i = t + uint(m * WG_SIZE);
         // (a test the compiler drops where the invocations cover the rows
@@ -224,14 +243,15 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
         // 2845.5 tok/s on an H200, bench/RESULTS.md session 30)
         if (WPER * WG_SIZE == 16 * TM || i < BM) {
 #if defined(F16_TILES) && defined(DUP_W)
-            for (int k = 0; k < 8; k++) {
-                f16vec4 a = sw[m * 8 + k];
+            for (int k = 0; k < PVALS / 4; k++) {
+                f16vec4 a = sw[m * 8 + p * (PVALS / 4) + k];
                 wsq[i * RS4 + uint(k)] = uvec4(packFloat2x16(a.xx), packFloat2x16(a.yy),
                                                packFloat2x16(a.zz), packFloat2x16(a.ww));
             }
 #elif defined(F16_TILES)
-            for (int k = 0; k < 4; k++) {
-                f16vec4 a = sw[m * 8 + 2 * k], b = sw[m * 8 + 2 * k + 1];
+            for (int k = 0; k < PVALS / 8; k++) {
+                f16vec4 a = sw[m * 8 + p * (PVALS / 4) + 2 * k],
+                        b = sw[m * 8 + p * (PVALS / 4) + 2 * k + 1];
                 wsq[i * RS4 + uint(k)] = uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw),
                                                packFloat2x16(b.xy), packFloat2x16(b.zw));
             }
@@ -242,13 +262,18 @@ void stage_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
         }
     }
 #ifdef F16_TILES
+    // xq entry e (value e / TY) of part p at e - p PVALS TY
+    uint pb = uint(p * PVALS) * TY, pe = pb + uint(PVALS) * TY;
     for (int m = 0; m < TN / 4; m++) {
         uint i = t + uint(m * WG_SIZE);
 #if TN == 8
-        xq[i] = xw[m];
+        if (WSPLIT == 1 || (i >= pb && i < pe))
+            xq[i - pb] = xw[m];
 #else
-        xq[2u * i] = xw[m].xy;
-        xq[2u * i + 1u] = xw[m].zw;
+        if (WSPLIT == 1 || (2u * i >= pb && 2u * i < pe)) {
+            xq[2u * i - pb] = xw[m].xy;
+            xq[2u * i + 1u - pb] = xw[m].zw;
+        }
 #endif
     }
 #else
@@ -272,14 +297,16 @@ void main()
     ty = ((t >> 3u) & 3u) | ((t >> 6u) << 2u);
 #endif
 
+#ifdef F16_TILES
+    uint wb = tx * RS4;  // row slot tx's first uvec4 of the weights' tile
+#endif
     float acc[TM][TN];
     for (int i = 0; i < TM; i++)
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.0;
 
     for (uint u = 0u; u < W_UNITS; u++) {
-        stage_unit(u, row0, rows, tok0, n_tok);
-        barrier();
+        load_unit(u, row0, rows, tok0, n_tok);
 #ifdef F16_TILES
         // a row's products with a pair of tokens over the unit in one
         // f16vec2 (an f16 sum of 32 products), then into the f32 sums
@@ -287,12 +314,30 @@ void main()
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
-        for (uint q = 0u; q < 32u / VPQ; q++) {  // the tile's uvec4 q of each row
+        for (int p = 0; p < WSPLIT; p++) {  // the unit's values in the tiles at once
+        if (p > 0)
+            barrier();
+        store_part(p);
+        barrier();
+        for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
+            // The same addresses in two spellings: with WSPLIT a register
+            // plus a constant, which NVIDIA's compiler turned into the
+            // faster code there (28672 x 4096, 512 tokens: Q4_0 2171 ->
+            // 2085 us, Q8_0 2505 -> 2188; Q4_K 4096 x 4096 without WSPLIT
+            // 331 -> 341: bench/RESULTS.md session 33).
             uvec4 a[TM];
             for (int i = 0; i < TM; i++)
+#if WSPLIT > 1
+                a[i] = wsq[wb + (TX * RS4 * uint(i) + q)];
+#else
                 a[i] = wsq[(tx + TX * uint(i)) * RS4 + q];
+#endif
             for (int c = 0; c < int(VPQ); c++) {  // value VPQ q + c
+#if WSPLIT > 1
+                BVEC bv = xq[ty + (q * VPQ + uint(c)) * TY];
+#else
                 BVEC bv = xq[(q * VPQ + uint(c)) * TY + ty];
+#endif
                 f16vec2 b[TN / 2];
                 for (int j = 0; j < TN / 2; j++)
                     b[j] = unpackFloat2x16(bv[j]);
@@ -303,12 +348,15 @@ void main()
                 }
             }
         }
+        }
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++) {
                 acc[i][2 * j] += float(h[i][j].x);
                 acc[i][2 * j + 1] += float(h[i][j].y);
             }
 #else
+        store_part(0);
+        barrier();
         for (uint k4 = 0u; k4 < 8u; k4++) {
             TVEC a[TM], b[TN];
             for (int i = 0; i < TM; i++)

@@ -546,14 +546,18 @@ static void test_matmul_f16_tiles(void)
      * layout an invocation), then 4 tokens a thread (the pairs loaded as
      * uvec2) in work groups of 64 (subgroups of 8 row x 4 token slots) and
      * of 32 (the plain order); then each value twice (dup, the default):
-     * the engine's 8 and 4 rows x 8 tokens, and 4 x 4 */
+     * the engine's 8 and 4 rows x 8 tokens, and 4 x 4; then each unit in
+     * two halves (split 2, the engine's for 8192 rows or more) with the
+     * values twice, and once with 4 tokens a thread */
     const matmul_config cfgs[] = { { 128, 8, 8, false, true },
                                    { 128, 4, 8, false, true },
                                    { 64, 4, 4, false, true },
                                    { 32, 4, 4, false, true },
                                    { 128, 8, 8, false, true, false, true },
                                    { 128, 4, 8, false, true, false, true },
-                                   { 64, 4, 4, false, true, false, true } };
+                                   { 64, 4, 4, false, true, false, true },
+                                   { 128, 8, 8, false, true, false, true, 2 },
+                                   { 64, 4, 4, false, true, false, false, 2 } };
     if (!tiles_fit(&cfgs[0]))
         TEST_IGNORE_MESSAGE("the tiles do not fit (GLESLLM_LIMITS=min)");
     if (!gpu_context_caps(ctx)->f16_types)

@@ -709,10 +709,19 @@ uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
     return (n_tok + bn - 1) / bn * bn * act_stride(cols) * 2;
 }
 
+uint32_t matmul_split(const matmul_config *c)
+{
+    return c->f16 && c->split > 1 ? c->split : 1;
+}
+
 uint32_t matmul_shared_bytes(const matmul_config *c)
 {
-    if (c->f16) /* a row 5 uvec4 (dup: 9), a token's 32 values in f16 */
-        return 16u * c->tm * (c->dup ? 144u : 80u) + c->wg / 16u * c->tn * 64u;
+    /* f16: a row's values of a part (32 / split) in uvec4 of 8 values (dup:
+     * 4) and one of padding, a token's values of a part in f16 */
+    uint32_t vals = 32u / matmul_split(c);
+    if (c->f16)
+        return 16u * c->tm * (vals / (c->dup ? 4u : 8u) + 1u) * 16u +
+               c->wg / 16u * c->tn * vals * 2u;
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }
 
@@ -789,6 +798,16 @@ matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
     matmul_config r = *c;
     if (c->by_rows && !(rows >= 8192 || (rows >= 4096 && rows <= 4224)))
         r.tm = 4;
+    /* From 8192 rows (gate/up: 28672, many waves of groups) the unit goes
+     * through the tiles in two halves (split 2: 12 KiB a group, three
+     * groups a multiprocessor instead of two). On an H200, 512 tokens,
+     * 28672 x 4096 us: Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 ->
+     * 2338, Q8_0 2325 -> 2188; pp512 of Mistral-7B Q4_0 3465 -> 3533 tok/s,
+     * Q4_K_M 3303 -> 3393, Q8_0 3306 -> 3378 (bench/RESULTS.md, session
+     * 33). With one wave of groups (4096 rows) the halves lose: 4096 x
+     * 14336 Q4_0 1114 -> 1147 us. */
+    if (c->by_rows && c->dup && rows >= 8192)
+        r.split = 2;
     return r;
 }
 
@@ -802,20 +821,21 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
     const gpu_limits *L = gpu_context_limits(ctx);
     if (v.norm || !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
-        (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) ||
-        matmul_shared_bytes(cfg) > L->max_shared_bytes)
+        (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) || cfg->split > 2 ||
+        (cfg->split == 2 && !cfg->f16) || matmul_shared_bytes(cfg) > L->max_shared_bytes)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matmul: invalid tiling (wg %u, tm %u, tn %u, %u bytes of shared memory "
-                       "of %u; no folded norm)",
-                       cfg->wg, cfg->tm, cfg->tn, matmul_shared_bytes(cfg), L->max_shared_bytes);
+                       "matmul: invalid tiling (wg %u, tm %u, tn %u, split %u: 1, or 2 with f16 "
+                       "tiles; %u bytes of shared memory of %u; no folded norm)",
+                       cfg->wg, cfg->tm, cfg->tn, cfg->split, matmul_shared_bytes(cfg),
+                       L->max_shared_bytes);
     /* f16 tiles without the f16 types: the same kernel in f32 (the tests
      * check its indexing on llvmpipe) */
     bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
     char tdef[32], epi[128], defines[384];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u%s%s%s", tdef, cfg->wg,
-             cfg->tm, cfg->tn,
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s", tdef,
+             cfg->wg, cfg->tm, cfg->tn, matmul_split(cfg),
              f16_f32     ? "\nF16_TILES_F32 1"
              : cfg->f16  ? "\nF16_TILES 1"
              : cfg->half ? "\nHALF_TILES 1"

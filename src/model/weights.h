@@ -182,7 +182,13 @@ typedef struct matmul_config {
     bool dup;             /* f16: the weights' tile holds each value twice, so that each
                              product is a pair of weights times a pair of tokens (a
                              packed multiply-add without a broadcast operand) */
+    uint32_t split;       /* f16: a unit's 32 values go through the tiles in `split`
+                             parts (1 or 2; 0 reads as 1): smaller tiles, more
+                             groups a multiprocessor, twice the barriers */
 } matmul_config;
+
+/* The parts a unit is staged in (matmul_config.split: 1 unless f16 tiles). */
+uint32_t matmul_split(const matmul_config *c);
 
 /* The shared memory a tiling's work group uses (bytes), for matmul_build's
  * check against the context's limit. */
