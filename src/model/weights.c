@@ -782,31 +782,35 @@ matmul_config matmul_f32_config(gpu_context *ctx)
 
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
 {
-    /* 8 rows a thread make 128-row blocks; with fewer rows the product may
-     * have too few work groups for whole waves, and 4 rows (64-row blocks,
-     * twice the groups) serve it better. With the weights' values doubled
-     * (dup, the default with f16 tiles; a group's shared memory 22.5 KiB
-     * against 14) 8 rows win on an H200 where a 512-token product's groups
-     * (rows / 16) make whole waves, presumably of 2 groups a multiprocessor
-     * (not measured): 4096 rows (256 groups) or at least 8192; 6144 (384)
-     * and SmolLM's 576-3072 keep 4. On an H200 (bench/RESULTS.md,
-     * session 32), 512 tokens, Q4_0 us, 4 rows without dup -> 8 with:
-     * 4096 x 14336 1355 -> 1108, 4096 x 4096 381 -> 326; 28672 x 4096 (8
-     * rows) 2336 -> 2198; 6144 x 4096 with 8 rows and dup 637 against 552
-     * (4 rows without) and 582 (4 with); pp512 of Mistral-7B Q4_0 3164 ->
-     * 3470 tok/s. */
+    /* 8 rows a thread make 128-row blocks: a 512-token product has rows / 16
+     * work groups. NVIDIA's GL driver gives a multiprocessor's groups about
+     * 48 KiB of shared memory together (bench/RESULTS.md, session 13), so
+     * with the weights' values doubled (dup, the default with f16 tiles;
+     * 22.5 KiB a group) a multiprocessor holds 2 groups, and with each unit
+     * in two halves (split 2, 12 KiB) 3. An H200 (132 multiprocessors) then
+     * runs 264 or 396 groups at once; the step where a 512-token product
+     * takes longer was measured at 4224 -> 4352 rows (2 a multiprocessor)
+     * and 6272 -> 6400 (3) (bench/RESULTS.md, session 33). The rule:
+     *  - fewer than 4096 rows (SmolLM's 576-3072): 4 rows a thread, twice
+     *    the groups, one unit at a time;
+     *  - 4096-4224 rows (O, down: 256 groups, one wave of 2 a
+     *    multiprocessor): 8 rows, one unit at a time; split 2 loses there
+     *    (4096 x 14336 Q4_0 1114 -> 1147 us);
+     *  - more (Q/K/V 6144: 384 groups, one wave of 3; gate/up 28672): 8
+     *    rows, split 2.
+     * On an H200, 512 tokens, us (session 33): 28672 x 4096 split 1 -> 2,
+     * Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 -> 2338, Q8_0 2325 ->
+     * 2188; 6144 x 4096 4 rows -> 8 rows split 2, Q4_0 547 -> 483, Q4_K
+     * 546 -> 468, Q6_K 647 -> 523, Q8_0 581 -> 503. pp512 of Mistral-7B
+     * Q4_0 3465 -> 3533 (gate/up) -> 3557 tok/s (Q/K/V), Q4_K_M 3303 ->
+     * 3393 -> 3451, Q8_0 3306 -> 3378 -> 3408. (Session 32: 4 rows -> 8
+     * with dup at 4096 x 14336 Q4_0 1355 -> 1108 us.) */
     matmul_config r = *c;
-    if (c->by_rows && !(rows >= 8192 || (rows >= 4096 && rows <= 4224)))
+    if (!c->by_rows)
+        return r;
+    if (rows < 4096)
         r.tm = 4;
-    /* From 8192 rows (gate/up: 28672, many waves of groups) the unit goes
-     * through the tiles in two halves (split 2: 12 KiB a group, three
-     * groups a multiprocessor instead of two). On an H200, 512 tokens,
-     * 28672 x 4096 us: Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 ->
-     * 2338, Q8_0 2325 -> 2188; pp512 of Mistral-7B Q4_0 3465 -> 3533 tok/s,
-     * Q4_K_M 3303 -> 3393, Q8_0 3306 -> 3378 (bench/RESULTS.md, session
-     * 33). With one wave of groups (4096 rows) the halves lose: 4096 x
-     * 14336 Q4_0 1114 -> 1147 us. */
-    if (c->by_rows && c->dup && rows >= 8192)
+    else if (rows > 4224 && c->dup)
         r.split = 2;
     return r;
 }

@@ -178,7 +178,7 @@ typedef struct matmul_config {
                              (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
                              there, except for F32 weights in a model; without
                              the types, the same kernel in f32 arithmetic) */
-    bool by_rows;         /* tm picked for each product's rows (matmul_config_for) */
+    bool by_rows;         /* tm and split picked for each product's rows (matmul_config_for) */
     bool dup;             /* f16: the weights' tile holds each value twice, so that each
                              product is a pair of weights times a pair of tokens (a
                              packed multiply-add without a broadcast operand) */
@@ -200,7 +200,8 @@ matmul_config matmul_default_config(gpu_context *ctx);
 matmul_config matmul_f32_config(gpu_context *ctx);
 
 /* The tiling for a product of `rows` rows: c itself, or with by_rows 4 rows
- * a thread where 8 would leave too few work groups. */
+ * a thread below 4096 rows and the unit in two halves (split 2) above 4224
+ * (weights.c has the measurements). */
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
 
 typedef struct matmul_kernel {
