@@ -315,39 +315,39 @@ void main()
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
         for (int p = 0; p < WSPLIT; p++) {  // the unit's values in the tiles at once
-        if (p > 0)
+            if (p > 0)
+                barrier();
+            store_part(p);
             barrier();
-        store_part(p);
-        barrier();
-        for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
-            // The same addresses in two spellings: with WSPLIT a register
-            // plus a constant, which NVIDIA's compiler turned into the
-            // faster code there (28672 x 4096, 512 tokens: Q4_0 2171 ->
-            // 2085 us, Q8_0 2505 -> 2188; Q4_K 4096 x 4096 without WSPLIT
-            // 331 -> 341: bench/RESULTS.md session 33).
-            uvec4 a[TM];
-            for (int i = 0; i < TM; i++)
+            for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
+                // The same addresses in two spellings: with WSPLIT a register
+                // plus a constant, which NVIDIA's compiler turned into the
+                // faster code there (28672 x 4096, 512 tokens: Q4_0 2171 ->
+                // 2085 us, Q8_0 2505 -> 2188; Q4_K 4096 x 4096 without WSPLIT
+                // 331 -> 341: bench/RESULTS.md session 33).
+                uvec4 a[TM];
+                for (int i = 0; i < TM; i++)
 #if WSPLIT > 1
-                a[i] = wsq[wb + (TX * RS4 * uint(i) + q)];
+                    a[i] = wsq[wb + (TX * RS4 * uint(i) + q)];
 #else
-                a[i] = wsq[(tx + TX * uint(i)) * RS4 + q];
+                    a[i] = wsq[(tx + TX * uint(i)) * RS4 + q];
 #endif
-            for (int c = 0; c < int(VPQ); c++) {  // value VPQ q + c
+                for (int c = 0; c < int(VPQ); c++) {  // value VPQ q + c
 #if WSPLIT > 1
-                BVEC bv = xq[ty + (q * VPQ + uint(c)) * TY];
+                    BVEC bv = xq[ty + (q * VPQ + uint(c)) * TY];
 #else
-                BVEC bv = xq[(q * VPQ + uint(c)) * TY + ty];
+                    BVEC bv = xq[(q * VPQ + uint(c)) * TY + ty];
 #endif
-                f16vec2 b[TN / 2];
-                for (int j = 0; j < TN / 2; j++)
-                    b[j] = unpackFloat2x16(bv[j]);
-                for (int i = 0; i < TM; i++) {
-                    WVAL av = W_AT(a[i], c);
+                    f16vec2 b[TN / 2];
                     for (int j = 0; j < TN / 2; j++)
-                        h[i][j] += av * b[j];
+                        b[j] = unpackFloat2x16(bv[j]);
+                    for (int i = 0; i < TM; i++) {
+                        WVAL av = W_AT(a[i], c);
+                        for (int j = 0; j < TN / 2; j++)
+                            h[i][j] += av * b[j];
+                    }
                 }
             }
-        }
         }
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++) {
