@@ -575,6 +575,52 @@ static void test_matmul_f16_tiles(void)
     }
 }
 
+/* matmul_config_for's rule by rows (weights.c has the measurements behind
+ * it) and the shared memory of the tilings it picks; matmul_build refuses a
+ * split it has no kernel for */
+static void test_matmul_rows_rule(void)
+{
+    const matmul_config def = { 128, 8, 8, false, true, true, true };
+    const struct { uint64_t rows; uint32_t tm, split; } want[] = {
+        { 576, 4, 1 },  { 3072, 4, 1 },  { 4096, 8, 1 },  { 4224, 8, 1 },
+        { 4352, 8, 2 }, { 6144, 8, 2 }, { 14336, 8, 2 }, { 28672, 8, 2 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        matmul_config r = matmul_config_for(&def, want[i].rows);
+        char msg[64];
+        snprintf(msg, sizeof msg, "%llu rows", (unsigned long long)want[i].rows);
+        TEST_ASSERT_EQUAL_UINT32_MESSAGE(want[i].tm, r.tm, msg);
+        TEST_ASSERT_EQUAL_UINT32_MESSAGE(want[i].split, matmul_split(&r), msg);
+        TEST_ASSERT_EQUAL_UINT32_MESSAGE(8, r.tn, msg);
+    }
+    /* without by_rows (GLESLLM_MATMUL set) the tiling stays as given */
+    matmul_config fixed = def;
+    fixed.by_rows = false;
+    matmul_config r = matmul_config_for(&fixed, 28672);
+    TEST_ASSERT_EQUAL_UINT32(8, r.tm);
+    TEST_ASSERT_EQUAL_UINT32(1, matmul_split(&r));
+    /* bytes: weights' tile 128 rows x (values / 4 + 1) uvec4 (dup), tokens'
+     * 64 x values x 2 */
+    matmul_config c = def;
+    TEST_ASSERT_EQUAL_UINT32(128 * 9 * 16 + 64 * 32 * 2, matmul_shared_bytes(&c));
+    c.split = 2;
+    TEST_ASSERT_EQUAL_UINT32(128 * 5 * 16 + 64 * 16 * 2, matmul_shared_bytes(&c));
+    c.dup = false;
+    TEST_ASSERT_EQUAL_UINT32(128 * 3 * 16 + 64 * 16 * 2, matmul_shared_bytes(&c));
+    c.f16 = false; /* f32 tiles: split means nothing there */
+    TEST_ASSERT_EQUAL_UINT32(1, matmul_split(&c));
+    matmul_kernel k;
+    c = def;
+    c.split = 3;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          matmul_build(ctx, GGML_TYPE_Q4_0, &c, NULL, &k));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "split 3"));
+    c.split = 2;
+    c.f16 = c.dup = false;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          matmul_build(ctx, GGML_TYPE_Q4_0, &c, NULL, &k));
+}
+
 static void test_get_rows_every_format(void)
 {
     for (size_t f = 0; f < N_FORMATS; f++) {
@@ -925,6 +971,7 @@ int main(void)
     RUN_TEST(test_matmul_every_format);
     RUN_TEST(test_matmul_tilings_and_half);
     RUN_TEST(test_matmul_f16_tiles);
+    RUN_TEST(test_matmul_rows_rule);
     RUN_TEST(test_matvec_multi_token_every_format);
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);
