@@ -730,8 +730,9 @@ static matmul_config default_tiles(gpu_context *ctx, bool f16)
     const gpu_limits *L = gpu_context_limits(ctx);
     /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
      * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations with f32
-     * tiles; with f16 tiles 8 x 8 (4 x 8 for fewer rows, matmul_config_for)
-     * since their shared-memory loads were halved (session 31: pp512 of
+     * tiles; with f16 tiles 8 x 8 (4 x 8 below 4096 rows, the units in
+     * halves above 4224: matmul_config_for) since their shared-memory loads
+     * were halved (session 31: pp512 of
      * Mistral-7B Q4_0 2850 -> 2987 tok/s, Q4_K_M 2657 -> 2871). f16
      * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
      * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
