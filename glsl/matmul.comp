@@ -297,8 +297,10 @@ void main()
     ty = ((t >> 3u) & 3u) | ((t >> 6u) << 2u);
 #endif
 
-#ifdef F16_TILES
+#if defined(F16_TILES)
+#if WSPLIT > 1
     uint wb = tx * RS4;  // row slot tx's first uvec4 of the weights' tile
+#endif
 #endif
     float acc[TM][TN];
     for (int i = 0; i < TM; i++)

@@ -547,7 +547,7 @@ static void test_matmul_f16_tiles(void)
      * uvec2) in work groups of 64 (subgroups of 8 row x 4 token slots) and
      * of 32 (the plain order); then each value twice (dup, the default):
      * the engine's 8 and 4 rows x 8 tokens, and 4 x 4; then each unit in
-     * two halves (split 2, the engine's for 8192 rows or more) with the
+     * two halves (split 2, the engine's above 4224 rows) with the
      * values twice, and once with 4 tokens a thread */
     const matmul_config cfgs[] = { { 128, 8, 8, false, true },
                                    { 128, 4, 8, false, true },

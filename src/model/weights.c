@@ -831,7 +831,8 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matmul: invalid tiling (wg %u, tm %u, tn %u, split %u: 1, or 2 with f16 "
                        "tiles; %u bytes of shared memory of %u; no folded norm)",
-                       cfg->wg, cfg->tm, cfg->tn, cfg->split, matmul_shared_bytes(cfg),
+                       cfg->wg, cfg->tm, cfg->tn, cfg->split > 1 ? cfg->split : 1u,
+                       matmul_shared_bytes(cfg),
                        L->max_shared_bytes);
     /* f16 tiles without the f16 types: the same kernel in f32 (the tests
      * check its indexing on llvmpipe) */
