@@ -392,10 +392,10 @@ float x_half(vec4 x[8], out f16vec2 xl[8], out f16vec2 xh[8])
     float inv_hi = inv;
 #endif
     for (int k = 0; k < 4; k++) {
-        xl[2 * k] = f16vec2(x[k].xz * inv);
-        xl[2 * k + 1] = f16vec2(x[k].yw * inv);
-        xh[2 * k] = f16vec2(x[4 + k].xz * inv_hi);
-        xh[2 * k + 1] = f16vec2(x[4 + k].yw * inv_hi);
+        xl[2 * k] = f16vec2(x[k].xz * (inv * W_XL(k)));
+        xl[2 * k + 1] = f16vec2(x[k].yw * (inv * W_XL(k)));
+        xh[2 * k] = f16vec2(x[4 + k].xz * (inv_hi * W_XH(k)));
+        xh[2 * k + 1] = f16vec2(x[4 + k].yw * (inv_hi * W_XH(k)));
     }
     return m * SUBN_M;
 }

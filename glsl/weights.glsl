@@ -249,6 +249,41 @@ vec2 k4_scale_min(uvec4 t, uint j)
 }
 #endif
 
+#if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
+// Q2_K's and Q3_K's maps of unit ub (w_unit's ab) from its words r
+vec4 k23_map(w_raw r, uint ub)
+{
+#if defined(WTYPE_Q2_K)
+    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+    vec2 dm = unpackHalf2x16(r.s.y);
+    return vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(sc) >> uvec4(0u, 4u, 8u, 12u)) & 15u);
+#else
+    // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
+    uvec4 t = r.s;
+    float d = unpackHalf2x16(t.w).x;
+    uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
+    uint hb2 = (t.z >> (4u * ub)) & 15u;
+    // (6-bit scales less 32)
+    vec2 s = lvl2(uvec2((lb & 15u) | ((hb2 & 3u) << 4u), (lb >> 4u) | ((hb2 >> 2u) << 4u)));
+    float s0 = d * (s.x - 32.0), s1 = d * (s.y - 32.0);
+    return vec4(s0, -4.0 * s0, s1, -4.0 * s1);
+#endif
+}
+#endif
+
+#if defined(WTYPE_Q6_K)
+// Q6_K's maps of unit ub of block bi (w_unit's ab) from its words r
+vec4 q6k_map(w_raw r, uint bi, uint ub)
+{
+    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+    float d = half_of(r.s.y, W_PLANE(3) + bi * 2u);
+    // the two signed bytes (two's complement + 128: 0..255)
+    vec2 s = lvl2((uvec2(sc ^ 0x8080u) >> uvec2(0u, 8u)) & 255u) - 128.0;
+    float s0 = d * s.x, s1 = d * s.y;
+    return vec4(s0, -32.0 * s0, s1, -32.0 * s1);
+}
+#endif
+
 #if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K) || defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
 #define W_BYTE_LEVELS 1
 // the formats whose maps take a fixed offset off the level (ab.y = -OFF ab.x)
@@ -287,32 +322,13 @@ void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out
         hi[k] = two_hi(r.q.xy, k);
 #endif
     }
-#if defined(WTYPE_Q2_K)
-    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
-    vec2 dm = unpackHalf2x16(r.s.y);
-    ab = vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(sc) >> uvec4(0u, 4u, 8u, 12u)) & 15u);
-#else
-    // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
-    uvec4 t = r.s;
-    float d = unpackHalf2x16(t.w).x;
-    uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
-    uint hb2 = (t.z >> (4u * ub)) & 15u;
-    // (6-bit scales less 32)
-    vec2 s = lvl2(uvec2((lb & 15u) | ((hb2 & 3u) << 4u), (lb >> 4u) | ((hb2 >> 2u) << 4u)));
-    float s0 = d * (s.x - 32.0), s1 = d * (s.y - 32.0);
-    ab = vec4(s0, -4.0 * s0, s1, -4.0 * s1);
-#endif
+    ab = k23_map(r, ub);
 #else  // Q6_K
     for (int k = 0; k < 4; k++) {
         lo[k] = nib_lo(r.q[k]) | (two_lo(r.e, k) << 4u);
         hi[k] = nib_hi(r.q[k]) | (two_hi(r.e, k) << 4u);
     }
-    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
-    float d = half_of(r.s.y, W_PLANE(3) + bi * 2u);
-    // the two signed bytes (two's complement + 128: 0..255)
-    vec2 s = lvl2((uvec2(sc ^ 0x8080u) >> uvec2(0u, 8u)) & 255u) - 128.0;
-    float s0 = d * s.x, s1 = d * s.y;
-    ab = vec4(s0, -32.0 * s0, s1, -32.0 * s1);
+    ab = q6k_map(r, bi, ub);
 #endif
 }
 #endif
@@ -416,6 +432,37 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 // f16_subn_choice): the masked bits read as they are, level x 2^-24 (a
 // subnormal), no offset taken off (the maps keep it); NIB_PAIR_D the same
 // for a NIB word's masked nibbles (16 x that for the high ones).
+// One token, F16_SUBN (the kernels with several tokens measured level or
+// slower so: bench/RESULTS.md session 35), Q2_K, Q3_K and Q6_K: w_unit_h_r
+// masks each pair's fields where they lie in the unit's words instead of
+// shifting every field down to bit 0 first (a pair is one to three
+// instructions instead of four or five). On an H200, each waiting for the
+// one before (bench_matvec --chain): 14336x4096 Q2_K 21.4 -> 20.5 us, Q3_K
+// 24.9 -> 23.7, Q6_K 29.4 -> 28.2-28.8; 4096x14336 Q2_K 22.6 -> 20.8, Q6_K
+// 29.0 -> 27.9; back to back within 2%; Mistral-7B Q4_K_M tg128 218.7 ->
+// 220.5 tok/s, the same greedy ids.
+//   W_TWO_IN_PLACE (Q2_K, Q3_K): a level then reads as level x
+//     2^W_LO_SHIFT(k) (the low half's values 4k..) or x 2^(W_LO_SHIFT(k) + 2)
+//     (the high half's), and x's pairs come times W_XL(k) and W_XH(k) to
+//     match (x_half). The largest field ends at bit 8 (Q3_K's high half, k
+//     odd): still a subnormal, exact.
+//   W_Q6_IN_PLACE (Q6_K): the high half's levels x 16, its map / 16.
+#define W_LO_SHIFT(k) (4 * ((k) & 1))
+// a left shift by n, a right one by -n where n < 0
+#define SHL(w, n) ((n) >= 0 ? (w) << uint(n) : (w) >> uint(-(n)))
+#if defined(F16_SUBN) && defined(NT)
+#if NT == 1 && defined(WTYPE_Q6_K)
+#define W_Q6_IN_PLACE 1
+#elif NT == 1 && (defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K))
+#define W_TWO_IN_PLACE 1
+#define W_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
+#define W_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)
+#endif
+#endif
+#ifndef W_XL
+#define W_XL(k) 1.0
+#define W_XH(k) 1.0
+#endif
 #ifdef F16_SUBN
 #define BYTE_PAIR_H(w, off) unpackFloat2x16((w) & 0x00FF00FFu)
 #define NIB_PAIR_D(bits, off) unpackFloat2x16(bits)
@@ -445,6 +492,48 @@ void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8],
 #else
     ab = vec4(d, 0.0, d, 0.0);  // the levels are signed already
 #endif
+#elif defined(W_Q6_IN_PLACE)
+    // each pair's nibbles masked where they lie in the NIB word, their top
+    // two bits from the TWO word shifted to just above them: the low half's
+    // levels as they are, the high half's x 16 (its map / 16)
+    for (int k = 0; k < 4; k++) {
+        uint q0 = r.q[k], q8 = q0 >> 8u, e0 = r.e[k >> 1], e8 = e0 >> 8u;
+        int sl = 4 - W_LO_SHIFT(k), sh = 8 - (W_LO_SHIFT(k) + 2);
+        lq[2 * k] = unpackFloat2x16((q0 & 0x000F000Fu) | (SHL(e0, sl) & 0x00300030u));
+        lq[2 * k + 1] = unpackFloat2x16((q8 & 0x000F000Fu) | (SHL(e8, sl) & 0x00300030u));
+        hq[2 * k] = unpackFloat2x16((q0 & 0x00F000F0u) | (SHL(e0, sh) & 0x03000300u));
+        hq[2 * k + 1] = unpackFloat2x16((q8 & 0x00F000F0u) | (SHL(e8, sh) & 0x03000300u));
+    }
+    ab = q6k_map(r, bi, ub);
+    ab.z *= 0.0625;
+#elif defined(W_TWO_IN_PLACE)
+    // each pair's fields masked where they lie in the TWO words (value 4k + b
+    // at bit W_LO_SHIFT(k) of byte b, 16 + 4k + b two bits above; bytes 1 and 3
+    // from the words shifted down a byte): level x 2^(that bit), which x_half
+    // takes off x (W_XL, W_XH)
+    uvec2 t = r.q.xy, t8 = t >> 8u;
+#if defined(WTYPE_Q3_K)
+    uint b8 = r.e.x >> 8u;  // the BIT word: value 4k + b's third bit at bit k of byte b, 16 + 4k + b's at 4 + k
+#endif
+    for (int k = 0; k < 4; k++) {
+        uint ml = 0x00030003u << W_LO_SHIFT(k), mh = ml << 2u;
+        uint lo0 = t[k >> 1] & ml, lo1 = t8[k >> 1] & ml;
+        uint hi0 = t[k >> 1] & mh, hi1 = t8[k >> 1] & mh;
+#if defined(WTYPE_Q3_K)
+        // the third bit two above the field: shift (field + 2) - bit
+        int sl = W_LO_SHIFT(k) + 2 - k, sh = W_LO_SHIFT(k) + 2 - (4 + k) + 2;
+        uint bl = 0x00040004u << W_LO_SHIFT(k), bh = bl << 2u;
+        lo0 |= SHL(r.e.x, sl) & bl;
+        lo1 |= SHL(b8, sl) & bl;
+        hi0 |= SHL(r.e.x, sh) & bh;
+        hi1 |= SHL(b8, sh) & bh;
+#endif
+        lq[2 * k] = unpackFloat2x16(lo0);
+        lq[2 * k + 1] = unpackFloat2x16(lo1);
+        hq[2 * k] = unpackFloat2x16(hi0);
+        hq[2 * k + 1] = unpackFloat2x16(hi1);
+    }
+    ab = k23_map(r, ub);
 #elif defined(W_BYTE_LEVELS)
     uint lo[4], hi[4];
     w_unit_bytes(r, bi, ub, lo, hi, ab);
