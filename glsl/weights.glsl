@@ -151,8 +151,10 @@ uvec4 u8x4(uint w) { return (uvec4(w ^ 0x80808080u) >> uvec4(0u, 8u, 16u, 24u)) 
 #endif
 #if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
 // TWO words t: the two bits of values 4k.. / 16+4k.., at bits 0..1 of each byte
-uint two_lo(uvec2 t, int k) { return (t[k >> 1] >> uint(4 * (k & 1))) & 0x03030303u; }
-uint two_hi(uvec2 t, int k) { return (t[k >> 1] >> uint(4 * (k & 1) + 2)) & 0x03030303u; }
+// (W_LO_SHIFT(k): the bit of each byte where value 4k + b's field starts)
+#define W_LO_SHIFT(k) (4 * ((k) & 1))
+uint two_lo(uvec2 t, int k) { return (t[k >> 1] >> uint(W_LO_SHIFT(k))) & 0x03030303u; }
+uint two_hi(uvec2 t, int k) { return (t[k >> 1] >> uint(W_LO_SHIFT(k) + 2)) & 0x03030303u; }
 #endif
 #if defined(WTYPE_Q3_K) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
 // BIT word b: the bit of values 4k.. / 16+4k.., at bit 0 of each byte
@@ -432,8 +434,15 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 // f16_subn_choice): the masked bits read as they are, level x 2^-24 (a
 // subnormal), no offset taken off (the maps keep it); NIB_PAIR_D the same
 // for a NIB word's masked nibbles (16 x that for the high ones).
+#ifdef F16_SUBN
+#define BYTE_PAIR_H(w, off) unpackFloat2x16((w) & 0x00FF00FFu)
+#define NIB_PAIR_D(bits, off) unpackFloat2x16(bits)
+#else
+#define BYTE_PAIR_H(w, off) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(off))
+#define NIB_PAIR_D(bits, off) NIB_PAIR_H(bits, off)
+#endif
 // One token, F16_SUBN (the kernels with several tokens measured level or
-// slower so: bench/RESULTS.md session 35), Q2_K, Q3_K and Q6_K: w_unit_h_r
+// slower so: bench/RESULTS.md sessions 34 and 35), Q2_K, Q3_K and Q6_K: w_unit_h_r
 // masks each pair's fields where they lie in the unit's words instead of
 // shifting every field down to bit 0 first (a pair is one to three
 // instructions instead of four or five). On an H200, each waiting for the
@@ -447,7 +456,6 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 //     match (x_half). The largest field ends at bit 8 (Q3_K's high half, k
 //     odd): still a subnormal, exact.
 //   W_Q6_IN_PLACE (Q6_K): the high half's levels x 16, its map / 16.
-#define W_LO_SHIFT(k) (4 * ((k) & 1))
 // a left shift by n, a right one by -n where n < 0
 #define SHL(w, n) ((n) >= 0 ? (w) << uint(n) : (w) >> uint(-(n)))
 #if defined(F16_SUBN) && defined(NT)
@@ -462,13 +470,6 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #ifndef W_XL
 #define W_XL(k) 1.0
 #define W_XH(k) 1.0
-#endif
-#ifdef F16_SUBN
-#define BYTE_PAIR_H(w, off) unpackFloat2x16((w) & 0x00FF00FFu)
-#define NIB_PAIR_D(bits, off) unpackFloat2x16(bits)
-#else
-#define BYTE_PAIR_H(w, off) (unpackFloat2x16(((w) & 0x00FF00FFu) | 0x64006400u) - f16vec2(off))
-#define NIB_PAIR_D(bits, off) NIB_PAIR_H(bits, off)
 #endif
 // Unit ub of block bi (its words r) as f16 pairs for matvec.comp's f16 dot
 // products (the quantized formats; GL_NV_gpu_shader5): lq[2k] holds the
