@@ -8,7 +8,9 @@
 // multiple of the subgroup size with USE_SUBGROUP, SG_SIZE the size the host
 // reported); NR rows per thread; FETCH_ROWS (one token, the quantized
 // formats; NR unless given, a divisor of NR): rows whose units are loaded at
-// once before any is decoded (weights.c fetch_rows); NO_UNROLL: no
+// once before any is decoded (weights.c fetch_rows); FETCH_AHEAD (with
+// FETCH_ROWS): each such group loaded before the group before is summed
+// (weights.c fetch_ahead_rows); NO_UNROLL: no
 // unrolling hint (NVIDIA's compiler then picks, weights.c
 // matvec_unrolled); WTYPE_<type>; F16_LEVELS
 // (weights.glsl nib_levels); F16_DOT (the quantized formats, one token or
@@ -624,6 +626,18 @@ void main()
         if (u >= n_units)
             continue;
 #else
+#if NT == 1 && defined(FETCH_AHEAD) && !defined(W_IS_FLOAT)
+#define AHEAD_ON 1
+    // FETCH_AHEAD: each group's words are loaded before the group before is
+    // decoded and summed (the next FETCH_ROWS rows of this unit, or the first
+    // of the lane's next unit), so that a lane always has loads in flight
+    w_raw wr[FETCH_ROWS];
+    {
+        uint u0 = min(lane, uint(W_UNITS) - 1u);
+        for (int j = 0; j < FETCH_ROWS; j++)
+            wr[j] = w_fetch(UNIT_BI(j, u0), u0 % W_UPB);
+    }
+#endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #endif
 #if NT == 1
@@ -632,10 +646,12 @@ void main()
         // group's before x is loaded: their loads are in flight together,
         // not each row's after the row before is summed
         uint ub = u % W_UPB;
-        w_raw wr[FETCH_ROWS];
 #define ROW_BI(r) UNIT_BI(r, u)
+#ifndef AHEAD_ON
+        w_raw wr[FETCH_ROWS];
         for (int j = 0; j < FETCH_ROWS; j++)
             wr[j] = w_fetch(ROW_BI(j), ub);
+#endif
 #endif
         vec4 x[8];
         float sx_lo, sx_hi, ss;
@@ -649,7 +665,16 @@ void main()
 #endif
 #endif
         for (int g = 0; g < NR; g += FETCH_ROWS) {
-#ifndef W_IS_FLOAT
+#ifdef AHEAD_ON
+            w_raw wn[FETCH_ROWS];
+            {
+                // (past the lane's last unit: the row's last unit again, from cache)
+                uint un = g + FETCH_ROWS < NR ? u : min(u + uint(TPR), uint(W_UNITS) - 1u);
+                int gn = (g + FETCH_ROWS) % NR;
+                for (int j = 0; j < FETCH_ROWS; j++)
+                    wn[j] = w_fetch(UNIT_BI(gn + j, un), un % W_UPB);
+            }
+#elif !defined(W_IS_FLOAT)
             if (g > 0) {
                 for (int j = 0; j < FETCH_ROWS; j++)
                     wr[j] = w_fetch(ROW_BI(g + j), ub);
@@ -679,6 +704,10 @@ void main()
                 acc[r] += ab.x * lo + ab.y * sx_lo + ab.z * hi + ab.w * sx_hi;
 #endif
             }
+#ifdef AHEAD_ON
+            for (int j = 0; j < FETCH_ROWS; j++)
+                wr[j] = wn[j];
+#endif
         }
 #else
 #ifndef XSH

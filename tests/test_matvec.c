@@ -398,6 +398,30 @@ static void default_split_all(int subgroup)
 
 static void test_matvec_every_format_default_split(void) { default_split_all(0); }
 
+/* Each group of a thread's rows loaded before the group before is summed
+ * (GLESLLM_FETCH_AHEAD; by default Q4_K's 8-row kernels only): every
+ * quantized format with 1, 2 and 4 rows a group, 2 units a lane (so the
+ * look-ahead crosses from a unit's last group to the next unit's first), rows
+ * left over in the last thread; with the norm folded in too. Tolerance: the
+ * one of the default products (f16 or f32, check_matvec). */
+static void test_fetch_ahead(void)
+{
+    static const char *const ahead[] = { "1", "2", "4" };
+    for (size_t a = 0; a < sizeof ahead / sizeof ahead[0]; a++) {
+        setenv("GLESLLM_FETCH_AHEAD", ahead[a], 1);
+        for (size_t f = 0; f < N_FORMATS; f++) {
+            if (is_float(formats[f]))
+                continue;
+            matvec_config eight = { 64, 16, 8, false };
+            mv_case mc = { formats[f], 45, 2 * 16 * 32, 0 };
+            check_matvec(&mc, &eight, 7700 + 20 * a + f);
+            if (a == 1)
+                check_batched(&mc, NULL, &eight, 1, true, 1, MATVEC_REL_TOL, 7800 + f);
+        }
+    }
+    unsetenv("GLESLLM_FETCH_AHEAD");
+}
+
 /* other work splits: one lane per row, many rows per thread, the widest */
 static void test_matvec_work_splits(void)
 {
@@ -966,6 +990,7 @@ int main(void)
         return 1;
     RUN_TEST(test_matvec_every_format_default_split);
     RUN_TEST(test_matvec_work_splits);
+    RUN_TEST(test_fetch_ahead);
     RUN_TEST(test_matvec_subgroup_path);
     RUN_TEST(test_f16_dot_path);
     RUN_TEST(test_matmul_every_format);

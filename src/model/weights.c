@@ -102,6 +102,7 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     "wg,tpr,nr[,xb] (work-group size, lanes a row, rows a thread, and invocations on one unit " \
     "of x: a power of two up to 64)"
 #define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
+#define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
 
 glesllm_status weights_env_check(void)
@@ -121,6 +122,11 @@ glesllm_status weights_env_check(void)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
                        getenv("GLESLLM_MATMUL"));
+    n = env_uints("GLESLLM_FETCH_AHEAD", v, 1, 1);
+    if (n < 0 || (n == 1 && (v[0] > 8 || (v[0] & (v[0] - 1)))))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "GLESLLM_FETCH_AHEAD=%s is not known; use " FETCH_AHEAD_USE,
+                       getenv("GLESLLM_FETCH_AHEAD"));
     int xsh;
     return env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
 }
@@ -324,6 +330,39 @@ static uint32_t fetch_rows(uint32_t type, uint32_t nr)
 {
     uint32_t n = type == GGML_TYPE_Q8_0 ? 2 : nr;
     return n && n <= nr && nr % n == 0 ? n : nr;
+}
+
+/* One-token kernels, the quantized formats: whether each group of a
+ * thread's rows has its words loaded before the group before is decoded and
+ * summed (matvec.comp FETCH_AHEAD), and how many rows a group holds then (a
+ * divisor of nr, replacing fetch_rows'; 0: not ahead). By default only Q4_K's
+ * kernels of 8 rows a thread (the large matrices), 1 row a group, 2 for its
+ * gate/up (GLU). On an H200 (bench/RESULTS.md session 36), back to back /
+ * each waiting for the one before, us: Q4_K 14336x4096 15.46 / 20.63 -> 14.82
+ * / 20.18 (65% -> 68% of the copy kernel), 32000x4096 34.0 / 46.5 -> 32.3 /
+ * 44.8, gate/up 28672x4096 chained 46.7 -> 39.8 (2 rows a group); Mistral-7B
+ * Q4_K_M tg128 220.4 -> 220.8 and 226.0-226.6 -> 227.1-227.3 on two machines,
+ * the same greedy ids. Every other format measured slower in the decode step
+ * although faster alone: Q4_0 (2 rows) 14336x4096 72% -> 76% and its gate/up
+ * 38.7 -> 34.3 us chained, yet Mistral-7B Q4_0 tg128 260.2 -> 256.5 (its down
+ * matrix slower in the step, 22.8 -> 23.3 us); Q8_0 98% -> 103% alone,
+ * tg128 183.2 -> 171.1. With 4 rows a thread (4096x4096) every format was
+ * slower. Q2_K, Q3_K, Q5_K and Q6_K: slower chained, or unmeasured in a
+ * step. GLESLLM_FETCH_AHEAD=0 turns it off, =N (1, 2, 4 or 8) takes N rows a
+ * group ahead for every quantized format (for benchmarks). */
+static uint32_t fetch_ahead_rows(uint32_t type, uint32_t nr, const matvec_variant *v)
+{
+    unsigned e[1];
+    uint32_t want = 0;
+    if (env_uints("GLESLLM_FETCH_AHEAD", e, 1, 1) == 1) /* else weights_env_check's error */
+        want = e[0];
+    else if (nr == 8 && type == GGML_TYPE_Q4_K)
+        want = v->epilogue == MATVEC_GLU ? 2 : 1;
+    if (quant_gpu_is_float(type))
+        return 0;
+    while (want > 1 && nr % want)
+        want /= 2;
+    return want;
 }
 
 typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
@@ -543,6 +582,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                 sizeof defines - strlen(defines) - 1);
     }
     uint32_t fetch = fetch_rows(type, cfg->nr);
+    uint32_t ahead = v.nt <= 1 ? fetch_ahead_rows(type, cfg->nr, &v) : 0;
+    if (ahead) {
+        fetch = ahead;
+        strncat(defines, "\nFETCH_AHEAD 1", sizeof defines - strlen(defines) - 1);
+    }
     if (v.nt <= 1 && fetch != cfg->nr) {
         char fr[24];
         snprintf(fr, sizeof fr, "\nFETCH_ROWS %u", fetch);
