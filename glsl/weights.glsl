@@ -514,7 +514,9 @@ void w_unit_h_r(w_raw r, uint bi, uint ub, out f16vec2 lq[8], out f16vec2 hq[8],
     // takes off x (W_XL, W_XH)
     uvec2 t = r.q.xy, t8 = t >> 8u;
 #if defined(WTYPE_Q3_K)
-    uint b8 = r.e.x >> 8u;  // the BIT word: value 4k + b's third bit at bit k of byte b, 16 + 4k + b's at 4 + k
+    // the BIT word shifted a byte down: value 4k + b's third bit at bit k of
+    // byte b, 16 + 4k + b's at bit 4 + k
+    uint b8 = r.e.x >> 8u;
 #endif
     for (int k = 0; k < 4; k++) {
         uint ml = 0x00030003u << W_LO_SHIFT(k), mh = ml << 2u;

@@ -342,8 +342,9 @@ static uint32_t fetch_rows(uint32_t type, uint32_t nr)
  * / 20.18 (65% -> 68% of the copy kernel), 32000x4096 34.0 / 46.5 -> 32.3 /
  * 44.8, gate/up 28672x4096 chained 46.7 -> 39.8 (2 rows a group); Mistral-7B
  * Q4_K_M tg128 220.4 -> 220.8 and 226.0-226.6 -> 227.1-227.3 on two machines,
- * the same greedy ids; on an H100 Q4_K 74% -> 78% and tg128 207.0 -> 210.9. Every other format measured slower in the decode step
- * although faster alone: Q4_0 (2 rows) 14336x4096 72% -> 76% and its gate/up
+ * the same greedy ids; on an H100 Q4_K 74% -> 78% and tg128 207.0 -> 210.9.
+ * Every other format measured slower in the decode step although faster
+ * alone: Q4_0 (2 rows) 14336x4096 72% -> 76% and its gate/up
  * 38.7 -> 34.3 us chained, yet Mistral-7B Q4_0 tg128 260.2 -> 256.5 (its down
  * matrix slower in the step, 22.8 -> 23.3 us); Q8_0 98% -> 103% alone,
  * tg128 183.2 -> 171.1. With 4 rows a thread (4096x4096) every format was
