@@ -251,24 +251,61 @@ vec2 k4_scale_min(uvec4 t, uint j)
 }
 #endif
 
+#if (defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)) && defined(F16_DOT)
+// Unit j's (d x scale, -dmin x min) from the K4 scale words t, the 6-bit
+// scale and min put together as two f16 (in the mantissa of 1024, as
+// nib_levels) and multiplied by (d, -dmin) in one f16 multiply: each rounded
+// to f16 (a relative 2^-12 at most), fewer instructions than k4_scale_min's
+vec2 k4_map_h(uvec4 t, uint j)
+{
+    uint lo = ((t.y >> (4u * j)) & 15u) | (((t.z >> (4u * j)) & 15u) << 16u);
+    uint hi = ((t.w >> (2u * j)) & 0x00030003u) << 4u;
+    f16vec2 sm = unpackFloat2x16(lo | hi | 0x64006400u) - f16vec2(1024.0);
+    return vec2(sm * (unpackFloat2x16(t.x) * f16vec2(1.0, -1.0)));
+}
+#endif
+
 #if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
 // Q2_K's and Q3_K's maps of unit ub (w_unit's ab) from its words r
 vec4 k23_map(w_raw r, uint ub)
 {
 #if defined(WTYPE_Q2_K)
-    uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+    // K2 scale word (quant_gpu.h): sub-block 2ub's scale and min at bits 0
+    // and 16 of s, 2ub + 1's at bits 4 and 20
+    uint s = r.s.x >> (8u * (ub & 1u));
+#if defined(F16_DOT)
+    // each (scale, min) pair as two f16 (in the mantissa of 1024, as
+    // nib_levels) times (d, dmin) in one f16 multiply: d x scale rounded to
+    // f16 (a relative 2^-12 at most)
+    f16vec2 dm = unpackFloat2x16(r.s.y) * f16vec2(1.0, -1.0);
+    f16vec2 a0 = (unpackFloat2x16((s & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0)) * dm;
+    f16vec2 a1 = (unpackFloat2x16(((s >> 4u) & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0)) * dm;
+    return vec4(vec2(a0), vec2(a1));
+#else
     vec2 dm = unpackHalf2x16(r.s.y);
-    return vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(sc) >> uvec4(0u, 4u, 8u, 12u)) & 15u);
+    return vec4(dm.x, -dm.y, dm.x, -dm.y) * lvl((uvec4(s) >> uvec4(0u, 16u, 4u, 20u)) & 15u);
+#endif
 #else
     // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
     uvec4 t = r.s;
     float d = unpackHalf2x16(t.w).x;
     uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
     uint hb2 = (t.z >> (4u * ub)) & 15u;
+#if defined(F16_DOT)
+    // the two 6-bit scales as two f16 (in the mantissa of 1024, as
+    // nib_levels), less 32, times d in one f16 multiply (a relative 2^-12 at
+    // most)
+    uint lo = (lb & 15u) | ((lb << 12u) & 0x000F0000u);
+    uint hi = ((hb2 & 3u) << 4u) | ((hb2 << 18u) & 0x00300000u);
+    f16vec2 dh = unpackFloat2x16(t.w).xx;
+    vec2 s01 = vec2((unpackFloat2x16(lo | hi | 0x64006400u) - f16vec2(1056.0)) * dh);
+    return vec4(s01.x, -4.0 * s01.x, s01.y, -4.0 * s01.y);
+#else
     // (6-bit scales less 32)
     vec2 s = lvl2(uvec2((lb & 15u) | ((hb2 & 3u) << 4u), (lb >> 4u) | ((hb2 >> 2u) << 4u)));
     float s0 = d * (s.x - 32.0), s1 = d * (s.y - 32.0);
     return vec4(s0, -4.0 * s0, s1, -4.0 * s1);
+#endif
 #endif
 }
 #endif
@@ -278,11 +315,23 @@ vec4 k23_map(w_raw r, uint ub)
 vec4 q6k_map(w_raw r, uint bi, uint ub)
 {
     uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
+#if defined(F16_DOT)
+    // the two signed bytes (+ 128) as two f16 (in the mantissa of 1024, as
+    // nib_levels), less 1152, times d in one f16 multiply (a relative 2^-12
+    // at most)
+    uint b = sc ^ 0x8080u;
+    f16vec2 dh = unpackFloat2x16(r.s.y);
+    dh = ((W_PLANE(3) + bi * 2u) & 2u) != 0u ? dh.yy : dh.xx;
+    vec2 s01 = vec2((unpackFloat2x16((b & 0xFFu) | ((b << 8u) & 0x00FF0000u) | 0x64006400u) -
+                     f16vec2(1152.0)) * dh);
+    return vec4(s01.x, -32.0 * s01.x, s01.y, -32.0 * s01.y);
+#else
     float d = half_of(r.s.y, W_PLANE(3) + bi * 2u);
     // the two signed bytes (two's complement + 128: 0..255)
     vec2 s = lvl2((uvec2(sc ^ 0x8080u) >> uvec2(0u, 8u)) & 255u) - 128.0;
     float s0 = d * s.x, s1 = d * s.y;
     return vec4(s0, -32.0 * s0, s1, -32.0 * s1);
+#endif
 }
 #endif
 
@@ -310,6 +359,8 @@ void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out
     ab = vec4(d, -16.0 * d, d, -16.0 * d);
 #elif defined(WTYPE_Q5_1)
     ab = unpackHalf2x16(r.s.x).xyxy;
+#elif defined(F16_DOT)
+    ab = k4_map_h(r.s, ub).xyxy;
 #else
     vec2 dm = unpackHalf2x16(r.s.x), sm = k4_scale_min(r.s, ub);
     ab = vec2(dm.x * sm.x, -dm.y * sm.y).xyxy;
@@ -349,6 +400,8 @@ uvec4 q4_unit(w_raw r, uint bi, uint ub, out vec4 ab)
 #elif defined(WTYPE_Q4_1)
     vec2 dm = unpackHalf2x16(r.s.x);
     ab = vec4(dm.x, dm.y, dm.x * 0.0625, dm.y);
+#elif defined(F16_DOT)
+    ab = k4_map_h(r.s, ub).xyxy * vec4(1.0, 1.0, 0.0625, 1.0);
 #else
     vec2 dm = unpackHalf2x16(r.s.x), sm = k4_scale_min(r.s, ub);
     float sc = dm.x * sm.x;

@@ -36,8 +36,10 @@ void tearDown(void)
  * has f16 types): each value of x, scaled to at most 1, rounded to f16
  * (2^-12 of it), each product of it and a level rounded (2^-12), and the 8
  * products of a half unit a lane added in f16 (7 roundings, each at most
- * 2^-12 of a partial sum, itself at most the sum of |terms|): at most about
- * 9 * 2^-12 = 2.2e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
+ * 2^-12 of a partial sum, itself at most the sum of |terms|), and the
+ * K-quants' scales times d (and mins times dmin) rounded to f16 (2^-12 of
+ * each; weights.glsl k4_map_h, k23_map, q6k_map): at most about
+ * 10 * 2^-12 = 2.4e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
  * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
  * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) and for the signed ones whose offset
  * stays in the sums (levels as f16 subnormals, weights.c f16_subn_choice);

@@ -200,6 +200,23 @@ static void k4_scales(const uint8_t *src16, uint8_t *dst16)
     put_u32(dst16 + 12, hi);
 }
 
+/* Q2_K: the sixteen 4-bit scales and mins (GGUF byte i: scale i | min i <<
+ * 4) regrouped four sub-blocks a word: word w holds scale 4w + i at bit 4i
+ * and min 4w + i at bit 16 + 4i, so that one shift and one mask give a
+ * sub-block's (scale, min) as the two halves of a word (weights.glsl
+ * k23_map). */
+static void q2k_scales(const uint8_t *s, uint8_t *dst16)
+{
+    for (int w = 0; w < 4; w++) {
+        uint32_t v = 0;
+        for (int i = 0; i < 4; i++) {
+            uint32_t b = s[4 * w + i];
+            v |= (b & 15) << (4 * i) | (b >> 4) << (16 + 4 * i);
+        }
+        put_u32(dst16 + 4 * w, v);
+    }
+}
+
 /* Q3_K: the sixteen 6-bit scales (biased by 32, as stored) regrouped: low
  * nibbles of scales 0..7, of 8..15, the high two bits (bits 2i), then d. */
 static void k3_scales(const uint8_t *s, ggml_half d, uint8_t *dst16)
@@ -252,7 +269,7 @@ static void repack_block(uint32_t type, const uint8_t *src, uint8_t *const dst[Q
         levels_k2(b->qs, q);
         for (int u = 0; u < 8; u++)
             put_two(dst[0] + 8 * u, q + 32 * u, 0);
-        memcpy(dst[1], b->scales, 16);
+        q2k_scales(b->scales, dst[1]);
         memcpy(dst[2], &b->d, 2);
         memcpy(dst[2] + 2, &b->dmin, 2);
         break;

@@ -36,7 +36,7 @@
  *   Q5_0   32   NIB q (16) | BIT q>>4 (4) | d (2)                    22
  *   Q5_1   32   NIB q (16) | BIT q>>4 (4) | d, m (4)                 24
  *   Q8_0   32   BYTE q (32) | d (2)                                  34
- *   Q2_K  256   TWO q x8 (64) | 16 scale bytes as GGUF (16) | d, dmin (4)   84
+ *   Q2_K  256   TWO q x8 (64) | K2 scales (16) | d, dmin (4)           84
  *   Q3_K  256   TWO q x8 (64) | BIT hmask x8 (32) | K3 scales (16)   110 (112 here)
  *   Q4_K  256   NIB q x8 (128) | K4 scales (16)                      144
  *   Q5_K  256   NIB q x8 (128) | BIT q>>4 x8 (32) | K4 scales (16)   176
@@ -45,6 +45,8 @@
  * K4 scales: u32 words: d | dmin << 16 (halves); low nibbles of the eight
  *   6-bit scales (nibble j = unit j); low nibbles of the eight mins; the high
  *   two bits of scale j at bit 2j and of min j at bit 16 + 2j.
+ * K2 scales: u32 words, four 16-value sub-blocks each: word w holds the
+ *   4-bit scale of sub-block 4w + i at bit 4i, its min at bit 16 + 4i.
  * K3 scales: u32 words: low nibbles of the 6-bit scales 0..7 (of 16-value
  *   sub-blocks), of scales 8..15, their high two bits at bit 2i, then d (low
  *   half). Scales are stored biased by 32, as in GGUF. Levels q are GGUF's
