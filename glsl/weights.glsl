@@ -173,7 +173,7 @@ uint bit_hi(uint b, int k) { return (b >> uint(4 + k)) & 0x01010101u; }
 //   Q4_K        q the NIB words, s the block's K4 scale words
 //   Q5_0, Q5_1  q the NIB words, e.x the BIT word, s.x the scale word
 //   Q5_K        q the NIB words, e.x the BIT word, s the K4 scale words
-//   Q2_K        q.xy the TWO words, s.x the word of the unit's scale byte,
+//   Q2_K        q.xy the TWO words, s.x the unit's K2 scale word,
 //               s.y the block's d and dmin
 //   Q3_K        q.xy the TWO words, e.x the BIT word, s the K3 scale words
 //   Q6_K        q the NIB words, e the TWO words, s.x the word of the
