@@ -100,6 +100,13 @@ vec4 lvl8(uint w) { return lvl((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 255u); }
 uint nib_lo(uint w) { return w & 0x0F0F0F0Fu; }
 uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 #endif
+// Two fields below 2^10 (bits: masked to the low bits of each half) in the
+// mantissas of two f16 whose exponent makes 1024, less off, in f16: exact
+// (integers below 2^11). For the nibbles below (nib_levels) and F16_DOT's
+// K-quant scales (k4_map_h).
+#if defined(F16_LEVELS) || defined(F16_DOT)
+#define NIB_PAIR_H(bits, off) (unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
+#endif
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
 // A NIB word as levels with few integer instructions (Q4_0, Q4_1, Q4_K; in
 // an H100 decode step Q4_K_M went 140 -> 150 tok/s against shifting each
@@ -121,10 +128,7 @@ uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 #define NIB_OFF_LO 1024.0
 #define NIB_OFF_HI 1024.0
 #endif
-// NIB_PAIR_H: the same left in f16 (F16_DOT).
-#if defined(F16_LEVELS) || defined(F16_DOT)
-#define NIB_PAIR_H(bits, off) (unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
-#endif
+// NIB_PAIR_H (above): the same left in f16 (F16_DOT).
 #if defined(F16_LEVELS)
 #define NIB_PAIR(bits, off) vec2(NIB_PAIR_H(bits, off))
 #else
@@ -252,15 +256,16 @@ vec2 k4_scale_min(uvec4 t, uint j)
 #endif
 
 #if (defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)) && defined(F16_DOT)
-// Unit j's (d x scale, -dmin x min) from the K4 scale words t, the 6-bit
-// scale and min put together as two f16 (in the mantissa of 1024, as
-// nib_levels) and multiplied by (d, -dmin) in one f16 multiply: each rounded
-// to f16 (a relative 2^-12 at most), fewer instructions than k4_scale_min's
+// Unit j's (d x scale, -dmin x min) from the K4 scale words t. F16_DOT's
+// K-quant maps (here, k23_map, q6k_map) put a sub-block's scale and min, or
+// two scales, together as one f16 pair (NIB_PAIR_H) and multiply it by d
+// (and -dmin) in one f16 multiply: fewer instructions than in f32, each
+// product rounded to f16 (a relative 2^-12 at most).
 vec2 k4_map_h(uvec4 t, uint j)
 {
     uint lo = ((t.y >> (4u * j)) & 15u) | (((t.z >> (4u * j)) & 15u) << 16u);
     uint hi = ((t.w >> (2u * j)) & 0x00030003u) << 4u;
-    f16vec2 sm = unpackFloat2x16(lo | hi | 0x64006400u) - f16vec2(1024.0);
+    f16vec2 sm = NIB_PAIR_H(lo | hi, 1024.0);
     return vec2(sm * (unpackFloat2x16(t.x) * f16vec2(1.0, -1.0)));
 }
 #endif
@@ -274,12 +279,10 @@ vec4 k23_map(w_raw r, uint ub)
     // and 16 of s, 2ub + 1's at bits 4 and 20
     uint s = r.s.x >> (8u * (ub & 1u));
 #if defined(F16_DOT)
-    // each (scale, min) pair as two f16 (in the mantissa of 1024, as
-    // nib_levels) times (d, dmin) in one f16 multiply: d x scale rounded to
-    // f16 (a relative 2^-12 at most)
+    // (the f16 maps: k4_map_h)
     f16vec2 dm = unpackFloat2x16(r.s.y) * f16vec2(1.0, -1.0);
-    f16vec2 a0 = (unpackFloat2x16((s & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0)) * dm;
-    f16vec2 a1 = (unpackFloat2x16(((s >> 4u) & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0)) * dm;
+    f16vec2 a0 = NIB_PAIR_H(s & 0x000F000Fu, 1024.0) * dm;
+    f16vec2 a1 = NIB_PAIR_H((s >> 4u) & 0x000F000Fu, 1024.0) * dm;
     return vec4(vec2(a0), vec2(a1));
 #else
     vec2 dm = unpackHalf2x16(r.s.y);
@@ -288,20 +291,18 @@ vec4 k23_map(w_raw r, uint ub)
 #else
     // K3 scale words (quant_gpu.h): sub-blocks 2ub and 2ub + 1
     uvec4 t = r.s;
-    float d = unpackHalf2x16(t.w).x;
     uint lb = ((ub < 4u ? t.x : t.y) >> (8u * (ub & 3u))) & 255u;
     uint hb2 = (t.z >> (4u * ub)) & 15u;
 #if defined(F16_DOT)
-    // the two 6-bit scales as two f16 (in the mantissa of 1024, as
-    // nib_levels), less 32, times d in one f16 multiply (a relative 2^-12 at
-    // most)
+    // (the f16 maps: k4_map_h; the 6-bit scales less 32)
     uint lo = (lb & 15u) | ((lb << 12u) & 0x000F0000u);
     uint hi = ((hb2 & 3u) << 4u) | ((hb2 << 18u) & 0x00300000u);
     f16vec2 dh = unpackFloat2x16(t.w).xx;
-    vec2 s01 = vec2((unpackFloat2x16(lo | hi | 0x64006400u) - f16vec2(1056.0)) * dh);
+    vec2 s01 = vec2(NIB_PAIR_H(lo | hi, 1056.0) * dh);
     return vec4(s01.x, -4.0 * s01.x, s01.y, -4.0 * s01.y);
 #else
     // (6-bit scales less 32)
+    float d = unpackHalf2x16(t.w).x;
     vec2 s = lvl2(uvec2((lb & 15u) | ((hb2 & 3u) << 4u), (lb >> 4u) | ((hb2 >> 2u) << 4u)));
     float s0 = d * (s.x - 32.0), s1 = d * (s.y - 32.0);
     return vec4(s0, -4.0 * s0, s1, -4.0 * s1);
@@ -316,14 +317,11 @@ vec4 q6k_map(w_raw r, uint bi, uint ub)
 {
     uint sc = r.s.x >> (((ub * 2u) & 3u) * 8u);
 #if defined(F16_DOT)
-    // the two signed bytes (+ 128) as two f16 (in the mantissa of 1024, as
-    // nib_levels), less 1152, times d in one f16 multiply (a relative 2^-12
-    // at most)
+    // (the f16 maps: k4_map_h; the two signed bytes + 128, less 1152)
     uint b = sc ^ 0x8080u;
     f16vec2 dh = unpackFloat2x16(r.s.y);
     dh = ((W_PLANE(3) + bi * 2u) & 2u) != 0u ? dh.yy : dh.xx;
-    vec2 s01 = vec2((unpackFloat2x16((b & 0xFFu) | ((b << 8u) & 0x00FF0000u) | 0x64006400u) -
-                     f16vec2(1152.0)) * dh);
+    vec2 s01 = vec2(NIB_PAIR_H((b & 0xFFu) | ((b << 8u) & 0x00FF0000u), 1152.0) * dh);
     return vec4(s01.x, -32.0 * s01.x, s01.y, -32.0 * s01.y);
 #else
     float d = half_of(r.s.y, W_PLANE(3) + bi * 2u);
