@@ -17,8 +17,8 @@
 // XSH: f16 products of the levels and x scaled per unit or half unit,
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
 // code in f32); F16_SUBN (with F16_DOT: the levels as f16 subnormals,
-// SUBN_X below); H_MERGE_OK (with F16_DOT, one token: a unit's two halves
-// summed in f16 where the format allows, H_MERGE below); and at most one
+// SUBN_X below); H_MERGE_OK (with F16_DOT: a unit's two halves summed in
+// f16 where the format allows: one token H_MERGE below, several XM); and at most one
 // epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
@@ -162,12 +162,23 @@ shared float part[PART_N];
 #define PART_SET(i, v) part[i] = (v)
 #endif
 #ifdef XSH
-// The staging works in half units (4 vec4, 16 values) of one token's x:
-// XSH_ITEMS a block, XSH_PER of them an invocation; item i is token
-// i / (2 TPR), half (i / TPR) % 2 of lane i % TPR's unit. Each half's sum
-// (for the affine maps' offsets) is taken once here, into xsum[i], instead
-// of by every slot's lane for every token.
-#define XSH_ITEMS (NT * 2 * TPR)
+// XM (several tokens, H_MERGE_OK: weights.c halves_merged, the kernels
+// without NORM; the formats of W_H_SAME): a staged unit of
+// x has one scale for its two halves (as x_half's with H_MERGE), so that a
+// row's f16 sums of both halves add up in f16 and each (row, token) takes
+// one affine map instead of two.
+#if defined(F16_DOT) && defined(H_MERGE_OK) && defined(W_H_SAME)
+#define XM 1
+#define XSH_IPT TPR        // items a token: whole units
+#else
+#define XSH_IPT (2 * TPR)  // half units
+#endif
+// The staging works in half units (4 vec4, 16 values) of one token's x
+// (XM: whole units): XSH_ITEMS a block, XSH_PER of them an invocation; item
+// i is token i / XSH_IPT, half (i / TPR) % 2 (XM: both) of lane i % TPR's
+// unit. Each item's sum (for the affine maps' offsets) is taken once here,
+// into xsum[i], instead of by every slot's lane for every token.
+#define XSH_ITEMS (NT * XSH_IPT)
 #define XSH_PER ((XSH_ITEMS + WG_SIZE - 1) / WG_SIZE)
 shared float xsum[XSH_ITEMS];
 // Units ub .. ub + TPR - 1 of the ntok tokens' x into xsh (zeros past the
@@ -179,15 +190,22 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
     barrier();  // the last block's reads are done
     for (int m = 0; m < XSH_PER; m++) {
         uint i = gl_LocalInvocationIndex + uint(m * WG_SIZE);
-        if (i >= ntok * uint(2 * TPR))
+        if (i >= ntok * uint(XSH_IPT))
             break;  // (the tokens past ntok are never read)
-        uint k = i / uint(2 * TPR), h = (i / uint(TPR)) % 2u, l = i % uint(TPR);
+        uint k = i / uint(XSH_IPT), l = i % uint(TPR);
+#ifdef XM
+#define XSH_V 8
+        const uint h = 0u;
+#else
+#define XSH_V 4
+        uint h = (i / uint(TPR)) % 2u;
+#endif
         uint u = ub + l;
-        vec4 v[4];
-        for (int jj = 0; jj < 4; jj++)
+        vec4 v[XSH_V];
+        for (int jj = 0; jj < XSH_V; jj++)
             v[jj] = vec4(0.0);
         if (u < uint(W_UNITS)) {
-            for (int jj = 0; jj < 4; jj++) {
+            for (int jj = 0; jj < XSH_V; jj++) {
                 uint j = h * 4u + uint(jj);
                 v[jj] = xv[xo + k * xs + u * 8u + j];
 #ifdef W_IS_FLOAT
@@ -201,29 +219,39 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
             }
         }
 #ifdef F16_DOT
-        vec4 m4 = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
+        vec4 m4 = abs(v[0]);
+        for (int jj = 1; jj < XSH_V; jj++)
+            m4 = max(m4, abs(v[jj]));
         float mx = max(max(m4.x, m4.y), max(m4.z, m4.w));
         float inv = mx > 0.0 ? SUBN_X / mx : 0.0;
-        uvec4 pk[2];
-        for (int jj = 0; jj < 4; jj++) {
-            pk[jj >> 1][2 * (jj & 1)] = packFloat2x16(f16vec2(v[jj].xz * inv));
-            pk[jj >> 1][2 * (jj & 1) + 1] = packFloat2x16(f16vec2(v[jj].yw * inv));
+        uvec4 pk[XSH_V / 2];
+        for (int jj = 0; jj < XSH_V; jj++) {
+#ifdef XM
+            float f = jj < 4 ? inv : inv * W_H_SAME;  // H_MERGE's scale of the high half
+#else
+            float f = inv;
+#endif
+            pk[jj >> 1][2 * (jj & 1)] = packFloat2x16(f16vec2(v[jj].xz * f));
+            pk[jj >> 1][2 * (jj & 1) + 1] = packFloat2x16(f16vec2(v[jj].yw * f));
         }
-        xsh[(k * 8u + h * 2u) * uint(TPR) + l] = pk[0];
-        xsh[(k * 8u + h * 2u + 1u) * uint(TPR) + l] = pk[1];
+        for (int jj = 0; jj < XSH_V / 2; jj++)
+            xsh[(k * 8u + h * 2u + uint(jj)) * uint(TPR) + l] = pk[jj];
         xsh[(k * 8u + 4u + h) * uint(TPR) + l].x = floatBitsToUint(mx * SUBN_M);
 #else
         for (int jj = 0; jj < 4; jj++)
             xsh[(k * 8u + h * 4u + uint(jj)) * uint(TPR) + l] = v[jj];
 #endif
-        xsum[i] = dot(v[0] + v[1] + v[2] + v[3], vec4(1.0));
+        vec4 vs = v[0];
+        for (int jj = 1; jj < XSH_V; jj++)
+            vs += v[jj];
+        xsum[i] = dot(vs, vec4(1.0));
     }
     barrier();
 }
 
 #ifdef NORM
 // After the last block: token k's sum(x^2) from the invocations' ss, left in
-// nsum[k] (a tree over each token's 2 * TPR items, in xsum).
+// nsum[k] (a tree over each token's XSH_IPT items, in xsum).
 shared float nsum[NT];
 void stage_norm_sums(float ss[XSH_PER])
 {
@@ -234,15 +262,15 @@ void stage_norm_sums(float ss[XSH_PER])
             xsum[i] = ss[m];
     }
     barrier();
-    for (uint s = uint(TPR); s > 0u; s >>= 1u) {
+    for (uint s = uint(XSH_IPT / 2); s > 0u; s >>= 1u) {
         for (uint i = gl_LocalInvocationIndex; i < uint(NT) * s; i += uint(WG_SIZE)) {
-            uint at = (i / s) * uint(2 * TPR) + i % s;
+            uint at = (i / s) * uint(XSH_IPT) + i % s;
             xsum[at] += xsum[at + s];
         }
         barrier();
     }
     if (gl_LocalInvocationIndex < uint(NT))
-        nsum[gl_LocalInvocationIndex] = xsum[gl_LocalInvocationIndex * uint(2 * TPR)];
+        nsum[gl_LocalInvocationIndex] = xsum[gl_LocalInvocationIndex * uint(XSH_IPT)];
 }
 #endif
 
@@ -271,12 +299,17 @@ void staged_x(uint k, uint lane, out vec4 x[8])
         x[j] = xsh[(k * 8u + uint(j)) * uint(TPR) + lane];
 }
 #endif
+#ifdef XM
+// the sum of its unit (stage_x's)
+float staged_sum(uint k, uint lane) { return xsum[k * uint(TPR) + lane]; }
+#else
 // the sums of its halves (stage_x's)
 void staged_sums(uint k, uint lane, out float sx_lo, out float sx_hi)
 {
     sx_lo = xsum[k * uint(2 * TPR) + lane];
     sx_hi = xsum[k * uint(2 * TPR) + uint(TPR) + lane];
 }
+#endif
 #endif
 
 #if NT == 1 && defined(USE_SUBGROUP) && defined(SG_SIZE)
@@ -416,7 +449,7 @@ void dot_h_sums(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8], out 
     }
 }
 
-#ifdef H_MERGE
+#if defined(H_MERGE) || defined(XM)
 // dot_h_sums' two sums as one, added in f16 (x_half's high half on the low
 // half's scale). The halves stay two chains of 8 until then: one chain of
 // 16 ran Mistral-7B Q4_0 decode 5% slower on an H200 (bench/RESULTS.md,
@@ -723,7 +756,20 @@ void main()
         for (int k = 0; k < NT; k++) {
             if (uint(k) >= ntok)
                 continue;  // (not break: the loop unrolls, acc stays in registers)
-#ifdef F16_DOT
+#ifdef XM
+            f16vec2 xl[8], xh[8];
+            float xm, mh_;
+            staged_x_h(uint(k), lane, xl, xh, xm, mh_);
+            float sx = staged_sum(uint(k), lane);
+            for (int r = 0; r < NR; r++) {
+                f16vec2 lr[8], hr[8];
+                for (int j = 0; j < 8; j++) {
+                    lr[j] = lq[r * 8 + j];
+                    hr[j] = hq[r * 8 + j];
+                }
+                acc[r * NT + k] += ab[r].x * xm * dot_h1(lr, hr, xl, xh) + ab[r].y * sx;
+            }
+#elif defined(F16_DOT)
             f16vec2 xl[8], xh[8];
             float ml, mh, sx_lo, sx_hi;
             staged_x_h(uint(k), lane, xl, xh, ml, mh);

@@ -36,7 +36,10 @@ void tearDown(void)
  * has f16 types): each value of x, scaled to at most 1, rounded to f16
  * (2^-12 of it), each product of it and a level rounded (2^-12), and the 8
  * products of a half unit a lane added in f16 (7 roundings, each at most
- * 2^-12 of a partial sum, itself at most the sum of |terms|), and the
+ * 2^-12 of a partial sum, itself at most the sum of |terms|; one more where
+ * the two halves' sums add in f16, matvec.comp H_MERGE and XM, whose high
+ * half's x / 16 goes subnormal below 2^-10 of the unit's largest value, an
+ * absolute error of at most 2^-25 of it), and the
  * K-quants' scales times d (and mins times dmin) rounded to f16 (2^-12 of
  * each; weights.glsl k4_map_h, k23_map, q6k_map): at most about
  * 10 * 2^-12 = 2.4e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,

@@ -464,7 +464,7 @@ static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const mat
     return GLESLLM_OK;
 }
 
-/* Whether a one-token kernel with f16 products (f16_dot_choice) may add the
+/* Whether a kernel with f16 products (f16_dot_choice) may add the
  * f16 sums of a unit's two halves in f16 before they go to f32 (matvec.comp
  * H_MERGE, which the formats whose two halves share one map take up:
  * weights.glsl W_H_SAME), which saves each row's unit two conversions and
@@ -474,10 +474,17 @@ static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const mat
  * tok/s, Q8_0 178.2 -> 181.6, with the same greedy ids. Q4_K's gate/up
  * (GLU) kernel ran slower in the step (57.4 -> 59.2 us) while its other
  * kernels gained: Q4_K_M 211.0 -> 215.0 with it apart, 209.2 with it merged
- * too (one machine). */
+ * too (one machine). Several tokens (matvec.comp XM: x staged with one
+ * scale a unit): only the kernels without NORM. On an H100 (bench/RESULTS.md
+ * session 38, bench_matvec --chain, 9 tokens) 4096x14336 Q4_0 86.2 -> 77.9
+ * us, Q8_0 96.9 -> 89.1, 4096x4096 Q4_0 32.4 -> 30.9; 2 tokens level;
+ * verifying 8 drafted tokens of Mistral-7B Q4_0 11.29 -> 10.97 ms, the same
+ * greedy ids. With NORM (gate/up, Q/K/V: whole units staged, half as many
+ * items a block) the H200's 28672x4096 gate/up of 9 tokens went 114 -> 125
+ * us and the pass did not gain. */
 static bool halves_merged(uint32_t type, const matvec_variant *v)
 {
-    return v->nt <= 1 && !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
+    return v->nt > 1 ? !v->norm : !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
 }
 
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
