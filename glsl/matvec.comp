@@ -170,8 +170,10 @@ shared float part[PART_N];
 #if defined(F16_DOT) && defined(H_MERGE_OK) && defined(W_H_SAME)
 #define XM 1
 #define XSH_IPT TPR        // items a token: whole units
+#define XSH_V 8            // vec4 an item
 #else
 #define XSH_IPT (2 * TPR)  // half units
+#define XSH_V 4
 #endif
 // The staging works in half units (4 vec4, 16 values) of one token's x
 // (XM: whole units): XSH_ITEMS a block, XSH_PER of them an invocation; item
@@ -194,10 +196,8 @@ void stage_x(uint xo, uint xs, uint ntok, uint ub, inout float ss[XSH_PER])
             break;  // (the tokens past ntok are never read)
         uint k = i / uint(XSH_IPT), l = i % uint(TPR);
 #ifdef XM
-#define XSH_V 8
         const uint h = 0u;
 #else
-#define XSH_V 4
         uint h = (i / uint(TPR)) % 2u;
 #endif
         uint u = ub + l;
