@@ -756,33 +756,29 @@ void main()
         for (int k = 0; k < NT; k++) {
             if (uint(k) >= ntok)
                 continue;  // (not break: the loop unrolls, acc stays in registers)
-#ifdef XM
+#ifdef F16_DOT
             f16vec2 xl[8], xh[8];
-            float xm, mh_;
-            staged_x_h(uint(k), lane, xl, xh, xm, mh_);
-            float sx = staged_sum(uint(k), lane);
-            for (int r = 0; r < NR; r++) {
-                f16vec2 lr[8], hr[8];
-                for (int j = 0; j < 8; j++) {
-                    lr[j] = lq[r * 8 + j];
-                    hr[j] = hq[r * 8 + j];
-                }
-                acc[r * NT + k] += ab[r].x * xm * dot_h1(lr, hr, xl, xh) + ab[r].y * sx;
-            }
-#elif defined(F16_DOT)
-            f16vec2 xl[8], xh[8];
-            float ml, mh, sx_lo, sx_hi;
+            float ml, mh;  // (XM: ml the unit's scale, mh unused)
             staged_x_h(uint(k), lane, xl, xh, ml, mh);
+#ifdef XM
+            float sx = staged_sum(uint(k), lane);
+#else
+            float sx_lo, sx_hi;
             staged_sums(uint(k), lane, sx_lo, sx_hi);
+#endif
             for (int r = 0; r < NR; r++) {
                 f16vec2 lr[8], hr[8];
                 for (int j = 0; j < 8; j++) {
                     lr[j] = lq[r * 8 + j];
                     hr[j] = hq[r * 8 + j];
                 }
+#ifdef XM
+                acc[r * NT + k] += ab[r].x * ml * dot_h1(lr, hr, xl, xh) + ab[r].y * sx;
+#else
                 vec2 d = dot_h(lr, hr, xl, xh);
                 acc[r * NT + k] += ab[r].x * ml * d.x + ab[r].z * mh * d.y + ab[r].y * sx_lo +
                                    ab[r].w * sx_hi;
+#endif
             }
 #else
             vec4 x[8];
