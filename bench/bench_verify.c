@@ -86,7 +86,8 @@ int main(int argc, char **argv)
     gpu_model *gm = b.gm;
     for (uint32_t i = 0; i < (uint32_t)prompt + 17; i++)
         gpu_model_set_token(gm, i, (int32_t)((i * 7919u + 13u) % b.m.hp.n_vocab));
-    if (gpu_model_prefill(gm, 0, (uint32_t)prompt, 0) || gpu_model_wait(gm))
+    if (gpu_model_prepare_small(gm) || gpu_model_prefill(gm, 0, (uint32_t)prompt, 0) ||
+        gpu_model_wait(gm))
         return fail("the prompt");
     double step;
     if (time_pass(gm, (uint32_t)prompt, 0, reps, &step))

@@ -485,9 +485,9 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
  * tokens; the reference and tolerance are the matvec's (f32 sums of the same
  * products, MATVEC_REL_TOL of sum |wx|). */
 /* kernels of 2, 8, MATVEC_MULTI_NT tokens given 2, 5 and MATVEC_MULTI_NT,
- * the last with the norm; each with x from memory and staged, and the last
+ * the last with the norm; each with x from memory and staged, the last
  * with the splits of the FFN's shapes too (xb: the lanes of a warp on one
- * unit of x) */
+ * unit of x), and the first with the split of many rows for 2 tokens */
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t nts[] = { 2, 8, MATVEC_MULTI_NT }, n_toks[] = { 2, 5, MATVEC_MULTI_NT };
@@ -508,13 +508,13 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
         check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
     /* many rows (gate/up), long rows (down): their splits on this tensor, with
      * the most tokens (the same lane mapping for every count; once keeps the
-     * sanitizer run short) */
+     * sanitizer run short), and many rows' own split for 2 tokens */
     static const uint64_t ffn[2][2] = { { 28672, 4096 }, { 4096, 14336 } };
-    for (int f = 0; f < 2 && nts[t] == MATVEC_MULTI_NT; f++) {
+    for (int f = 0; f < 2 && (nts[t] == MATVEC_MULTI_NT || (nts[t] == 2 && f == 0)); f++) {
         mv = matvec_multi_config(ctx, nts[t], ffn[f][0], ffn[f][1]);
         TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
-        if (mv.xb > 1)
-            check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed + 1 + f);
+        if (mv.xb > 1) /* (with the norm, as gate/up and lm_head have it) */
+            check_batched(c, NULL, &mv, nts[t], true, n_toks[t], MATVEC_REL_TOL, seed + 1 + f);
     }
 }
 

@@ -234,6 +234,12 @@ static glesllm_status run(spec *s)
 glesllm_status engine_speculative(gpu_model *gm, const gen_options *o, gen_stats *stats)
 {
     glesllm_status st = check_pair(gm, o->draft);
+    /* the kernels of the verification passes (and of the draft's catching up
+     * after a rejection), before the clock starts */
+    if (st == GLESLLM_OK)
+        st = gpu_model_prepare_small(gm);
+    if (st == GLESLLM_OK)
+        st = gpu_model_prepare_small(o->draft);
     if (st)
         return st;
     spec s;

@@ -14,8 +14,21 @@
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
 #define RMS_WG 128u      /* rms_norm.comp's work group (and rms_prep's partial sums) */
-#define MAX_KERNELS 32
+#define MAX_KERNELS 96
 #define MAX_SEGMENTS 3
+
+/* Multi-token kernels come in sets by how many tokens they take: a run of n
+ * tokens takes the set of the fewest tokens >= n, so that a short pass
+ * (verifying 1 or 2 drafted tokens) runs kernels whose registers, shared
+ * memory and split suit it instead of the largest set's. The largest set
+ * (gpu_model multi_nt tokens) is built with the model, the others on their
+ * first use (multi_set). H200, Mistral-7B Q4_0, verifying 1 / 2 / 4 drafted
+ * tokens with the largest set's kernels of 9 tokens: 7.45 / 7.89 / 8.87 ms;
+ * with kernels of 2, 3 and 5 tokens: 6.87 / 7.46 / 8.65 (bench/RESULTS.md
+ * session 39). */
+#define MULTI_SETS 4
+static const uint32_t multi_small_sets[MULTI_SETS - 1] = { 2, 3, 5 };
+typedef const matvec_kernel *multi_kernels[MULTI_SETS];
 
 /* A weight holding consecutive rows of a fused matrix (Q|K|V, gate/up). */
 typedef struct segment {
@@ -23,7 +36,7 @@ typedef struct segment {
     uint64_t row_base;  /* its first row in the fused matrix */
     const matvec_kernel *k;
     const matmul_kernel *mk;
-    const matvec_kernel *vk; /* small batches: several tokens a dispatch */
+    multi_kernels vk;        /* small batches: several tokens a dispatch */
 } segment;
 
 typedef struct gpu_layer {
@@ -32,7 +45,7 @@ typedef struct gpu_layer {
     gpu_weight wo, glu, down;
     const matvec_kernel *k_wo, *k_glu, *k_down;
     const matmul_kernel *mk_wo, *mk_glu, *mk_down;
-    const matvec_kernel *vk_wo, *vk_glu, *vk_down;
+    multi_kernels vk_wo, vk_glu, vk_down;
     gpu_buffer cache;                    /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias;  /* float offsets in act */
 } gpu_layer;
@@ -53,11 +66,13 @@ struct gpu_model {
     uint32_t n_mkernels;
     matmul_config mcfg, mcfg32; /* the prefill tiling; f32 tiles (F32 weights) */
     const matmul_kernel *mk_out;
-    const matvec_kernel *vk_out;
+    multi_kernels vk_out;
     /* prefills of at most n_small tokens: multi-token matvecs (multi_nt
      * tokens a dispatch, multi_tokens), the norm folded in, logits of every
      * position at vlog in act (n_small rows of act_stride(n_vocab)) */
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
+    uint32_t set_nt[MULTI_SETS], n_sets; /* the sets' tokens, ascending (multi_nt last) */
+    bool set_built[MULTI_SETS];
     uint64_t vlog;
     bool last_small; /* the last prefill took that path */
     gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, rms_prep, prefetch;
@@ -172,11 +187,12 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
 /* The multi-token twin of a decode variant (norm folded in), when small
  * batches are on. */
 static glesllm_status get_multi(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
-                                const matvec_variant *var, const matvec_kernel **out)
+                                const matvec_variant *var, multi_kernels ks)
 {
-    *out = NULL;
+    memset(ks, 0, sizeof(multi_kernels));
     if (!gm->n_small)
         return GLESLLM_OK;
+    const matvec_kernel **out = &ks[gm->n_sets - 1];
     matvec_variant v = *var;
     v.nt = gm->multi_nt;
     v.norm = v.epilogue == MATVEC_QKV || v.epilogue == MATVEC_GLU || var->norm || var->norm_scale;
@@ -383,7 +399,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         row_base += s->w.rows;
         if ((st = get_matvec(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->k)) ||
             (st = get_matmul(gm, s->w.type, s->w.rows, &qkv, &s->mk)) ||
-            (st = get_multi(gm, s->w.type, s->w.rows, s->w.cols, &qkv, &s->vk)))
+            (st = get_multi(gm, s->w.type, s->w.rows, s->w.cols, &qkv, s->vk)))
             return st;
         for (uint32_t k = i; k < j; k++)
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
@@ -395,7 +411,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
                                 0, &g->wo)) ||
         (st = get_matvec(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->k_wo)) ||
         (st = get_matmul(gm, l->wo.type, l->wo.rows, &add, &g->mk_wo)) ||
-        (st = get_multi(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, &g->vk_wo)))
+        (st = get_multi(gm, l->wo.type, l->wo.rows, l->wo.cols, &add, g->vk_wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     if (l->gate.type != l->up.type)
@@ -408,14 +424,14 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = upload_fused(gm, name, gu, 2, true, &g->glu)) ||
         (st = get_matvec(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->k_glu)) ||
         (st = get_matmul(gm, g->glu.type, g->glu.rows, &glu, &g->mk_glu)) ||
-        (st = get_multi(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, &g->vk_glu)))
+        (st = get_multi(gm, g->glu.type, g->glu.rows, g->glu.cols, &glu, g->vk_glu)))
         return st;
     progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
     if ((st = gpu_weight_upload(gm->ctx, l->down.name, l->down.type, l->down.rows, l->down.cols,
                                 l->down.data, 0, &g->down)) ||
         (st = get_matvec(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->k_down)) ||
         (st = get_matmul(gm, l->down.type, l->down.rows, &add, &g->mk_down)) ||
-        (st = get_multi(gm, l->down.type, l->down.rows, l->down.cols, &add, &g->vk_down)))
+        (st = get_multi(gm, l->down.type, l->down.rows, l->down.cols, &add, g->vk_down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
     for (uint32_t i = 0; i < g->n_qkv; i++)
@@ -732,7 +748,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                          &gm->k_out)) ||
         (st = get_matmul(gm, gm->output->type, gm->output->rows, &store, &gm->mk_out)) ||
         (st = get_multi(gm, gm->output->type, gm->output->rows, gm->output->cols, &head_norm,
-                        &gm->vk_out)))
+                        gm->vk_out)))
         return st;
     for (uint32_t i = 0; i < hp->n_layer; i++)
         if ((st = upload_layer(gm, i, &pr)))
@@ -794,6 +810,11 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
     gm->multi_nt = env_nt ? (uint32_t)env_nt : multi_tokens(gm->n_small);
+    for (uint32_t i = 0; i < MULTI_SETS - 1; i++)
+        if (multi_small_sets[i] < gm->multi_nt)
+            gm->set_nt[gm->n_sets++] = multi_small_sets[i];
+    gm->set_nt[gm->n_sets] = gm->multi_nt;
+    gm->set_built[gm->n_sets++] = true; /* with the weights */
     gm->mcfg = matmul_default_config(ctx);
     gm->mcfg32 = matmul_f32_config(ctx);
     if (opt->f32_tiles)
@@ -1405,21 +1426,73 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     return st;
 }
 
-/* A multi-token matvec over n tokens in runs of gm->multi_nt: token t's x at
+/* the set for a run of n tokens: the fewest tokens >= n */
+static uint32_t multi_set(const gpu_model *gm, uint32_t n)
+{
+    uint32_t s = 0;
+    while (s + 1 < gm->n_sets && gm->set_nt[s] < n)
+        s++;
+    return s;
+}
+
+/* the kernel of set si twin to the largest set's in ks (same type, variant
+ * and weight; fewer tokens) */
+static glesllm_status multi_twin(gpu_model *gm, multi_kernels ks, const gpu_weight *w, uint32_t si)
+{
+    const matvec_kernel *big = ks[gm->n_sets - 1];
+    matvec_variant v = big->var;
+    v.nt = gm->set_nt[si];
+    return get_matvec(gm, big->type, w->rows, w->cols, &v, &ks[si]);
+}
+
+/* Set si's kernels for every weight, built on its first use (compiled then,
+ * or read from the program cache). */
+static glesllm_status build_multi_set(gpu_model *gm, uint32_t si)
+{
+    if (gm->set_built[si])
+        return GLESLLM_OK;
+    glesllm_status st = multi_twin(gm, gm->vk_out, gm->output, si);
+    for (uint32_t li = 0; st == GLESLLM_OK && li < gm->m->hp.n_layer; li++) {
+        gpu_layer *g = &gm->layers[li];
+        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
+            st = multi_twin(gm, g->qkv[i].vk, &g->qkv[i].w, si);
+        if (!st)
+            st = multi_twin(gm, g->vk_wo, &g->wo, si);
+        if (!st)
+            st = multi_twin(gm, g->vk_glu, &g->glu, si);
+        if (!st)
+            st = multi_twin(gm, g->vk_down, &g->down, si);
+    }
+    gm->set_built[si] = st == GLESLLM_OK;
+    return st;
+}
+
+glesllm_status gpu_model_prepare_small(gpu_model *gm)
+{
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t si = 0; gm->n_small && st == GLESLLM_OK && si < gm->n_sets; si++)
+        st = build_multi_set(gm, si);
+    return st;
+}
+
+/* A multi-token matvec over n tokens in runs of gm->multi_nt, each by the
+ * set that fits it (built: build_multi_set): token t's x at
  * x_off + t * act_stride(cols), its y row y_stride further each (GLU: y_off
  * counts twice), QKV as matvec_args says. */
-static glesllm_status record_multi(gpu_model *gm, const matvec_kernel *k, const gpu_weight *w,
+static glesllm_status record_multi(gpu_model *gm, const multi_kernels ks, const gpu_weight *w,
                                    const gpu_buffer *y, uint64_t x_off, uint64_t y_off,
                                    uint64_t y_stride, uint32_t n, const matvec_args *base)
 {
     const model_hparams *hp = &gm->m->hp;
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
     uint64_t q_stride = act_stride((uint64_t)hp->n_head * hp->head_dim);
-    bool glu = k->var.epilogue == MATVEC_GLU, qkv = k->var.epilogue == MATVEC_QKV;
+    const matvec_kernel *big = ks[gm->n_sets - 1];
+    bool glu = big->var.epilogue == MATVEC_GLU, qkv = big->var.epilogue == MATVEC_QKV;
     glesllm_status st = GLESLLM_OK;
     for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt) {
         matvec_args a = *base;
         a.n_tok = n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt;
+        const matvec_kernel *k = ks[multi_set(gm, a.n_tok)];
         a.y_stride = y_stride;
         if (qkv) {
             a.rope_off += (uint64_t)t0 * hp->head_dim;
@@ -1442,8 +1515,12 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     const model_hparams *hp = &gm->m->hp;
     uint64_t emb = act_stride(hp->n_embd), hid = act_stride(hp->n_ff);
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
-    glesllm_status st =
-        get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act, gm->bx, emb);
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt) /* record_multi's runs */
+        st = build_multi_set(gm, multi_set(gm, n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt));
+    if (!st)
+        st = get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act,
+                             gm->bx, emb);
     for (uint32_t li = 0; st == GLESLLM_OK && li < hp->n_layer; li++) {
         const gpu_layer *g = &gm->layers[li];
         matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,

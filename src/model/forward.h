@@ -123,6 +123,11 @@ glesllm_status gpu_model_wait_prior(gpu_model *gm);
 glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
 uint32_t gpu_model_n_batch(const gpu_model *gm);
 uint32_t gpu_model_n_small(const gpu_model *gm);
+/* Builds the multi-token kernels of every size now (each size's are
+ * otherwise built by its first prefill of at most n_small tokens): for a
+ * caller about to run passes of many sizes (speculative decoding), so that
+ * no pass waits for the compiler. */
+glesllm_status gpu_model_prepare_small(gpu_model *gm);
 
 /* The cache holds positions [0, n_past): steps and prefills start at most at
  * n_past, and set it to the end of what they computed (a step at an earlier

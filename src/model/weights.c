@@ -227,7 +227,14 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
      * one unit of 32 rows (xb 32: each read of the staged x one address for
      * the warp), 195 -> 137 / 72.7 -> 71.0 us; long rows (an FFN's down,
      * 4096x14336) 512 of 32 lanes a row, xb 8, 110 -> 96 / 56.4 -> 44.3 us.
-     * Other shapes gained little (<= 7%, Q8_0 lost): unchanged. */
+     * Other shapes gained little (<= 7%, Q8_0 lost): unchanged.
+     * Kernels of 2 or 3 tokens with many rows (gate/up, lm_head) take 8
+     * lanes a row, 4 rows a thread, xb 16 (session 39, H200, chained, 2 / 3
+     * tokens, us): gate/up 28672x4096 Q4_0 70.1 -> 54.7 / 78.7 -> 61.5, Q6_K
+     * 97.9 -> 82.6 / 107.7 -> 93.6; 32000x4096 with the norm Q4_0 71.3 ->
+     * 55.7 / 80.9 -> 62.6. With 5 tokens or more that split is slower (Q4_0
+     * gate/up 91.9 -> 131.5 at 5); the down and Q/K/V shapes gained little or
+     * lost with it. */
     /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
      * weights_env_check rejects, counts as unset here) */
     int xsh;
@@ -240,6 +247,11 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
         c.wg = 512;
         c.tpr = 32;
         c.xb = 8;
+    } else if (rows >= 16384 && nt <= 3) {
+        c.wg = 128;
+        c.tpr = 8;
+        c.nr = 4;
+        c.xb = 16;
     } else if (rows >= 16384) {
         c.wg = 128;
         c.tpr = 4;
