@@ -18,14 +18,15 @@
 #define MAX_SEGMENTS 3
 
 /* Multi-token kernels come in sets by how many tokens they take: a run of n
- * tokens takes the set of the fewest tokens >= n, so that a short pass
- * (verifying 1 or 2 drafted tokens) runs kernels whose registers, shared
- * memory and split suit it instead of the largest set's. The largest set
- * (gpu_model multi_nt tokens) is built with the model, the others on their
- * first use (multi_set). H200, Mistral-7B Q4_0, verifying 1 / 2 / 4 drafted
- * tokens with the largest set's kernels of 9 tokens: 7.45 / 7.89 / 8.87 ms;
- * with kernels of 2, 3 and 5 tokens: 6.87 / 7.46 / 8.65 (bench/RESULTS.md
- * session 39). */
+ * tokens takes the set of the fewest tokens >= n (multi_set), so that a
+ * short pass (verifying 1 or 2 drafted tokens) runs kernels whose registers,
+ * shared memory and split (weights.c matvec_multi_config) suit it instead of
+ * the largest set's. The largest set (gpu_model multi_nt tokens) is built
+ * with the model, the others on their first use or all at once by
+ * gpu_model_prepare_small. H200, Mistral-7B Q4_0, verifying 1 / 2 / 4
+ * drafted tokens (bench_verify): 7.44 / 7.91 / 8.88 ms with the kernels of 9
+ * tokens for every pass, 6.28-6.37 / 6.81-6.94 / 8.57-8.67 with the sets
+ * (bench/RESULTS.md session 39). */
 #define MULTI_SETS 4
 static const uint32_t multi_small_sets[MULTI_SETS - 1] = { 2, 3, 5 };
 typedef const matvec_kernel *multi_kernels[MULTI_SETS];
