@@ -1427,6 +1427,13 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     return st;
 }
 
+/* the tokens of the run at t0 of a small batch of n: runs of gm->multi_nt,
+ * the last one what is left */
+static uint32_t multi_run(const gpu_model *gm, uint32_t n, uint32_t t0)
+{
+    return n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt;
+}
+
 /* the set for a run of n tokens: the fewest tokens >= n */
 static uint32_t multi_set(const gpu_model *gm, uint32_t n)
 {
@@ -1492,7 +1499,7 @@ static glesllm_status record_multi(gpu_model *gm, const multi_kernels ks, const 
     glesllm_status st = GLESLLM_OK;
     for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt) {
         matvec_args a = *base;
-        a.n_tok = n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt;
+        a.n_tok = multi_run(gm, n, t0);
         const matvec_kernel *k = ks[multi_set(gm, a.n_tok)];
         a.y_stride = y_stride;
         if (qkv) {
@@ -1518,7 +1525,7 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     uint64_t kv_half = (uint64_t)hp->n_head_kv * hp->head_dim / 2;
     glesllm_status st = GLESLLM_OK;
     for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt) /* record_multi's runs */
-        st = build_multi_set(gm, multi_set(gm, n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt));
+        st = build_multi_set(gm, multi_set(gm, multi_run(gm, n, t0)));
     if (!st)
         st = get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, pos0, n, &gm->act,
                              gm->bx, emb);
