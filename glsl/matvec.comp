@@ -18,8 +18,10 @@
 // x_half and stage_x; weights.c f16_dot_choice) or F16_DOT_F32 (the same
 // code in f32); F16_SUBN (with F16_DOT: the levels as f16 subnormals,
 // SUBN_X below); H_MERGE_OK (with F16_DOT: a unit's two halves summed in
-// f16 where the format allows: one token H_MERGE below, several XM); and at most one
-// epilogue:
+// f16 where the format allows: one token H_MERGE below, several XM); X_ONCE
+// (one token, F16_DOT; rows of at most X_ONCE_UNITS units): x made into f16 pairs
+// once a work group, in shared memory (stage_once below), instead of by
+// each slot's lane for its unit; and at most one epilogue:
 //   ADD_Y  y += W x (the residual add) instead of y = W x.
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
@@ -472,6 +474,85 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
     return vec2(l2.x + l2.y, h2.x + h2.y);
 }
 #endif
+#ifdef X_ONCE
+#if NT > 1 || !defined(F16_DOT) || defined(W_IS_FLOAT)
+#error "X_ONCE is for one token with f16 products (F16_DOT)"
+#endif
+// X_ONCE: x's units (at most X_ONCE_UNITS: the host's check) as x_half makes
+// them, each made once by one invocation of the work group instead of once by
+// a lane of every slot (a slot's rows are one thread's NR, a work group holds
+// WG_SIZE / TPR slots). Unit i is XO_V = 5 uvec4 at 5 i (an odd
+// stride: the 8 lanes of a quarter warp read 16 bytes each from distinct
+// banks): the low half's 8 pairs, the high half's, then (x_half's scale,
+// sum of the low half, of the high half) as float bits (F16_DOT_F32: 9
+// uvec4, the pairs' f32 words, so that its results stay f32's). Every invocation
+// calls it (it holds a barrier); NORM adds the squares of the units this
+// invocation made to ss (the work group's together are the row's).
+#ifdef F16_DOT_F32
+#define XO_V 9
+#else
+#define XO_V 5
+#endif
+shared uvec4 xonce[X_ONCE_UNITS * XO_V];
+void stage_once(uint xo, inout float ss)
+{
+    for (uint i = gl_LocalInvocationIndex; i < W_UNITS; i += uint(WG_SIZE)) {
+        vec4 x[8];
+        float sl, sh, s2;
+        load_x(xo, i, x, sl, sh, s2);
+        ss += s2;
+        f16vec2 xl[8], xh[8];
+        float m = x_half(x, xl, xh);
+        uint at = i * uint(XO_V);
+#ifdef F16_DOT_F32
+        for (int j = 0; j < 4; j++) {
+            xonce[at + uint(j)] = floatBitsToUint(vec4(xl[2 * j], xl[2 * j + 1]));
+            xonce[at + 4u + uint(j)] = floatBitsToUint(vec4(xh[2 * j], xh[2 * j + 1]));
+        }
+#else
+        for (int j = 0; j < 2; j++) {
+            xonce[at + uint(j)] = uvec4(packFloat2x16(xl[4 * j]), packFloat2x16(xl[4 * j + 1]),
+                                        packFloat2x16(xl[4 * j + 2]), packFloat2x16(xl[4 * j + 3]));
+            xonce[at + 2u + uint(j)] =
+                uvec4(packFloat2x16(xh[4 * j]), packFloat2x16(xh[4 * j + 1]),
+                      packFloat2x16(xh[4 * j + 2]), packFloat2x16(xh[4 * j + 3]));
+        }
+#endif
+        xonce[at + uint(XO_V) - 1u] =
+            uvec4(floatBitsToUint(m), floatBitsToUint(sl), floatBitsToUint(sh), 0u);
+    }
+    barrier();
+}
+
+// staged unit i: x_half's pairs and scale, the halves' sums
+void once_x(uint i, out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float sl, out float sh)
+{
+    uint at = i * uint(XO_V);
+#ifdef F16_DOT_F32
+    for (int j = 0; j < 4; j++) {
+        vec4 a = uintBitsToFloat(xonce[at + uint(j)]);
+        vec4 b = uintBitsToFloat(xonce[at + 4u + uint(j)]);
+        xl[2 * j] = a.xy;
+        xl[2 * j + 1] = a.zw;
+        xh[2 * j] = b.xy;
+        xh[2 * j + 1] = b.zw;
+    }
+#else
+    uvec4 p[4];
+    for (int j = 0; j < 4; j++)
+        p[j] = xonce[at + uint(j)];
+    for (int j = 0; j < 8; j++) {
+        xl[j] = unpackFloat2x16(p[j >> 2][j & 3]);
+        xh[j] = unpackFloat2x16(p[2 + (j >> 2)][j & 3]);
+    }
+#endif
+    uvec4 s = xonce[at + uint(XO_V) - 1u];
+    m = uintBitsToFloat(s.x);
+    sl = uintBitsToFloat(s.y);
+    sh = uintBitsToFloat(s.z);
+}
+#endif
+
 #if defined(F16_DOT) && NT > 1 && !defined(XSH)
 #error "F16_DOT with several tokens needs XSH (the x pairs are made while staging)"
 #endif
@@ -671,6 +752,10 @@ void main()
             wr[j] = w_fetch(UNIT_BI(j, u0), u0 % W_UPB);
     }
 #endif
+#ifdef X_ONCE
+    // (AHEAD_ON: the first group's words are in flight during the staging)
+    stage_once(xo, ssum);
+#endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #endif
 #if NT == 1
@@ -686,6 +771,11 @@ void main()
             wr[j] = w_fetch(ROW_BI(j), ub);
 #endif
 #endif
+#ifdef X_ONCE
+        f16vec2 xl[8], xh[8];
+        float xm, sx_lo, sx_hi;
+        once_x(u, xl, xh, xm, sx_lo, sx_hi);
+#else
         vec4 x[8];
         float sx_lo, sx_hi, ss;
         load_x(xo, u, x, sx_lo, sx_hi, ss);
@@ -693,6 +783,9 @@ void main()
 #ifdef F16_DOT
         f16vec2 xl[8], xh[8];
         float xm = x_half(x, xl, xh);
+#endif
+#endif
+#ifdef F16_DOT
 #ifdef H_MERGE
         float sx = sx_lo + sx_hi;
 #endif
@@ -848,8 +941,8 @@ void main()
     }
 #ifdef NORM_ANY
     nsum = 0.0;
-#ifdef NORM_SCALE
-    for (uint i = 0u; i < uint(SG_N); i++)  // the group's share-out
+#if defined(NORM_SCALE) || defined(X_ONCE)
+    for (uint i = 0u; i < uint(SG_N); i++)  // the group's share-out (X_ONCE: its staging)
         nsum += sg_sums[uint(NR * SG_N) + i];
 #else
     for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
@@ -860,8 +953,8 @@ void main()
 #else
     for (int r = 0; r < NR; r++)
         tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
-#ifdef NORM_SCALE
-    // the group's invocations loaded every partial sum once
+#if defined(NORM_SCALE) || (defined(NORM) && defined(X_ONCE))
+    // the group's invocations loaded every partial sum (X_ONCE: staged every unit) once
     float nscale = inversesqrt(group_sum(ssum, uint(WG_SIZE)) / float(W_COLS) + PARAM_F(4));
 #elif defined(NORM)
     // the slot's lanes loaded every unit of x once: their squares add up to sum(x^2)

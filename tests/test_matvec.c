@@ -777,6 +777,15 @@ static void test_f16_dot_path(void)
         /* 8 rows a thread (the large matrices' split) */
         matvec_config eight = { 64, 16, 8, false };
         check_matvec(c, &eight, 7600 + i);
+        /* x's pairs made once a work group (X_ONCE; the default's choice
+         * where f16 products apply, rows of at most 4096 columns), with rows
+         * left over and 8 rows a thread */
+        if (c->cols <= 4096) {
+            odd.x_once = eight.x_once = true;
+            check_matvec(c, &odd, 7700 + i);
+            check_matvec(c, &eight, 7800 + i);
+            check_batched(c, NULL, &odd, 1, true, 1, MATVEC_REL_TOL, 7900 + i); /* the norm */
+        }
         /* several tokens, x staged (the default), as many and fewer */
         matvec_config mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, c->rows, c->cols);
         if (mv.xsh) {
@@ -791,6 +800,26 @@ static void test_f16_dot_path(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals); /* by default where kept */
+    /* with f16 products (here GLESLLM_F16_DOT=1); f32 pairs' chunk takes more
+     * shared memory than the 16 KiB of GLESLLM_LIMITS=min */
+    if (f16 || gpu_context_limits(ctx)->max_shared_bytes > 16384)
+        TEST_ASSERT_TRUE(k.x_once);
+    if (k.x_once) { /* such a kernel given a row of more than 4096 columns: an error */
+        static uint8_t blocks[2 * 136 * 18];
+        gpu_weight gw;
+        gpu_buffer bx, by;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_weight_upload(ctx, "long", GGML_TYPE_Q4_0, 2,
+                                                            136 * 32, blocks, 0, &gw));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, act_stride(136 * 32) * 4, NULL,
+                                                            0, "x", &bx));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 64, NULL, 0, "y", &by));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                              matvec_record(queue, &k, &gw, &bx, 0, &by, 0));
+        TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "4352 columns"));
+        gpu_buffer_destroy(&bx);
+        gpu_buffer_destroy(&by);
+        gpu_weight_destroy(&gw);
+    }
     matvec_destroy(&k);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q2_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
@@ -823,9 +852,13 @@ static void test_f16_dot_path(void)
                           matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_SUBN"));
     unsetenv("GLESLLM_F16_SUBN");
+    setenv("GLESLLM_X_ONCE", "0", 1); /* each slot makes its pairs, as before */
+    TEST_ASSERT_FALSE(matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256).x_once);
+    unsetenv("GLESLLM_X_ONCE");
     setenv("GLESLLM_F16_DOT", "0", 1);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_FALSE(k.f16_products);
+    TEST_ASSERT_FALSE(k.x_once); /* (cfg asks for it: f32 products have no pairs) */
     matvec_destroy(&k);
     setenv("GLESLLM_F16_DOT", "yes", 1);
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,

@@ -156,6 +156,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 {
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
            k->cfg.subgroup == c->subgroup && k->cfg.xsh == c->xsh && k->cfg.xb == c->xb &&
+           k->cfg.x_once == c->x_once &&
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
            k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt &&
            k->var.norm_scale == v->norm_scale && k->var.norm_out == v->norm_out;

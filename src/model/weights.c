@@ -104,6 +104,12 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 #define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
 #define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
+#define X_ONCE_USE                                                                      \
+    "0 (each slot's lanes make x's f16 pairs), 1 (once a work group, every quantized format) " \
+    "or leave it unset (once a work group for Q4_0)"
+/* X_ONCE: the most units a row (4096 columns) whose x a work group stages,
+ * 10 KiB of shared memory; longer rows keep each slot's own pairs */
+#define X_ONCE_UNITS 128u
 
 glesllm_status weights_env_check(void)
 {
@@ -127,8 +133,11 @@ glesllm_status weights_env_check(void)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GLESLLM_FETCH_AHEAD=%s is not known; use " FETCH_AHEAD_USE,
                        getenv("GLESLLM_FETCH_AHEAD"));
-    int xsh;
-    return env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh);
+    int flag;
+    glesllm_status st = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &flag);
+    if (st != GLESLLM_OK)
+        return st;
+    return env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &flag);
 }
 
 /* GLESLLM_MATVEC=wg,tpr,nr / GLESLLM_MULTI=wg,tpr,nr[,xb]: a split forced for
@@ -150,6 +159,63 @@ static bool subgroup_fits(gpu_context *ctx, uint32_t tpr)
 {
     const gpu_caps *C = gpu_context_caps(ctx);
     return C->subgroup && C->subgroup_size && tpr % C->subgroup_size == 0;
+}
+
+/* Whether a one-token kernel of `type` makes x's f16 pairs once a work group
+ * (matvec.comp X_ONCE): where it takes f16 products (f16_dot_choice, whose
+ * errors for a bad GLESLLM_F16_DOT it leaves to matvec_build), for Q4_0, or
+ * every quantized format with GLESLLM_X_ONCE=1 (0: none). Each slot's lanes
+ * made their units' pairs themselves before: with 2 slots a work group and 8
+ * rows a thread about a quarter of the kernel's instructions.
+ * Measured on an H200 (bench/RESULTS.md session 40):
+ * - alone, bench_matvec 14336x4096 back to back, % of the copy kernel: Q4_0
+ *   72 -> 95, Q8_0 95 -> 103, Q4_K 67 -> 85, Q6_K 71 -> 87, Q2_K 43 -> 65, Q3_K
+ *   47 -> 58, Q5_K 63 -> 80; each after the one before (--chain, the split of
+ *   x_once_split) gate/up 28672x4096 Q4_0 39.0 -> 24.4 us, Q8_0 50.7 -> 38.9;
+ * - in the decode step (glesllm bench tg128, tokens/s): Mistral-7B Q4_0 263.3
+ *   -> 273.3, but Q4_K_M 234.8 -> 226.1 and Q8_0 187.4 -> 176.1, although each
+ *   of their kernels ran faster alone. Until that is understood only Q4_0
+ *   takes it by default. */
+static bool x_once_default(gpu_context *ctx, uint32_t type)
+{
+    int once, f16;
+    if (env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &once) != GLESLLM_OK || once == 0)
+        return false;
+    if (env_flag("GLESLLM_F16_DOT", "", &f16) != GLESLLM_OK || f16 == 0)
+        return false;
+    return !quant_gpu_is_float(type) && (type == GGML_TYPE_Q4_0 || once == 1) &&
+           (gpu_context_caps(ctx)->f16_types || f16 == 1);
+}
+
+/* X_ONCE's split, from the split above: more slots a work group share each
+ * staged unit. Measured on an H200, each matvec after the one before
+ * (bench/RESULTS.md session 40, run 101, bench_matvec --chain, us, Q4_0 / Q4_K /
+ * Q6_K / Q8_0, the split above -> this one; that build staged x in chunks of
+ * 128 units, one chunk for these rows):
+ * - 8192 rows or more, 256 invocations of 32 lanes a row, 8 rows a thread:
+ *   28672x4096 gate/up 39.0 / 39.2 / 49.8 / 50.7 -> 24.4 / 38.5 / 42.2 / 38.9,
+ *   32000x4096 39.7 / 43.9 / 59.0 / 58.4 -> 26.6 / 36.6 / 43.9 / 42.8
+ *   (Q4_K's gate/up: 36.0 with 512 invocations of 64 lanes);
+ * - fewer rows, the same lanes and rows with 8 slots a work group: 4096x4096
+ *   10.9 / 12.4 / 14.2 / 14.6 -> 9.8 / 10.6 / 12.6 / 11.8, 6144x4096 13.5 /
+ *   14.7 / 17.0 / 17.8 -> 11.2 / 12.0 / 14.6 / 14.5;
+ * - rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256
+ *   lanes a row) keep each slot's pairs: staged in chunks of 128 units with
+ *   at most 128 lanes a row it was slower (19.9 / 20.6 / 28.4 / 26.7 -> at
+ *   best 20.6 / 21.4 / 33.1 / 31.1); matvec_default_config leaves them out.
+ * Returns false where a row's lanes are more than X_ONCE_UNITS. */
+static bool x_once_split(const gpu_limits *L, uint64_t rows, matvec_config *c)
+{
+    if (c->tpr > X_ONCE_UNITS)
+        return false;
+    if (rows >= 8192 && c->tpr >= 32) {
+        c->tpr = 32;
+        c->nr = 8;
+    }
+    c->wg = rows >= 8192 ? 8 * c->tpr : c->tpr * 8 > 256 ? c->tpr * 8 : 256;
+    while (c->wg > L->max_invocations && c->wg > c->tpr)
+        c->wg /= 2;
+    return true;
 }
 
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
@@ -176,6 +242,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
     c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
+    c.x_once = x_once_default(ctx, type) && units <= X_ONCE_UNITS && x_once_split(L, rows, &c);
     split_from_env("GLESLLM_MATVEC", 3, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
@@ -185,8 +252,8 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
 
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
-    if (nt <= 1)
-        return 0; /* (the reductions' few words) */
+    if (nt <= 1) /* (the reductions' few words; X_ONCE's staged row, in f16 pairs) */
+        return c->x_once ? X_ONCE_UNITS * 80 + c->wg * 4 : 0;
     /* the reduction's words; with the staged x the partial sums in its memory,
      * the staged halves' sums and the norm's sums, else the partial sums and
      * the norm's partial sums */
@@ -260,6 +327,7 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = xsh != 0;
+    c.x_once = false;
     uint32_t wg = c.wg;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
@@ -534,14 +602,30 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
                            "a multiple of the subgroup size");
     }
-    /* several tokens: the partial sums (and the norm's) in shared memory */
-    uint32_t shared_bytes = matvec_shared_bytes(cfg, v.nt, cfg->xsh);
+    f16_dot_mode f16_dot;
+    glesllm_status st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
+    if (st != GLESLLM_OK)
+        return st;
+    /* X_ONCE where it applies (one token, f16 products, at most X_ONCE_UNITS
+     * lanes a row); the kernel keeps cfg as asked (get_matvec finds it by
+     * that) */
+    matvec_config eff = *cfg;
+    eff.x_once = cfg->x_once && v.nt <= 1 && f16_dot != F16_DOT_OFF && cfg->tpr <= X_ONCE_UNITS;
+    /* (rows of more than X_ONCE_UNITS units: matvec_record_args refuses them) */
+    /* (f32 pairs take 144 bytes a unit, not 80: where that leaves too little
+     * shared memory, as under GLESLLM_LIMITS=min, each slot makes its own) */
+    if (eff.x_once && f16_dot == F16_DOT_PAIRS_F32 &&
+        matvec_shared_bytes(&eff, v.nt, false) + X_ONCE_UNITS * 64 > L->max_shared_bytes)
+        eff.x_once = false;
+    /* several tokens: the partial sums (and the norm's) in shared memory;
+     * X_ONCE: the staged row of x */
+    uint32_t shared_bytes = matvec_shared_bytes(&eff, v.nt, cfg->xsh);
     if (shared_bytes > L->max_shared_bytes)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
                        shared_bytes, L->max_shared_bytes);
     bool unroll = true;
-    glesllm_status st = matvec_unrolled(type, &v, &unroll);
+    st = matvec_unrolled(type, &v, &unroll);
     if (st != GLESLLM_OK)
         return st;
     /* Q4_0 and Q4_1 nibbles minus their offset in f16 arithmetic, two a
@@ -551,17 +635,13 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * faster; Q4_1 level. Q4_K was slower with it (its unrolled rows: 4096x14336
      * 50% -> 32%), and so were unrolled Q4_0 rows. Not with the levels as
      * f16 subnormals (f16_subn_choice), which take no offset off at all. */
-    f16_dot_mode f16_dot;
-    st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
-    if (st != GLESLLM_OK)
-        return st;
     bool f16_subn = false;
     st = f16_subn_choice(ctx, type, &v, f16_dot, &f16_subn);
     if (st != GLESLLM_OK)
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-    char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[400];
+    char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[512];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
     if (cfg->subgroup)
@@ -590,6 +670,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                 sizeof defines - strlen(defines) - 1);
     if (f16_subn)
         strncat(defines, "\nF16_SUBN 1", sizeof defines - strlen(defines) - 1);
+    if (eff.x_once) {
+        char xo[32];
+        snprintf(xo, sizeof xo, "\nX_ONCE 1\nX_ONCE_UNITS %u", X_ONCE_UNITS);
+        strncat(defines, xo, sizeof defines - strlen(defines) - 1);
+    }
     if (f16_dot != F16_DOT_OFF && halves_merged(type, &v))
         strncat(defines, "\nH_MERGE_OK 1", sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
@@ -626,6 +711,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     /* (with several tokens the staged x is f16 even in f32 pairs) */
     out->f16_products = f16_dot == F16_DOT_ON || (f16_dot == F16_DOT_PAIRS_F32 && v.nt > 1);
     out->f16_subnormals = f16_subn;
+    out->x_once = eff.x_once;
     return GLESLLM_OK;
 }
 
@@ -698,6 +784,11 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
     if (k->type != w->type)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matvec kernel for %s given tensor %s (%s)",
                        ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    if (k->x_once && units_per_row(w->type, w->cols) > X_ONCE_UNITS)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec kernel staging x once (at most %u units a row) given %s of %llu "
+                       "columns",
+                       X_ONCE_UNITS, w->name, (unsigned long long)w->cols);
     matvec_epilogue e = k->var.epilogue;
     uint32_t nt = k->var.nt > 1 ? k->var.nt : 1, n = a->n_tok ? a->n_tok : 1;
     uint64_t xs = act_stride(w->cols);

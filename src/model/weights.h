@@ -54,6 +54,9 @@ typedef struct matvec_config {
     bool subgroup;    /* GL_KHR_shader_subgroup reduction (tpr a multiple of its size) */
     bool xsh;         /* several tokens: their x staged in shared memory, tpr units at a
                          time (matvec_multi_config: where it fits; GLESLLM_MULTI_XSH=0 off) */
+    bool x_once;      /* one token, f16 products, rows of at most 4096 columns: x made into
+                         f16 pairs once a work group in shared memory (matvec.comp X_ONCE;
+                         by default Q4_0's, GLESLLM_X_ONCE=1 every quantized format's) */
     uint32_t xb;      /* several tokens: consecutive invocations on one unit of x, each
                          on its own rows (so a warp's reads of x are one address; 0 or 1:
                          a row's lanes consecutive); a power of two, wg a multiple of
@@ -115,6 +118,8 @@ typedef struct matvec_kernel {
     bool f16_products; /* products (or, F16_DOT_F32 with several tokens, the staged x)
                           in f16: weights.c f16_dot_choice */
     bool f16_subnormals; /* levels as f16 subnormals: weights.c f16_subn_choice */
+    bool x_once;         /* x's f16 pairs made once a work group (matvec_config.x_once,
+                            where it applies: matvec_build) */
 } matvec_kernel;
 
 /* Whose matvec levels are f16 subnormals by default (weights.c
