@@ -448,6 +448,12 @@ int main(int argc, char **argv)
                                 int sub = C->subgroup && tpr % C->subgroup_size == 0;
                                 matvec_config cfg = { wg, tpr, nr, sub != 0, false };
                                 cfg.xb = xb;
+                                /* one token: x staged once a work group where the
+                                 * default does it (the kernel drops it past 128
+                                 * lanes a row) */
+                                cfg.x_once = n_tokens <= 1 &&
+                                             matvec_default_config(ctx, t->type, t->rows, t->cols)
+                                                 .x_once;
                                 if ((force.wg && wg != force.wg) ||
                                     (force.tpr && tpr != force.tpr) ||
                                     (force.nr && nr != force.nr))
