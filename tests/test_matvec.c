@@ -800,7 +800,7 @@ static void test_f16_dot_path(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals); /* by default where kept */
-    /* with f16 products (here GLESLLM_F16_DOT=1); f32 pairs' chunk takes more
+    /* with f16 products (here GLESLLM_F16_DOT=1); f32 pairs' staged row takes more
      * shared memory than the 16 KiB of GLESLLM_LIMITS=min */
     if (f16 || gpu_context_limits(ctx)->max_shared_bytes > 16384)
         TEST_ASSERT_TRUE(k.x_once);
