@@ -106,6 +106,11 @@ layout(local_size_x = WG_SIZE) in;
 #if defined(NORM) || defined(NORM_SCALE)
 #define NORM_ANY 1  // the sums are scaled by 1/rms at the end
 #endif
+#if defined(NORM_SCALE) || (defined(NORM) && defined(X_ONCE))
+// one token: the work group's invocations together took sum(x^2) (the
+// partial sums shared out; X_ONCE: the units each staged), not a slot's lanes
+#define NORM_GROUP 1
+#endif
 #if (defined(NORM_SCALE) || defined(NORM_OUT)) && (NT > 1 || defined(NORM))
 #error "NORM_SCALE and NORM_OUT are one-token variants, without NORM"
 #endif
@@ -941,8 +946,8 @@ void main()
     }
 #ifdef NORM_ANY
     nsum = 0.0;
-#if defined(NORM_SCALE) || defined(X_ONCE)
-    for (uint i = 0u; i < uint(SG_N); i++)  // the group's share-out (X_ONCE: its staging)
+#ifdef NORM_GROUP
+    for (uint i = 0u; i < uint(SG_N); i++)  // every subgroup of the group (NORM_GROUP)
         nsum += sg_sums[uint(NR * SG_N) + i];
 #else
     for (uint i = 0u; i < uint(TPR / SG_SIZE); i++)
@@ -953,8 +958,7 @@ void main()
 #else
     for (int r = 0; r < NR; r++)
         tot[r] = slot_sum(acc[r]);  // every lane calls it: it holds barriers
-#if defined(NORM_SCALE) || (defined(NORM) && defined(X_ONCE))
-    // the group's invocations loaded every partial sum (X_ONCE: staged every unit) once
+#ifdef NORM_GROUP
     float nscale = inversesqrt(group_sum(ssum, uint(WG_SIZE)) / float(W_COLS) + PARAM_F(4));
 #elif defined(NORM)
     // the slot's lanes loaded every unit of x once: their squares add up to sum(x^2)

@@ -108,8 +108,15 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
     "0 (each slot's lanes make x's f16 pairs), 1 (once a work group, every quantized format) " \
     "or leave it unset (once a work group for Q4_0)"
 /* X_ONCE: the most units a row (4096 columns) whose x a work group stages,
- * 10 KiB of shared memory; longer rows keep each slot's own pairs */
+ * and the bytes of that row in shared memory (matvec.comp XO_V uvec4 a unit:
+ * 5 in f16 pairs, 9 in f32 pairs under F16_DOT_F32); longer rows keep each
+ * slot's own pairs */
 #define X_ONCE_UNITS 128u
+#define X_ONCE_BYTES(f32_pairs) (X_ONCE_UNITS * ((f32_pairs) ? 9u : 5u) * 16u)
+
+typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
+static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
+                                     const matvec_variant *v, f16_dot_mode *out);
 
 glesllm_status weights_env_check(void)
 {
@@ -178,13 +185,15 @@ static bool subgroup_fits(gpu_context *ctx, uint32_t tpr)
  *   takes it by default. */
 static bool x_once_default(gpu_context *ctx, uint32_t type)
 {
-    int once, f16;
+    int once;
     if (env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &once) != GLESLLM_OK || once == 0)
         return false;
-    if (env_flag("GLESLLM_F16_DOT", "", &f16) != GLESLLM_OK || f16 == 0)
+    const matvec_config one = { 0 };
+    const matvec_variant store = { MATVEC_STORE };
+    f16_dot_mode dot;
+    if (f16_dot_choice(ctx, type, &one, &store, &dot) != GLESLLM_OK || dot == F16_DOT_OFF)
         return false;
-    return !quant_gpu_is_float(type) && (type == GGML_TYPE_Q4_0 || once == 1) &&
-           (gpu_context_caps(ctx)->f16_types || f16 == 1);
+    return type == GGML_TYPE_Q4_0 || once == 1;
 }
 
 /* X_ONCE's split, from the split above: more slots a work group share each
@@ -202,12 +211,10 @@ static bool x_once_default(gpu_context *ctx, uint32_t type)
  * - rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256
  *   lanes a row) keep each slot's pairs: staged in chunks of 128 units with
  *   at most 128 lanes a row it was slower (19.9 / 20.6 / 28.4 / 26.7 -> at
- *   best 20.6 / 21.4 / 33.1 / 31.1); matvec_default_config leaves them out.
- * Returns false where a row's lanes are more than X_ONCE_UNITS. */
-static bool x_once_split(const gpu_limits *L, uint64_t rows, matvec_config *c)
+ *   best 20.6 / 21.4 / 33.1 / 31.1); matvec_default_config leaves them out
+ *   (and so every row here has at most X_ONCE_UNITS lanes). */
+static void x_once_split(const gpu_limits *L, uint64_t rows, matvec_config *c)
 {
-    if (c->tpr > X_ONCE_UNITS)
-        return false;
     if (rows >= 8192 && c->tpr >= 32) {
         c->tpr = 32;
         c->nr = 8;
@@ -215,7 +222,6 @@ static bool x_once_split(const gpu_limits *L, uint64_t rows, matvec_config *c)
     c->wg = rows >= 8192 ? 8 * c->tpr : c->tpr * 8 > 256 ? c->tpr * 8 : 256;
     while (c->wg > L->max_invocations && c->wg > c->tpr)
         c->wg /= 2;
-    return true;
 }
 
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
@@ -242,7 +248,9 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
     c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
-    c.x_once = x_once_default(ctx, type) && units <= X_ONCE_UNITS && x_once_split(L, rows, &c);
+    c.x_once = units <= X_ONCE_UNITS && x_once_default(ctx, type);
+    if (c.x_once)
+        x_once_split(L, rows, &c);
     split_from_env("GLESLLM_MATVEC", 3, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
@@ -253,7 +261,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1) /* (the reductions' few words; X_ONCE's staged row, in f16 pairs) */
-        return c->x_once ? X_ONCE_UNITS * 80 + c->wg * 4 : 0;
+        return c->x_once ? X_ONCE_BYTES(false) + c->wg * 4 : 0;
     /* the reduction's words; with the staged x the partial sums in its memory,
      * the staged halves' sums and the norm's sums, else the partial sums and
      * the norm's partial sums */
@@ -446,8 +454,6 @@ static uint32_t fetch_ahead_rows(uint32_t type, uint32_t nr, const matvec_varian
     return want;
 }
 
-typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
-
 /* How a matvec multiplies (matvec.comp F16_DOT): in f16 for every quantized
  * format, with one token and, where x is staged (XSH), with several;
  * F16_DOT_PAIRS_F32 is the same kernel with f32 pairs (GLESLLM_F16_DOT=1 on a
@@ -612,10 +618,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     matvec_config eff = *cfg;
     eff.x_once = cfg->x_once && v.nt <= 1 && f16_dot != F16_DOT_OFF && cfg->tpr <= X_ONCE_UNITS;
     /* (rows of more than X_ONCE_UNITS units: matvec_record_args refuses them) */
-    /* (f32 pairs take 144 bytes a unit, not 80: where that leaves too little
-     * shared memory, as under GLESLLM_LIMITS=min, each slot makes its own) */
+    /* (f32 pairs take more: where they leave too little shared memory, as
+     * under GLESLLM_LIMITS=min, each slot makes its own) */
     if (eff.x_once && f16_dot == F16_DOT_PAIRS_F32 &&
-        matvec_shared_bytes(&eff, v.nt, false) + X_ONCE_UNITS * 64 > L->max_shared_bytes)
+        X_ONCE_BYTES(true) + eff.wg * 4 > L->max_shared_bytes)
         eff.x_once = false;
     /* several tokens: the partial sums (and the norm's) in shared memory;
      * X_ONCE: the staged row of x */
