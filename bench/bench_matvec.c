@@ -458,6 +458,8 @@ int main(int argc, char **argv)
                                     (force.tpr && tpr != force.tpr) ||
                                     (force.nr && nr != force.nr))
                                     continue;
+                                if (glu_epilogue && nr % 2)
+                                    continue; /* gate and up rows go in pairs */
                                 /* several tokens: x staged in shared memory where it fits */
                                 cfg.xsh = n_tokens > 1 &&
                                           matvec_shared_bytes(&cfg, n_tokens, true) <=

@@ -795,6 +795,20 @@ static void test_f16_dot_path(void)
         }
     }
     unsetenv("GLESLLM_F16_SUBN"); /* the default */
+    /* many rows with x made once a work group (weights.c x_once_split: 2
+     * rows a thread, 4 for Q4_0, Q2_K and Q3_K), rows left over in the last
+     * work group, with and without the norm */
+    static const mv_case many[] = { { GGML_TYPE_Q4_K, 8195, 2048, 0 },
+                                    { GGML_TYPE_Q2_K, 8195, 2048, 0 } };
+    for (int i = 0; i < 2; i++) {
+        matvec_config cfg = matvec_default_config(ctx, many[i].type, many[i].rows, many[i].cols);
+        if (f16 || gpu_context_limits(ctx)->max_shared_bytes > 16384) {
+            TEST_ASSERT_TRUE(cfg.x_once);
+            TEST_ASSERT_EQUAL_UINT32(i ? 4 : 2, cfg.nr);
+        }
+        check_matvec(&many[i], &cfg, 8000 + (uint64_t)i);
+        check_batched(&many[i], NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 8100 + (uint64_t)i);
+    }
     matvec_kernel k;
     matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));

@@ -211,9 +211,10 @@ static void test_f16_products_match_cpu(void)
     s = fixture_small_spec("qwen2", GGML_TYPE_Q4_K);
     s.v_type = s.down_type = GGML_TYPE_Q6_K;
     check_against_reference(&s, 32, 8, 1);
-    /* every format's x made once a work group (weights.c x_once_default: by
-     * default Q4_0's, above), the fused kernels of a step included */
-    setenv("GLESLLM_X_ONCE", "1", 1);
+    /* x's pairs made by each slot of lanes instead of once a work group
+     * (weights.c x_once_default: above, the default), the fused kernels of a
+     * step included */
+    setenv("GLESLLM_X_ONCE", "0", 1);
     check_against_reference(&s, 32, 8, 1);
     unsetenv("GLESLLM_X_ONCE");
     ref_tol = 1e-4;

@@ -105,8 +105,8 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 #define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
 #define X_ONCE_USE                                                                      \
-    "0 (each slot's lanes make x's f16 pairs), 1 (once a work group, every quantized format) " \
-    "or leave it unset (once a work group for Q4_0)"
+    "0 (each slot's lanes make x's f16 pairs) or 1 (once a work group, every quantized " \
+    "format: the default)"
 /* X_ONCE: the most units a row (4096 columns) whose x a work group stages,
  * and the bytes of that row in shared memory (matvec.comp XO_V uvec4 a unit:
  * 5 in f16 pairs, 9 in f32 pairs under F16_DOT_F32); longer rows keep each
@@ -170,19 +170,13 @@ static bool subgroup_fits(gpu_context *ctx, uint32_t tpr)
 
 /* Whether a one-token kernel of `type` makes x's f16 pairs once a work group
  * (matvec.comp X_ONCE): where it takes f16 products (f16_dot_choice, whose
- * errors for a bad GLESLLM_F16_DOT it leaves to matvec_build), for Q4_0, or
- * every quantized format with GLESLLM_X_ONCE=1 (0: none). Each slot's lanes
- * made their units' pairs themselves before: with 2 slots a work group and 8
- * rows a thread about a quarter of the kernel's instructions.
- * Measured on an H200 (bench/RESULTS.md session 40):
- * - alone, bench_matvec 14336x4096 back to back, % of the copy kernel: Q4_0
- *   72 -> 95, Q8_0 95 -> 103, Q4_K 67 -> 85, Q6_K 71 -> 87, Q2_K 43 -> 65, Q3_K
- *   47 -> 58, Q5_K 63 -> 80; each after the one before (--chain, the split of
- *   x_once_split) gate/up 28672x4096 Q4_0 39.0 -> 24.4 us, Q8_0 50.7 -> 38.9;
- * - in the decode step (glesllm bench tg128, tokens/s): Mistral-7B Q4_0 263.3
- *   -> 273.3, but Q4_K_M 234.8 -> 226.1 and Q8_0 187.4 -> 176.1, although each
- *   of their kernels ran faster alone. Until that is understood only Q4_0
- *   takes it by default. */
+ * errors for a bad GLESLLM_F16_DOT it leaves to matvec_build), every
+ * quantized format unless GLESLLM_X_ONCE=0. Each slot's lanes made their
+ * units' pairs themselves before: with 2 slots a work group and 8 rows a
+ * thread about a quarter of the kernel's instructions. With the split of
+ * x_once_split, measured on an H100 in the decode step (bench/RESULTS.md
+ * session 41, tg128 tokens/s): see x_once_split. (Session 40 took it for Q4_0
+ * only: with the splits it had then, Q4_K_M and Q8_0 steps were slower.) */
 static bool x_once_default(gpu_context *ctx, uint32_t type)
 {
     int once;
@@ -191,35 +185,38 @@ static bool x_once_default(gpu_context *ctx, uint32_t type)
     const matvec_config one = { 0 };
     const matvec_variant store = { MATVEC_STORE };
     f16_dot_mode dot;
-    if (f16_dot_choice(ctx, type, &one, &store, &dot) != GLESLLM_OK || dot == F16_DOT_OFF)
-        return false;
-    return type == GGML_TYPE_Q4_0 || once == 1;
+    return f16_dot_choice(ctx, type, &one, &store, &dot) == GLESLLM_OK && dot != F16_DOT_OFF;
 }
 
-/* X_ONCE's split, from the split above: more slots a work group share each
- * staged unit. Measured on an H200, each matvec after the one before
- * (bench/RESULTS.md session 40, run 101, bench_matvec --chain, us, Q4_0 / Q4_K /
- * Q6_K / Q8_0, the split above -> this one; that build staged x in chunks of
- * 128 units, one chunk for these rows):
- * - 8192 rows or more, 256 invocations of 32 lanes a row, 8 rows a thread:
- *   28672x4096 gate/up 39.0 / 39.2 / 49.8 / 50.7 -> 24.4 / 38.5 / 42.2 / 38.9,
- *   32000x4096 39.7 / 43.9 / 59.0 / 58.4 -> 26.6 / 36.6 / 43.9 / 42.8
- *   (Q4_K's gate/up: 36.0 with 512 invocations of 64 lanes);
- * - fewer rows, the same lanes and rows with 8 slots a work group: 4096x4096
- *   10.9 / 12.4 / 14.2 / 14.6 -> 9.8 / 10.6 / 12.6 / 11.8, 6144x4096 13.5 /
- *   14.7 / 17.0 / 17.8 -> 11.2 / 12.0 / 14.6 / 14.5;
- * - rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256
- *   lanes a row) keep each slot's pairs: staged in chunks of 128 units with
- *   at most 128 lanes a row it was slower (19.9 / 20.6 / 28.4 / 26.7 -> at
- *   best 20.6 / 21.4 / 33.1 / 31.1); matvec_default_config leaves them out
- *   (and so every row here has at most X_ONCE_UNITS lanes). */
-static void x_once_split(const gpu_limits *L, uint64_t rows, matvec_config *c)
+/* X_ONCE's split, from the split above (the lanes a row kept): 4 slots of
+ * lanes a work group (256 invocations at least) share each staged unit, and
+ * 8192 rows or more (an FFN's gate/up, the output) take 2 rows a thread, 4
+ * for Q4_0, Q2_K and Q3_K. Measured on an H100 (bench/RESULTS.md session 41),
+ * the split above -> session 40's X_ONCE split (8 slots; for many rows 256
+ * invocations of 32 lanes, 8 rows) -> this one:
+ * - in the decode step (bench_decode --profile, Mistral-7B shapes, us a
+ *   kernel), where a kernel is bound by its loads in flight more than alone:
+ *   gate/up 28672x4096 Q4_K 56.8 -> 63.1 -> 50.5 (52.5 with 4 rows), Q8_0
+ *   83.9 -> 91.6 -> 69.0 (73.5), Q4_0 54 -> 53 -> 46 (48 with 2); output
+ *   32000x4096 Q6_K 97.2 -> 97.4 -> 60-69 (72.7); Q/K/V 6144x4096 Q8_0 30.5
+ *   -> 29.4 -> 27.4; O 4096x4096 Q4_K 20.4 -> 20.9 -> 17.9, Q8_0 24.8 ->
+ *   25.1 -> 22.3. Decode tg128: Q4_0 238 -> 258 tok/s, Q4_K_M 216 -> 232,
+ *   Q8_0 165 -> 180 (from each slot's own pairs);
+ * - Q2_K and Q3_K (no such model to run) by bench_matvec, 2 / 4 / 8 rows a
+ *   thread: 14336x4096 back to back, % of copy, Q2_K 45 / 63 / 65, Q3_K 52
+ *   / 68 / 62; gate/up chained with the norm, us, Q2_K 40.5 / 31.8 / 35.0,
+ *   Q3_K 45.8 / 38.9 / 55.9.
+ * Rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256 lanes
+ * a row) keep each slot's pairs: staged in chunks of 128 units with at most
+ * 128 lanes a row it was slower (session 40, H200, chained, Q4_0 / Q4_K /
+ * Q6_K / Q8_0, 19.9 / 20.6 / 28.4 / 26.7 -> at best 20.6 / 21.4 / 33.1 /
+ * 31.1 us); matvec_default_config leaves them out. */
+static void x_once_split(const gpu_limits *L, uint32_t type, uint64_t rows, matvec_config *c)
 {
-    if (rows >= 8192 && c->tpr >= 32) {
-        c->tpr = 32;
-        c->nr = 8;
-    }
-    c->wg = rows >= 8192 ? 8 * c->tpr : c->tpr * 8 > 256 ? c->tpr * 8 : 256;
+    bool four = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
+    if (rows >= 8192 && c->tpr >= 32)
+        c->nr = four ? 4 : 2;
+    c->wg = c->tpr * 4 > 256 ? c->tpr * 4 : 256;
     while (c->wg > L->max_invocations && c->wg > c->tpr)
         c->wg /= 2;
 }
@@ -250,7 +247,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
     c.x_once = units <= X_ONCE_UNITS && x_once_default(ctx, type);
     if (c.x_once)
-        x_once_split(L, rows, &c);
+        x_once_split(L, type, rows, &c);
     split_from_env("GLESLLM_MATVEC", 3, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
