@@ -56,7 +56,7 @@ typedef struct matvec_config {
                          time (matvec_multi_config: where it fits; GLESLLM_MULTI_XSH=0 off) */
     bool x_once;      /* one token, f16 products, rows of at most 4096 columns: x made into
                          f16 pairs once a work group in shared memory (matvec.comp X_ONCE;
-                         by default Q4_0's, GLESLLM_X_ONCE=1 every quantized format's) */
+                         by default every quantized format's, GLESLLM_X_ONCE=0 none) */
     uint32_t xb;      /* several tokens: consecutive invocations on one unit of x, each
                          on its own rows (so a warp's reads of x are one address; 0 or 1:
                          a row's lanes consecutive); a power of two, wg a multiple of
