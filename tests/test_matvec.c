@@ -796,15 +796,20 @@ static void test_f16_dot_path(void)
     }
     unsetenv("GLESLLM_F16_SUBN"); /* the default */
     /* many rows with x made once a work group (weights.c x_once_split: 2
-     * rows a thread, 4 for Q4_0, Q2_K and Q3_K), rows left over in the last
-     * work group, with and without the norm */
-    static const mv_case many[] = { { GGML_TYPE_Q4_K, 8195, 2048, 0 },
+     * rows a thread, 4 for Q4_0, Q4_K, Q2_K and Q3_K; Q4_0 and Q4_K with 32
+     * lanes a row of 4096 columns and a row loaded ahead, fetch_ahead_rows),
+     * rows left over in the last work group, with and without the norm */
+    static const mv_case many[] = { { GGML_TYPE_Q4_K, 8195, 4096, 0 },
+                                    { GGML_TYPE_Q4_0, 8195, 4096, 0 },
+                                    { GGML_TYPE_Q8_0, 8195, 2048, 0 },
                                     { GGML_TYPE_Q2_K, 8195, 2048, 0 } };
-    for (int i = 0; i < 2; i++) {
+    static const uint32_t many_nr[] = { 4, 4, 2, 4 }, many_tpr[] = { 32, 32, 32, 32 };
+    for (int i = 0; i < 4; i++) {
         matvec_config cfg = matvec_default_config(ctx, many[i].type, many[i].rows, many[i].cols);
         if (f16 || gpu_context_limits(ctx)->max_shared_bytes > 16384) {
             TEST_ASSERT_TRUE(cfg.x_once);
-            TEST_ASSERT_EQUAL_UINT32(i ? 4 : 2, cfg.nr);
+            TEST_ASSERT_EQUAL_UINT32(many_nr[i], cfg.nr);
+            TEST_ASSERT_EQUAL_UINT32(many_tpr[i], cfg.tpr);
         }
         check_matvec(&many[i], &cfg, 8000 + (uint64_t)i);
         check_batched(&many[i], NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 8100 + (uint64_t)i);

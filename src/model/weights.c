@@ -191,7 +191,9 @@ static bool x_once_default(gpu_context *ctx, uint32_t type)
 /* X_ONCE's split, from the split above (the lanes a row kept): 4 slots of
  * lanes a work group (256 invocations at least) share each staged unit, and
  * 8192 rows or more (an FFN's gate/up, the output) take 2 rows a thread, 4
- * for Q4_0, Q2_K and Q3_K. Measured on an H100 (bench/RESULTS.md session 41),
+ * for Q4_0, Q4_K, Q2_K and Q3_K, and Q4_0's and Q4_K's lanes take 4 units of
+ * a row instead of 2 (32 lanes for 4096 columns; with a row loaded ahead,
+ * fetch_ahead_rows). Measured on an H100 (bench/RESULTS.md session 41),
  * the split above -> session 40's X_ONCE split (8 slots; for many rows 256
  * invocations of 32 lanes, 8 rows) -> this one:
  * - in the decode step (bench_decode --profile, Mistral-7B shapes, us a
@@ -206,6 +208,16 @@ static bool x_once_default(gpu_context *ctx, uint32_t type)
  *   thread: 14336x4096 back to back, % of copy, Q2_K 45 / 63 / 65, Q3_K 52
  *   / 68 / 62; gate/up chained with the norm, us, Q2_K 40.5 / 31.8 / 35.0,
  *   Q3_K 45.8 / 38.9 / 55.9.
+ * Then (session 42, H200 / H100), Q4_K's 64 lanes and 2 rows a thread ->
+ * 32 lanes, 4 rows and a row ahead: Mistral-7B Q4_K_M tg48 246-249 -> 261-264
+ * / 231-232 -> 242 tok/s (gate/up 48.2 -> 45.5 / 50.6 -> 49.5 us in the
+ * step), 14336x4096 back to back 59% -> 90-92% / 71% -> 90% of the copy
+ * kernel; Q4_0's 64 lanes -> 32 (4 rows, a row ahead): tg48 290.1 -> 294.4 /
+ * 261.3 -> 264.7, 14336x4096 87% -> 99% / 91% -> 96% (64 lanes and a row
+ * ahead: tg48 292.9 / 264.7). The same for Q8_0 (tg48 202.3 -> 194.4 on the
+ * H200, 203.6 with 2 rows ahead) and the Q6_K output matrix (290.1 -> 288.9
+ * for Mistral-7B Q4_0) gained nothing in the step: they keep 64 lanes and 2
+ * rows.
  * Rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256 lanes
  * a row) keep each slot's pairs: staged in chunks of 128 units with at most
  * 128 lanes a row it was slower (session 40, H200, chained, Q4_0 / Q4_K /
@@ -213,9 +225,13 @@ static bool x_once_default(gpu_context *ctx, uint32_t type)
  * 31.1 us); matvec_default_config leaves them out. */
 static void x_once_split(const gpu_limits *L, uint32_t type, uint64_t rows, matvec_config *c)
 {
-    bool four = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
-    if (rows >= 8192 && c->tpr >= 32)
+    bool q4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+    bool four = q4 || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
+    if (rows >= 8192 && c->tpr >= 32) {
         c->nr = four ? 4 : 2;
+        if (q4 && c->tpr >= 64)
+            c->tpr /= 2;
+    }
     c->wg = c->tpr * 4 > 256 ? c->tpr * 4 : 256;
     while (c->wg > L->max_invocations && c->wg > c->tpr)
         c->wg /= 2;
@@ -434,16 +450,24 @@ static uint32_t fetch_rows(uint32_t type, uint32_t nr)
  * matrix slower in the step, 22.8 -> 23.3 us); Q8_0 98% -> 103% alone,
  * tg128 183.2 -> 171.1. With 4 rows a thread (4096x4096) every format was
  * slower. Q2_K, Q3_K, Q5_K and Q6_K: slower chained, or unmeasured in a
- * step. GLESLLM_FETCH_AHEAD=0 turns it off, =N (1, 2, 4 or 8) takes N rows a
- * group ahead for every quantized format (for benchmarks). */
-static uint32_t fetch_ahead_rows(uint32_t type, uint32_t nr, const matvec_variant *v)
+ * step. And Q4_0's and Q4_K's kernels of 4 rows a thread with x made once a
+ * work group (X_ONCE, x_once_split; the large matrices, and Q/K/V and O of
+ * 4096 columns), 1 row a group: measured with x_once_split's new split for
+ * the large ones (session 42, the figures there; Q/K/V and O were within
+ * 0.5 us either way in the Q4_K_M step on an H200). GLESLLM_FETCH_AHEAD=0
+ * turns it off, =N (1, 2, 4 or 8) takes N rows a group ahead for every
+ * quantized format (for benchmarks). */
+static uint32_t fetch_ahead_rows(uint32_t type, const matvec_config *c, const matvec_variant *v)
 {
+    uint32_t nr = c->nr;
     unsigned e[1];
     uint32_t want = 0;
     if (env_uints("GLESLLM_FETCH_AHEAD", e, 1, 1) == 1) /* else weights_env_check's error */
         want = e[0];
     else if (nr == 8 && type == GGML_TYPE_Q4_K)
         want = v->epilogue == MATVEC_GLU ? 2 : 1;
+    else if (nr == 4 && c->x_once && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K))
+        want = 1;
     if (quant_gpu_is_float(type))
         return 0;
     while (want > 1 && nr % want)
@@ -690,7 +714,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                 sizeof defines - strlen(defines) - 1);
     }
     uint32_t fetch = fetch_rows(type, cfg->nr);
-    uint32_t ahead = v.nt <= 1 ? fetch_ahead_rows(type, cfg->nr, &v) : 0;
+    uint32_t ahead = v.nt <= 1 ? fetch_ahead_rows(type, &eff, &v) : 0;
     if (ahead) {
         fetch = ahead;
         strncat(defines, "\nFETCH_AHEAD 1", sizeof defines - strlen(defines) - 1);
