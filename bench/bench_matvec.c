@@ -441,6 +441,10 @@ int main(int argc, char **argv)
                  * (the invocations of a warp on one unit of x) where they tile
                  * the work group and x is staged */
                 uint32_t tpr0 = n_tokens > 1 ? 4 : 16;
+                /* one token: x staged once a work group where the default
+                 * does it (the kernel drops it past 128 lanes a row) */
+                bool x_once = n_tokens <= 1 &&
+                              matvec_default_config(ctx, t->type, t->rows, t->cols).x_once;
                 for (uint32_t wg = 128; wg <= 512 && wg <= maxwg; wg *= 2)
                     for (uint32_t tpr = tpr0; tpr <= wg && tpr <= 256; tpr *= 2)
                         for (uint32_t nr = 1; nr <= 8; nr *= 2)
@@ -448,12 +452,7 @@ int main(int argc, char **argv)
                                 int sub = C->subgroup && tpr % C->subgroup_size == 0;
                                 matvec_config cfg = { wg, tpr, nr, sub != 0, false };
                                 cfg.xb = xb;
-                                /* one token: x staged once a work group where the
-                                 * default does it (the kernel drops it past 128
-                                 * lanes a row) */
-                                cfg.x_once = n_tokens <= 1 &&
-                                             matvec_default_config(ctx, t->type, t->rows, t->cols)
-                                                 .x_once;
+                                cfg.x_once = x_once;
                                 if ((force.wg && wg != force.wg) ||
                                     (force.tpr && tpr != force.tpr) ||
                                     (force.nr && nr != force.nr))
