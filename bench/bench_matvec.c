@@ -159,6 +159,7 @@ static int record_mv(void *p)
     va.eps = 1e-5f; /* --norm: the norm weight is x itself (norm_off 0) */
     va.sq_count = a->w[0].cols < 1024 ? (uint32_t)a->w[0].cols : 1024; /* one token: at 0 */
     va.y_stride = a->w[0].rows;
+    va.xp_off = act_stride(a->w[0].cols) * n_tokens; /* (tensor_make's room after x) */
     for (int i = 0; i < a->copies; i++)
         if (matvec_record_args(queue, a->k, &a->w[i], a->x, 0, &a->y[chain ? 0 : i], 0, &va))
             return 1;
@@ -240,10 +241,12 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
     }
     free(data);
     size_t xn = (size_t)act_stride(cols) * n_tokens;
-    float *x = malloc(xn * 4);
+    /* and room for the units of x of the kernels with xg (matvec_xg_floats) */
+    size_t xp = (size_t)n_tokens * ((cols + 31) / 32) * 36;
+    float *x = calloc(xn + xp, 4);
     for (size_t i = 0; i < xn; i++)
         x[i] = rw_float(&seed, -1, 1);
-    if (gpu_buffer_create(ctx, xn * 4, x, 0, "x", &t->x))
+    if (gpu_buffer_create(ctx, (xn + xp) * 4, x, 0, "x", &t->x))
         die("x");
     free(x);
     for (int c = 0; c < t->copies; c++)
@@ -480,7 +483,7 @@ int main(int argc, char **argv)
                             }
                 /* the default again, last: drift within the process shows here */
                 matvec_config cfg = n_tokens > 1
-                                        ? matvec_multi_config(ctx, n_tokens, t->rows, t->cols)
+                                        ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
                                         : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | %.0f%% | "
@@ -518,7 +521,7 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, n_tokens, t->rows, t->cols)
+            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
                                              : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;

@@ -100,6 +100,9 @@
 
 layout(local_size_x = WG_SIZE) in;
 
+#if defined(XG) && defined(F16_DOT) && defined(H_MERGE_OK) && defined(W_H_SAME)
+#define XG_MERGE 1  // x_prep.comp's XP_HI is W_H_SAME: the halves' sums add in f16
+#endif
 #ifndef NT
 #define NT 1
 #endif
@@ -126,7 +129,15 @@ layout(local_size_x = WG_SIZE) in;
 // per-token sums stay in registers (a dynamically indexed array goes to local memory)
 #pragma optionNV(unroll all)
 #endif
-#if defined(QKV) && NT > 1
+#if defined(XG)
+// (XG: x's buffer also read as xgu below, so not restrict)
+#if defined(QKV)
+layout(std430, binding = 1) buffer X { vec4 xv[]; };  // Q is written here
+#else
+layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };
+#endif
+layout(std430, binding = 1) readonly buffer XGU { uvec4 xgu[]; };
+#elif defined(QKV) && NT > 1
 layout(std430, binding = 1) restrict buffer X { vec4 xv[]; };  // Q is written here
 #else
 layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
@@ -456,7 +467,7 @@ void dot_h_sums(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8], out 
     }
 }
 
-#if defined(H_MERGE) || defined(XM)
+#if defined(H_MERGE) || defined(XM) || defined(XG_MERGE)
 // dot_h_sums' two sums as one, added in f16 (x_half's high half on the low
 // half's scale). The halves stay two chains of 8 until then: one chain of
 // 16 ran Mistral-7B Q4_0 decode 5% slower on an H200 (bench/RESULTS.md,
@@ -479,6 +490,50 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
     return vec2(l2.x + l2.y, h2.x + h2.y);
 }
 #endif
+#if defined(X_ONCE) || defined(XG)
+// A unit of x as stage_once (and x_prep.comp) store it, XO_V words: x_half's
+// pairs, its scale and the halves' sums (F16_DOT_F32: the pairs as f32)
+#ifdef F16_DOT_F32
+#define XO_V 9
+#else
+#define XO_V 5
+#endif
+void unit_x(uvec4 p[XO_V], out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float sl,
+            out float sh)
+{
+#ifdef F16_DOT_F32
+    for (int j = 0; j < 4; j++) {
+        vec4 a = uintBitsToFloat(p[j]), b = uintBitsToFloat(p[4 + j]);
+        xl[2 * j] = a.xy;
+        xl[2 * j + 1] = a.zw;
+        xh[2 * j] = b.xy;
+        xh[2 * j + 1] = b.zw;
+    }
+#else
+    for (int j = 0; j < 8; j++) {
+        xl[j] = unpackFloat2x16(p[j >> 2][j & 3]);
+        xh[j] = unpackFloat2x16(p[2 + (j >> 2)][j & 3]);
+    }
+#endif
+    m = uintBitsToFloat(p[XO_V - 1].x);
+    sl = uintBitsToFloat(p[XO_V - 1].y);
+    sh = uintBitsToFloat(p[XO_V - 1].z);
+}
+#endif
+#ifdef XG
+#if NT == 1 || !defined(F16_DOT) || defined(W_IS_FLOAT) || defined(XSH) || defined(NORM)
+#error "XG is for several tokens with f16 products, x made ready by x_prep.comp"
+#endif
+// unit u of token k of the units x_prep.comp made (from uvec4 xo, xs apart)
+void xg_x(uint xo, uint xs, uint k, uint u, out f16vec2 xl[8], out f16vec2 xh[8], out float m,
+          out float sl, out float sh)
+{
+    uvec4 p[XO_V];
+    for (int j = 0; j < XO_V; j++)
+        p[j] = xgu[xo + k * xs + u * uint(XO_V) + uint(j)];
+    unit_x(p, xl, xh, m, sl, sh);
+}
+#endif
 #ifdef X_ONCE
 #if NT > 1 || !defined(F16_DOT) || defined(W_IS_FLOAT)
 #error "X_ONCE is for one token with f16 products (F16_DOT)"
@@ -493,11 +548,6 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 // uvec4, the pairs' f32 words, so that its results stay f32's). Every invocation
 // calls it (it holds a barrier); NORM adds the squares of the units this
 // invocation made to ss (the work group's together are the row's).
-#ifdef F16_DOT_F32
-#define XO_V 9
-#else
-#define XO_V 5
-#endif
 shared uvec4 xonce[X_ONCE_UNITS * XO_V];
 void stage_once(uint xo, inout float ss)
 {
@@ -532,33 +582,14 @@ void stage_once(uint xo, inout float ss)
 // staged unit i: x_half's pairs and scale, the halves' sums
 void once_x(uint i, out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float sl, out float sh)
 {
-    uint at = i * uint(XO_V);
-#ifdef F16_DOT_F32
-    for (int j = 0; j < 4; j++) {
-        vec4 a = uintBitsToFloat(xonce[at + uint(j)]);
-        vec4 b = uintBitsToFloat(xonce[at + 4u + uint(j)]);
-        xl[2 * j] = a.xy;
-        xl[2 * j + 1] = a.zw;
-        xh[2 * j] = b.xy;
-        xh[2 * j + 1] = b.zw;
-    }
-#else
-    uvec4 p[4];
-    for (int j = 0; j < 4; j++)
-        p[j] = xonce[at + uint(j)];
-    for (int j = 0; j < 8; j++) {
-        xl[j] = unpackFloat2x16(p[j >> 2][j & 3]);
-        xh[j] = unpackFloat2x16(p[2 + (j >> 2)][j & 3]);
-    }
-#endif
-    uvec4 s = xonce[at + uint(XO_V) - 1u];
-    m = uintBitsToFloat(s.x);
-    sl = uintBitsToFloat(s.y);
-    sh = uintBitsToFloat(s.z);
+    uvec4 p[XO_V];
+    for (int j = 0; j < XO_V; j++)
+        p[j] = xonce[i * uint(XO_V) + uint(j)];
+    unit_x(p, xl, xh, m, sl, sh);
 }
 #endif
 
-#if defined(F16_DOT) && NT > 1 && !defined(XSH)
+#if defined(F16_DOT) && NT > 1 && !defined(XSH) && !defined(XG)
 #error "F16_DOT with several tokens needs XSH (the x pairs are made while staging)"
 #endif
 
@@ -666,7 +697,10 @@ void main()
 #define UNIT_BI(r, uu) w_block(min(first + uint(r), rows - 1u), uu)
 #endif
     uint xo = PARAM_U(2);
-#if NT > 1
+#if defined(XG)
+    // (x_prep.comp's units: uvec4 offset param 2, one token's XO_V a unit)
+    uint ntok = PARAM_U(0) >> 24, xs = W_UNITS * uint(XO_V);
+#elif NT > 1
     uint ntok = PARAM_U(0) >> 24, xs = W_UNITS * 8u;
 #else
     const uint ntok = 1u, xs = 0u;
@@ -761,6 +795,17 @@ void main()
     // (AHEAD_ON: the first group's words are in flight during the staging)
     stage_once(xo, ssum);
 #endif
+#ifdef XG
+    // XG: each lane walks its units alone (x ready in memory: no staging,
+    // no barriers), the rows' words of its next unit loaded before this
+    // one's are decoded
+    w_raw wr[NR];
+    {
+        uint u0 = min(lane, uint(W_UNITS) - 1u);
+        for (int r = 0; r < NR; r++)
+            wr[r] = w_fetch(UNIT_BI(r, u0), u0 % W_UPB);
+    }
+#endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #endif
 #if NT == 1
@@ -839,6 +884,45 @@ void main()
             for (int j = 0; j < FETCH_ROWS; j++)
                 wr[j] = wn[j];
 #endif
+        }
+#elif defined(XG)
+        f16vec2 lq[NR * 8], hq[NR * 8];
+        vec4 ab[NR];
+        {
+            uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
+            w_raw wn[NR];
+            for (int r = 0; r < NR; r++)
+                wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
+            for (int r = 0; r < NR; r++) {
+                f16vec2 lr[8], hr[8];
+                w_unit_h_r(wr[r], UNIT_BI(r, u), u % W_UPB, lr, hr, ab[r]);
+                for (int j = 0; j < 8; j++) {
+                    lq[r * 8 + j] = lr[j];
+                    hq[r * 8 + j] = hr[j];
+                }
+                wr[r] = wn[r];
+            }
+        }
+        for (int k = 0; k < NT; k++) {
+            if (uint(k) >= ntok)
+                continue;  // (not break: the loop unrolls, acc stays in registers)
+            f16vec2 xl[8], xh[8];
+            float m, sl, sh;
+            xg_x(xo, xs, uint(k), u, xl, xh, m, sl, sh);
+            for (int r = 0; r < NR; r++) {
+                f16vec2 lr[8], hr[8];
+                for (int j = 0; j < 8; j++) {
+                    lr[j] = lq[r * 8 + j];
+                    hr[j] = hq[r * 8 + j];
+                }
+#ifdef XG_MERGE
+                acc[r * NT + k] += m * ab[r].x * dot_h1(lr, hr, xl, xh) + ab[r].y * (sl + sh);
+#else
+                vec2 d = dot_h(lr, hr, xl, xh);
+                acc[r * NT + k] += m * (ab[r].x * d.x + ab[r].z * d.y) + ab[r].y * sl +
+                                   ab[r].w * sh;
+#endif
+            }
         }
 #else
 #ifndef XSH

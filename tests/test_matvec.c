@@ -248,7 +248,11 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
     /* norm: the norm weight after the token rows, and eps */
     uint64_t norm_off = x_off + n_tok * xs;
     const float eps = 1e-5f;
-    size_t xn = (size_t)(norm_off + (norm ? xs : 0)), yn = (size_t)(y_off + n_tok * ys);
+    /* then room for the units of x of a kernel with xg (matvec_xg_floats: 36
+     * floats a unit at most) */
+    uint64_t xp_off = (norm_off + (norm ? xs : 0) + 3) / 4 * 4;
+    size_t xn = (size_t)(xp_off + n_tok * ((c->cols + 31) / 32) * 36),
+           yn = (size_t)(y_off + n_tok * ys);
     float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4);
     double *ref = malloc((size_t)(c->rows * n_tok) * sizeof *ref),
            *mag = malloc((size_t)(c->rows * n_tok) * sizeof *mag);
@@ -306,6 +310,7 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
         matvec_args va = { norm_off, eps };
         va.n_tok = n_tok;
         va.y_stride = ys;
+        va.xp_off = xp_off;
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
                                       mv ? matvec_record_args(queue, &mk, &gw, &bx, x_off, &by,
                                                               y_off, &va)
@@ -329,10 +334,11 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
         if (mv)
             snprintf(msg, sizeof msg,
                      "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
-                     "nr %u xb %u xsh %d add %d%s: error %.3g of sum|wx|",
+                     "nr %u xb %u xsh %d xg %d add %d%s: error %.3g of sum|wx|",
                      nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
                      (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr,
-                     mv->xb, mv->xsh, add, mk.f16_subnormals ? " subnormal levels" : "", worst);
+                     mv->xb, mv->xsh, mk.xg, add, mk.f16_subnormals ? " subnormal levels" : "",
+                     worst);
         else
             snprintf(msg, sizeof msg,
                      "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
@@ -491,7 +497,7 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t nts[] = { 2, 8, MATVEC_MULTI_NT }, n_toks[] = { 2, 5, MATVEC_MULTI_NT };
-    matvec_config mv = matvec_multi_config(ctx, nts[t], c->rows, c->cols);
+    matvec_config mv = matvec_multi_config(ctx, c->type, nts[t], c->rows, c->cols);
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
     uint32_t room = gpu_context_limits(ctx)->max_shared_bytes;
@@ -499,7 +505,7 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
     while (mv.wg > mv.tpr && matvec_shared_bytes(&mv, nts[t], false) > room)
         mv.wg /= 2;
     check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
-    mv = matvec_multi_config(ctx, nts[t], c->rows, c->cols);
+    mv = matvec_multi_config(ctx, c->type, nts[t], c->rows, c->cols);
     mv.xsh = true;
     while (mv.tpr > 1 && matvec_shared_bytes(&mv, nts[t], true) > room)
         mv.tpr /= 2;
@@ -511,7 +517,7 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
      * sanitizer run short), and many rows' own split for 2 tokens */
     static const uint64_t ffn[2][2] = { { 28672, 4096 }, { 4096, 14336 } };
     for (int f = 0; f < 2 && (nts[t] == MATVEC_MULTI_NT || (nts[t] == 2 && f == 0)); f++) {
-        mv = matvec_multi_config(ctx, nts[t], ffn[f][0], ffn[f][1]);
+        mv = matvec_multi_config(ctx, c->type, nts[t], ffn[f][0], ffn[f][1]);
         TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
         if (mv.xb > 1) /* (with the norm, as gate/up and lm_head have it) */
             check_batched(c, NULL, &mv, nts[t], true, n_toks[t], MATVEC_REL_TOL, seed + 1 + f);
@@ -525,12 +531,12 @@ static void test_matvec_multi_token_every_format(void)
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
     mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
-    matvec_config mv = matvec_multi_config(ctx, 4, split.rows, split.cols);
+    matvec_config mv = matvec_multi_config(ctx, split.type, 4, split.rows, split.cols);
     mv.subgroup = false;
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, one.rows, one.cols);
+    mv = matvec_multi_config(ctx, one.type, MATVEC_MULTI_NT, one.rows, one.cols);
     check_batched(&one, NULL, &mv, MATVEC_MULTI_NT, true, 1, MATVEC_REL_TOL, 9998);
     mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
@@ -711,7 +717,7 @@ static void test_split_by_storage_block_limit(void)
 static void test_forced_multi_split_shrinks_whole(void)
 {
     setenv("GLESLLM_MULTI", "128,16,2,8", 1);
-    matvec_config mv = matvec_multi_config(ctx, MATVEC_MAX_NT, 4096, 4096);
+    matvec_config mv = matvec_multi_config(ctx, GGML_TYPE_Q4_0, MATVEC_MAX_NT, 4096, 4096);
     unsetenv("GLESLLM_MULTI");
     TEST_ASSERT_EQUAL_UINT32(16, mv.tpr);
     TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
@@ -786,12 +792,21 @@ static void test_f16_dot_path(void)
             check_matvec(c, &eight, 7800 + i);
             check_batched(c, NULL, &odd, 1, true, 1, MATVEC_REL_TOL, 7900 + i); /* the norm */
         }
-        /* several tokens, x staged (the default), as many and fewer */
-        matvec_config mv = matvec_multi_config(ctx, MATVEC_MULTI_NT, c->rows, c->cols);
-        if (mv.xsh) {
-            check_batched(c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT, MATVEC_REL_TOL,
-                          7400 + i);
-            check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
+        /* several tokens, as many and fewer: x made ready once a dispatch
+         * (x_prep.comp, the default with f16 products: weights.c
+         * xg_default), then staged (GLESLLM_MULTI_XG=0) */
+        for (int xg = 1; xg >= 0; xg--) {
+            if (!xg)
+                setenv("GLESLLM_MULTI_XG", "0", 1);
+            matvec_config mv =
+                matvec_multi_config(ctx, c->type, MATVEC_MULTI_NT, c->rows, c->cols);
+            unsetenv("GLESLLM_MULTI_XG");
+            TEST_ASSERT_EQUAL_INT(xg, mv.xg);
+            if (mv.xsh || mv.xg) {
+                check_batched(c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT,
+                              MATVEC_REL_TOL, 7400 + i);
+                check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
+            }
         }
     }
     unsetenv("GLESLLM_F16_SUBN"); /* the default */

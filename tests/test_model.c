@@ -77,6 +77,12 @@ static float top2_gap(const float *v, uint32_t n)
  * magnitude: f32 accumulation on both sides, the same F16 rounding of K and
  * V (the matvecs' f16 products are off in this file: main). */
 static double ref_tol = 1e-4;
+/* check_prefill: the batch's logits against the steps' (relative to the
+ * largest), and argmax compared where the top two are further apart than
+ * prefill_gap of the largest */
+static double prefill_tol = 1e-4, prefill_gap = 1e-3;
+static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
+                          const uint32_t *pieces, uint32_t n_pieces);
 
 /* Runs `steps` tokens through the GPU and the CPU reference, comparing the
  * logits (every `every` steps) and the GPU argmax at each step. */
@@ -220,6 +226,19 @@ static void test_f16_products_match_cpu(void)
     check_against_reference(&s, 32, 8, 1);
     unsetenv("GLESLLM_X_ONCE");
     ref_tol = 1e-4;
+    /* small batches through the multi-token matvecs (x made ready once a
+     * dispatch, weights.c xg_default; the QKV and GLU epilogues, the norm
+     * folded into x_prep.comp) against the steps, both with f16 products:
+     * the same 3e-3 of the largest logit, argmax where the top two are 1e-2
+     * apart */
+    prefill_tol = 3e-3;
+    prefill_gap = 1e-2;
+    const uint32_t pieces[] = { 7, 3, 9 };
+    check_prefill(&s, 16, 0, pieces, 3);
+    demo_spec l = fixture_small_spec("llama", GGML_TYPE_Q4_0);
+    check_prefill(&l, 16, 0, pieces, 3);
+    prefill_tol = 1e-4;
+    prefill_gap = 1e-3;
     setenv("GLESLLM_F16_DOT", "0", 1);
 }
 
@@ -302,8 +321,8 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
                  s->arch, ggml_type_name(s->type), batch, p, n, pos, e);
         /* both f32 accumulation over the same weights and the same F16 K/V:
          * within 1e-4 of the largest logit */
-        TEST_ASSERT_TRUE_MESSAGE(e < 1e-4, msg);
-        if (top2_gap(want, nv) > 1e-3f * fabsf(want[argmax(want, nv)]))
+        TEST_ASSERT_TRUE_MESSAGE(e < prefill_tol, msg);
+        if (top2_gap(want, nv) > (float)prefill_gap * fabsf(want[argmax(want, nv)]))
             TEST_ASSERT_EQUAL_INT((int)argmax(want, nv), gpu_model_get_token(L.gm, pos + n));
         if (flags & GPU_STEP_ALL_LOGITS) {
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, got));
@@ -312,13 +331,13 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
                 worst = fmax(worst, e);
                 snprintf(msg, sizeof msg, "%s %s piece %u: logits of position %u off by %.3g",
                          s->arch, ggml_type_name(s->type), p, pos + i, e);
-                TEST_ASSERT_TRUE_MESSAGE(e < 1e-4, msg);
+                TEST_ASSERT_TRUE_MESSAGE(e < prefill_tol, msg);
             }
         }
         /* small batches: every position's argmax in the next slot */
         for (uint32_t i = 0; (flags & GPU_STEP_ARGMAX_ALL) && i < n; i++) {
             const float *w = seq + (size_t)(pos + i) * nv;
-            if (top2_gap(w, nv) > 1e-3f * fabsf(w[argmax(w, nv)]))
+            if (top2_gap(w, nv) > (float)prefill_gap * fabsf(w[argmax(w, nv)]))
                 TEST_ASSERT_EQUAL_INT((int)argmax(w, nv), gpu_model_get_token(L.gm, pos + i + 1));
         }
         pos += n;

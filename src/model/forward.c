@@ -75,6 +75,7 @@ struct gpu_model {
     uint32_t set_nt[MULTI_SETS], n_sets; /* the sets' tokens, ascending (multi_nt last) */
     bool set_built[MULTI_SETS];
     uint64_t vlog;
+    uint64_t bxp; /* the units of x of a multi-token matvec with matvec_config.xg */
     bool last_small; /* the last prefill took that path */
     gpu_program attn, attn_pre, argmax1, argmax2, topk1, topk2, penalty, rms, rms_prep, prefetch;
     gpu_buffer sink;      /* prefetch.comp's, never written */
@@ -156,7 +157,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 {
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tpr == c->tpr && k->cfg.nr == c->nr &&
            k->cfg.subgroup == c->subgroup && k->cfg.xsh == c->xsh && k->cfg.xb == c->xb &&
-           k->cfg.x_once == c->x_once &&
+           k->cfg.x_once == c->x_once && k->cfg.xg == c->xg &&
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
            k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.nt == v->nt &&
            k->var.norm_scale == v->norm_scale && k->var.norm_out == v->norm_out;
@@ -165,7 +166,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, var->nt, rows, cols)
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, var->nt, rows, cols)
                                     : matvec_default_config(gm->ctx, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;
@@ -504,6 +505,11 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
     gm->lists = at;
     at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
+    /* (the widest row's units of multi_nt tokens, 9 words a unit at most:
+     * matvec_xg_floats) */
+    uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
+    gm->bxp = at;
+    at += align64((uint64_t)gm->multi_nt * ((widest + 31) / 32) * 36);
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
      * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
@@ -1503,6 +1509,7 @@ static glesllm_status record_multi(gpu_model *gm, const multi_kernels ks, const 
         a.n_tok = multi_run(gm, n, t0);
         const matvec_kernel *k = ks[multi_set(gm, a.n_tok)];
         a.y_stride = y_stride;
+        a.xp_off = gm->bxp;
         if (qkv) {
             a.rope_off += (uint64_t)t0 * hp->head_dim;
             a.k_off += t0 * kv_half;

@@ -104,6 +104,9 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 #define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
 #define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
 #define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
+#define MULTI_XG_USE                                                                      \
+    "0 (x staged by the several-token kernels) or 1 (made ready once a dispatch, where " \
+    "they take f16 products: the default)"
 #define X_ONCE_USE                                                                      \
     "0 (each slot's lanes make x's f16 pairs) or 1 (once a work group, every quantized " \
     "format: the default)"
@@ -142,6 +145,8 @@ glesllm_status weights_env_check(void)
                        getenv("GLESLLM_FETCH_AHEAD"));
     int flag;
     glesllm_status st = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &flag);
+    if (st == GLESLLM_OK)
+        st = env_flag("GLESLLM_MULTI_XG", MULTI_XG_USE, &flag);
     if (st != GLESLLM_OK)
         return st;
     return env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &flag);
@@ -267,6 +272,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     split_from_env("GLESLLM_MATVEC", 3, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
+    c.xg = false;
     c.xb = 1;
     return c;
 }
@@ -279,6 +285,8 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
      * the staged halves' sums and the norm's sums, else the partial sums and
      * the norm's partial sums */
     uint32_t part = c->nr * nt * c->wg * 4, staged = nt * 8 * c->tpr * 16;
+    if (c->xg) /* the reduction's words and the partial sums */
+        return c->wg * 4 + part;
     if (xsh)
         return c->wg * 4 + (part > staged ? part : staged) + nt * 2 * c->tpr * 4 + nt * 4;
     return c->wg * 4 + part + nt * c->wg * 4;
@@ -296,7 +304,25 @@ void matvec_fit_xb(matvec_config *c)
         c->xb /= 2;
 }
 
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, uint64_t cols)
+/* Whether the several-token kernels of `type` read x ready-made (matvec.comp
+ * XG): where they take f16 products (f16_dot_choice), unless
+ * GLESLLM_MULTI_XG=0. */
+static bool xg_default(gpu_context *ctx, uint32_t type)
+{
+    int set;
+    (void)env_flag("GLESLLM_MULTI_XG", MULTI_XG_USE, &set); /* (weights_env_check) */
+    if (set == 0)
+        return false;
+    matvec_config c = { 0 };
+    c.xg = true;
+    matvec_variant v = { MATVEC_STORE };
+    v.nt = 2;
+    f16_dot_mode dot;
+    return f16_dot_choice(ctx, type, &c, &v, &dot) == GLESLLM_OK && dot != F16_DOT_OFF;
+}
+
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, uint64_t rows,
+                                  uint64_t cols)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
@@ -345,10 +371,34 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, 
         c.tpr = 4;
         c.xb = 32;
     }
+    /* XG (x_prep.comp makes each token's units of x once a dispatch, every
+     * lane reads its own from memory: no staging, no barriers in the loop):
+     * 256 invocations, 2 rows a thread, 64 lanes a row of at most 4096
+     * columns where there are at most 8192 rows, else 32. On an H200
+     * (bench/RESULTS.md session 43; chained, us, staged -> XG, the prep
+     * included), 9 / 2 tokens, Q4_0: gate/up 28672x4096 114.6 -> 104.1 /
+     * 54.4 -> 38.8, Q/K/V 6144x4096 51.2 -> 28.6 / 22.5 -> 15.5, O 4096x4096
+     * 30.6 -> 21.4 / 15.0 -> 11.0, down 4096x14336 75.7 -> 58.0 / 35.9 ->
+     * 23.5; Q6_K 32000x4096 (lm_head) 147.4 -> 131.9 / 80.5 -> 56.3. Verifying
+     * 8 drafted tokens of Mistral-7B Q4_0 10.89 -> 9.39 ms, Q4_K_M 12.45 ->
+     * 10.17, the same greedy ids. Splits with 4-16 lanes a row or 4 rows a
+     * thread were slower (gate/up 115-150 us). */
+    c.xg = xg_default(ctx, type);
+    if (c.xg) {
+        c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
+        c.tpr = rows <= 8192 && cols <= 4096 ? 64 : 32;
+        c.tpr = c.tpr > c.wg ? c.wg : c.tpr;
+        c.nr = 2;
+        c.xb = 1;
+    }
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
-    c.subgroup = subgroup_fits(ctx, c.tpr);
+    /* (xg: the partial sums through shared memory; subgroup adds of every
+     * (row, token) ran gate/up 104 -> 208 us, down 58 -> 139) */
+    c.subgroup = !c.xg && subgroup_fits(ctx, c.tpr);
     c.xsh = xsh != 0;
     c.x_once = false;
+    if (c.xg)
+        c.xsh = false;
     uint32_t wg = c.wg;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;
@@ -505,7 +555,8 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = F16_DOT_OFF;
-    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh) && set != 0 && (f16 || set == 1))
+    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh || cfg->xg) && set != 0 &&
+        (f16 || set == 1))
         *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
     return GLESLLM_OK;
 }
@@ -589,10 +640,25 @@ static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const mat
  * greedy ids. With NORM (gate/up, Q/K/V: whole units staged, half as many
  * items a block) the H200's 28672x4096 gate/up of 9 tokens went 114 -> 125
  * us and the pass did not gain. */
-static bool halves_merged(uint32_t type, const matvec_variant *v)
+static bool halves_merged(uint32_t type, const matvec_variant *v, bool xg)
 {
+    if (xg)
+        return true;
     return v->nt > 1 ? !v->norm : !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
 }
+
+/* the formats whose high half comes as 16 x the level (weights.glsl W_H_SAME 1/16) */
+static bool high_times_16(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K;
+}
+
+uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
+{
+    return (uint64_t)n * units_per_row(k->type, cols) * k->xg_words * 4;
+}
+
+#define XP_WG 128u /* x_prep.comp's work group */
 
 glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
                             const matvec_variant *var, matvec_kernel *out)
@@ -638,6 +704,9 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * that) */
     matvec_config eff = *cfg;
     eff.x_once = cfg->x_once && v.nt <= 1 && f16_dot != F16_DOT_OFF && cfg->tpr <= X_ONCE_UNITS;
+    eff.xg = cfg->xg && v.nt > 1 && f16_dot != F16_DOT_OFF;
+    if (eff.xg)
+        eff.xsh = false;
     /* (rows of more than X_ONCE_UNITS units: matvec_record_args refuses them) */
     /* (f32 pairs take more: where they leave too little shared memory, as
      * under GLESLLM_LIMITS=min, each slot makes its own) */
@@ -646,7 +715,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         eff.x_once = false;
     /* several tokens: the partial sums (and the norm's) in shared memory;
      * X_ONCE: the staged row of x */
-    uint32_t shared_bytes = matvec_shared_bytes(&eff, v.nt, cfg->xsh);
+    uint32_t shared_bytes = matvec_shared_bytes(&eff, v.nt, eff.xsh);
     if (shared_bytes > L->max_shared_bytes)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
@@ -678,9 +747,11 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         snprintf(xb, sizeof xb, "\nXB %u", cfg->xb);
     snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTPR %u\nNR %u\nNT %u%s%s%s%s%s%s%s%s",
              tdef, cfg->wg, cfg->tpr, cfg->nr, v.nt > 1 ? v.nt : 1, sg, epi,
-             v.norm ? "\nNORM 1" : "", v.norm_scale ? "\nNORM_SCALE 1" : "",
-             v.norm_out ? "\nNORM_OUT 1" : "", cfg->xsh && v.nt > 1 ? "\nXSH 1" : "", xb,
+             v.norm && !eff.xg ? "\nNORM 1" : "", v.norm_scale ? "\nNORM_SCALE 1" : "",
+             v.norm_out ? "\nNORM_OUT 1" : "", eff.xsh && v.nt > 1 ? "\nXSH 1" : "", xb,
              unroll ? "" : "\nNO_UNROLL 1");
+    if (eff.xg)
+        strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
      * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
@@ -688,7 +759,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * -> 83.4, 34.2 -> 32.8). Verifying 1-2 drafted tokens (bench_verify) 1-1.5%
      * faster, 4-16 unchanged. Not with NORM: there the 28672x4096 gate/up of
      * 9 tokens went 123 -> 131 us and Q6_K's 32000x4096 147 -> 227. */
-    if (v.nt > 1 && cfg->xsh && !v.norm && !quant_gpu_is_float(type))
+    if (v.nt > 1 && eff.xsh && !v.norm && !quant_gpu_is_float(type))
         strncat(defines, "\nXPF 1", sizeof defines - strlen(defines) - 1);
     if (f16_levels)
         strncat(defines, "\nF16_LEVELS 1", sizeof defines - strlen(defines) - 1);
@@ -702,7 +773,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         snprintf(xo, sizeof xo, "\nX_ONCE 1\nX_ONCE_UNITS %u", X_ONCE_UNITS);
         strncat(defines, xo, sizeof defines - strlen(defines) - 1);
     }
-    if (f16_dot != F16_DOT_OFF && halves_merged(type, &v))
+    if (f16_dot != F16_DOT_OFF && halves_merged(type, &v, eff.xg))
         strncat(defines, "\nH_MERGE_OK 1", sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
         /* The partial sums of squares: an invocation's first vec4 of them
@@ -727,6 +798,20 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
+    if (eff.xg) {
+        /* x_prep.comp: the pairs as the kernel's x_half would make them
+         * (F16_SUBN: SUBN_X and SUBN_M) */
+        char pd[160];
+        snprintf(pd, sizeof pd, "WG_SIZE %u\nXP_HI %s\nXP_X %s\nXP_M %s%s%s", XP_WG,
+                 high_times_16(type) ? "0.0625" : "1.0", f16_subn ? "32768.0" : "1.0",
+                 f16_subn ? "512.0" : "1.0", v.norm ? "\nNORM 1" : "",
+                 f16_dot == F16_DOT_ON ? "" : "\nXP_F32 1");
+        st = gpu_program_build(ctx, "x_prep.comp", pd, &out->prep);
+        if (st != GLESLLM_OK) {
+            gpu_program_destroy(&out->prog);
+            return st;
+        }
+    }
     /* named by type and tokens in errors and profiles */
     static const char *const epi_names[] = { "", " +y", " glu", " qkv" };
     snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", type_label(type),
@@ -739,12 +824,15 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->f16_products = f16_dot == F16_DOT_ON || (f16_dot == F16_DOT_PAIRS_F32 && v.nt > 1);
     out->f16_subnormals = f16_subn;
     out->x_once = eff.x_once;
+    out->xg = eff.xg;
+    out->xg_words = eff.xg ? (f16_dot == F16_DOT_ON ? 5 : 9) : 0; /* matvec.comp XO_V */
     return GLESLLM_OK;
 }
 
 void matvec_destroy(matvec_kernel *k)
 {
     gpu_program_destroy(&k->prog);
+    gpu_program_destroy(&k->prep);
     memset(k, 0, sizeof *k);
 }
 
@@ -836,6 +924,39 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                        w->name, n, nt, (unsigned long long)x_off, x->size,
                        (unsigned long long)y_off, y->size, (unsigned long long)w->rows,
                        (unsigned long long)w->cols);
+    uint64_t xp_floats = k->xg ? matvec_xg_floats(k, w->cols, n) : 0;
+    /* (not over the tokens' x or the norm weight) */
+    bool xp_over = k->xg && ((a->xp_off < x_off + n * xs && x_off < a->xp_off + xp_floats) ||
+                             (k->var.norm && a->xp_off < a->norm_off + xs &&
+                              a->norm_off < a->xp_off + xp_floats));
+    if (k->xg && (a->xp_off % 4 || (a->xp_off + xp_floats) * 4 > x->size || xp_over))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec %s over %u tokens: no room for x's units at float %llu of x's "
+                       "buffer (%zu bytes; not over x or the norm weight)",
+                       w->name, n, (unsigned long long)a->xp_off, x->size);
+    if (k->xg) {
+        /* x's units first (x_prep.comp) */
+        uint32_t units = units_per_row(w->type, w->cols), words = k->xg_words;
+        gpu_dispatch d;
+        memset(&d, 0, sizeof d);
+        d.prog = &k->prep;
+        d.bindings[0] = (gpu_binding){ 0, x, 0, 0, GPU_READ_WRITE };
+        d.n_bindings = 1;
+        d.params[0] = units;
+        d.params[1] = (uint32_t)(x_off / 4);
+        d.params[2] = (uint32_t)(xs / 4);
+        d.params[3] = (uint32_t)(a->norm_off / 4);
+        d.params[4] = gpu_f2u(a->eps);
+        d.params[5] = (uint32_t)(a->xp_off / 4);
+        d.params[6] = units * words;
+        d.n_params = 7;
+        d.groups[0] = (units + XP_WG - 1) / XP_WG;
+        d.groups[1] = n;
+        d.groups[2] = 1;
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
     uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr, slots = 0;
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
@@ -843,6 +964,9 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
         if (e == MATVEC_QKV && nt > 1)
             d.bindings[1].access = GPU_READ_WRITE; /* Q goes to x's buffer */
+        if (k->xg) /* (as if it wrote x's buffer: a next prep, which overwrites the
+                    * units this reads, waits for it; the queue tracks writes only) */
+            d.bindings[1].access = GPU_READ_WRITE;
         if (a->y_hi > a->y_lo && d.bindings[2].access == GPU_WRITE) {
             d.bindings[2].written_begin = (size_t)(a->y_lo * 4);
             d.bindings[2].written_end = (size_t)(a->y_hi * 4);
@@ -850,7 +974,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         d.params[0] = (uint32_t)p->rows | (nt > 1 ? n << 24 : 0);
         d.params[6] = (uint32_t)(e == MATVEC_QKV ? a->q_off : a->y_stride);
         d.params[1] = (uint32_t)(y_off + p->row0);
-        d.params[2] = (uint32_t)(x_off / 4);
+        d.params[2] = (uint32_t)((k->xg ? a->xp_off : x_off) / 4);
         d.params[3] = (uint32_t)(a->norm_off / 4);
         d.params[4] = gpu_f2u(a->eps);
         d.params[5] = (uint32_t)a->rope_off;

@@ -61,16 +61,20 @@ typedef struct matvec_config {
                          on its own rows (so a warp's reads of x are one address; 0 or 1:
                          a row's lanes consecutive); a power of two, wg a multiple of
                          xb * tpr */
+    bool xg;          /* several tokens, f16 products: x made ready once a dispatch
+                         (glsl/x_prep.comp, the norm folded in) and read by every lane
+                         from memory, instead of staged (xsh) */
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits,
  * and the one for kernels of nt > 1 tokens a dispatch (matvec_variant.nt). */
 matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t nt, uint64_t rows, uint64_t cols);
-/* GLESLLM_MATVEC, GLESLLM_MULTI, GLESLLM_MATMUL and GLESLLM_MULTI_XSH, read
- * by the config functions above (which cannot fail: a value they cannot
- * read counts as unset there): an error naming the first that is set to
- * something it does not take. */
+matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, uint64_t rows,
+                                  uint64_t cols);
+/* GLESLLM_MATVEC, GLESLLM_MULTI, GLESLLM_MATMUL, GLESLLM_MULTI_XSH and
+ * GLESLLM_MULTI_XG, read by the config functions above (which cannot fail: a
+ * value they cannot read counts as unset there): an error naming the first
+ * that is set to something it does not take. */
 glesllm_status weights_env_check(void);
 /* Halves cfg->xb until wg is a multiple of xb * tpr (a split changed after
  * matvec_multi_config chose xb). */
@@ -120,6 +124,10 @@ typedef struct matvec_kernel {
     bool f16_subnormals; /* levels as f16 subnormals: weights.c f16_subn_choice */
     bool x_once;         /* x's f16 pairs made once a work group (matvec_config.x_once,
                             where it applies: matvec_build) */
+    bool xg;             /* matvec_config.xg where it applies: each dispatch first runs
+                            prep (x_prep.comp) into matvec_args.xp_off */
+    uint32_t xg_words;   /* xg: uvec4 a unit of x (5 in f16 pairs, 9 in f32 pairs) */
+    gpu_program prep;
 } matvec_kernel;
 
 /* Whose matvec levels are f16 subnormals by default (weights.c
@@ -161,7 +169,13 @@ typedef struct matvec_args {
     /* y_hi > 0: only uints [y_lo, y_hi) of y's buffer are written (the
      * barrier tracking: a QKV segment's, gpu_binding.written_begin) */
     uint64_t y_lo, y_hi;
+    /* matvec_kernel.xg: room in x's buffer (float offset, 16-byte aligned) for
+     * the tokens' units, matvec_xg_floats of them */
+    uint64_t xp_off;
 } matvec_args;
+
+/* The floats of x's buffer a matvec_kernel.xg kernel's units of n tokens take. */
+uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n);
 
 /* How many partial sums of squares a norm_out kernel writes for w. */
 uint32_t matvec_norm_parts(const matvec_kernel *k, const gpu_weight *w);
