@@ -482,9 +482,9 @@ int main(int argc, char **argv)
                                 fflush(stdout);
                             }
                 /* the default again, last: drift within the process shows here */
-                matvec_config cfg = n_tokens > 1
-                                        ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
-                                        : matvec_default_config(ctx, t->type, t->rows, t->cols);
+                matvec_config cfg =
+                    n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
+                                 : matvec_default_config(ctx, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | %.0f%% | "
                        "default, measured last\n",
@@ -521,8 +521,9 @@ int main(int argc, char **argv)
             }
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
-            matvec_config cfg = n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
-                                             : matvec_default_config(ctx, t->type, t->rows, t->cols);
+            matvec_config cfg =
+                n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
+                             : matvec_default_config(ctx, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;
             if (force.tpr)

@@ -62,6 +62,13 @@
 // before the block is staged, so their loads overlap the staging; XPF (the
 // quantized formats): a block's units are loaded as words (w_fetch) during
 // the block before, so their loads also overlap its sums.
+// XG (NT > 1, F16_DOT; instead of XSH and NORM): x comes made ready by
+// x_prep.comp (weights.c records it before this kernel, the norm folded in
+// there): param 2 is the uvec4 offset in x's buffer of token 0's units, each
+// XO_V uvec4 (unit_x), a token's W_UNITS of them after the token before's.
+// Each lane reads its own units from memory, the rows' words of its next
+// unit loaded before this one's are decoded: no staging, no barriers in the
+// loop. XG_MERGE (the formats of W_H_SAME): the halves' f16 sums add in f16.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).

@@ -501,12 +501,13 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
     uint32_t room = gpu_context_limits(ctx)->max_shared_bytes;
-    mv.xsh = false;
+    mv.xsh = mv.xg = false; /* (x made ready: test_f16_dot_path) */
     while (mv.wg > mv.tpr && matvec_shared_bytes(&mv, nts[t], false) > room)
         mv.wg /= 2;
     check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
     mv = matvec_multi_config(ctx, c->type, nts[t], c->rows, c->cols);
     mv.xsh = true;
+    mv.xg = false;
     while (mv.tpr > 1 && matvec_shared_bytes(&mv, nts[t], true) > room)
         mv.tpr /= 2;
     mv.subgroup = mv.subgroup && matvec_default_config(ctx, c->type, c->rows, c->cols).tpr == mv.tpr;
