@@ -506,8 +506,9 @@ static glesllm_status create_act(gpu_model *gm)
     gm->lists = at;
     at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
     /* (the widest row's units of multi_nt tokens, 9 words a unit at most:
-     * matvec_xg_floats) */
+     * matvec_xg_floats; O's rows are q_dim long) */
     uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
+    widest = q_dim > widest ? q_dim : widest;
     gm->bxp = at;
     at += align64((uint64_t)gm->multi_nt * ((widest + 31) / 32) * 36);
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
