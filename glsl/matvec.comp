@@ -498,34 +498,10 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 }
 #endif
 #if defined(X_ONCE) || defined(XG)
-// A unit of x as stage_once (and x_prep.comp) store it, XO_V words: x_half's
-// pairs, its scale and the halves' sums (F16_DOT_F32: the pairs as f32)
 #ifdef F16_DOT_F32
-#define XO_V 9
-#else
-#define XO_V 5
+#define X_UNIT_F32 1
 #endif
-void unit_x(uvec4 p[XO_V], out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float sl,
-            out float sh)
-{
-#ifdef F16_DOT_F32
-    for (int j = 0; j < 4; j++) {
-        vec4 a = uintBitsToFloat(p[j]), b = uintBitsToFloat(p[4 + j]);
-        xl[2 * j] = a.xy;
-        xl[2 * j + 1] = a.zw;
-        xh[2 * j] = b.xy;
-        xh[2 * j + 1] = b.zw;
-    }
-#else
-    for (int j = 0; j < 8; j++) {
-        xl[j] = unpackFloat2x16(p[j >> 2][j & 3]);
-        xh[j] = unpackFloat2x16(p[2 + (j >> 2)][j & 3]);
-    }
-#endif
-    m = uintBitsToFloat(p[XO_V - 1].x);
-    sl = uintBitsToFloat(p[XO_V - 1].y);
-    sh = uintBitsToFloat(p[XO_V - 1].z);
-}
+#include "x_unit.glsl"
 #endif
 #ifdef XG
 #if NT == 1 || !defined(F16_DOT) || defined(W_IS_FLOAT) || defined(XSH) || defined(NORM)
@@ -565,23 +541,10 @@ void stage_once(uint xo, inout float ss)
         ss += s2;
         f16vec2 xl[8], xh[8];
         float m = x_half(x, xl, xh);
-        uint at = i * uint(XO_V);
-#ifdef F16_DOT_F32
-        for (int j = 0; j < 4; j++) {
-            xonce[at + uint(j)] = floatBitsToUint(vec4(xl[2 * j], xl[2 * j + 1]));
-            xonce[at + 4u + uint(j)] = floatBitsToUint(vec4(xh[2 * j], xh[2 * j + 1]));
-        }
-#else
-        for (int j = 0; j < 2; j++) {
-            xonce[at + uint(j)] = uvec4(packFloat2x16(xl[4 * j]), packFloat2x16(xl[4 * j + 1]),
-                                        packFloat2x16(xl[4 * j + 2]), packFloat2x16(xl[4 * j + 3]));
-            xonce[at + 2u + uint(j)] =
-                uvec4(packFloat2x16(xh[4 * j]), packFloat2x16(xh[4 * j + 1]),
-                      packFloat2x16(xh[4 * j + 2]), packFloat2x16(xh[4 * j + 3]));
-        }
-#endif
-        xonce[at + uint(XO_V) - 1u] =
-            uvec4(floatBitsToUint(m), floatBitsToUint(sl), floatBitsToUint(sh), 0u);
+        uvec4 p[XO_V];
+        unit_pack(xl, xh, m, sl, sh, p);
+        for (int j = 0; j < XO_V; j++)
+            xonce[i * uint(XO_V) + uint(j)] = p[j];
     }
     barrier();
 }

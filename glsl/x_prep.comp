@@ -12,22 +12,19 @@
 //         4 (NORM) eps as float bits, 5 uvec4 offset of token 0's units,
 //         6 uvec4 from one token's units to the next.
 // Grid: (units / WG_SIZE rounded up, tokens).
-// Unit u of token k is XO_V uvec4 at param 5 + k param 6 + u XO_V: XO_V 5:
-// words 0, 1 the low half's 8 pairs (values (4j, 4j + 2) then (4j + 1,
-// 4j + 3) of each word j: weights.glsl NIB_WORD's order), 2, 3 the high
-// half's, 4 (m, low sum, high sum, 0) as float bits. XP_F32 (no f16 types):
-// XO_V 9, the pairs as f32 (words 0-3 low, 4-7 high), then the same.
+// Unit u of token k is XO_V uvec4 (x_unit.glsl) at param 5 + k param 6 +
+// u XO_V.
 // NORM: m and the sums come times 1/rms (x^2's mean over the row, plus eps).
 // XP_X, XP_M: the pairs scaled to at most XP_X instead of 1, m times XP_M
 // (matvec.comp's SUBN_X and SUBN_M under F16_SUBN).
 #ifndef XP_F32
 #extension GL_NV_gpu_shader5 : require
-#define XO_V 5
 #else
-#define XO_V 9
+#define X_UNIT_F32 1
 #define f16vec2 vec2
 #endif
 #include "common.glsl"
+#include "x_unit.glsl"
 
 layout(local_size_x = WG_SIZE) in;
 
@@ -82,29 +79,16 @@ void main()
         m4 = max(m4, abs(x[j]));
     float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
     float inv = m > 0.0 ? XP_X / m : 0.0;
-    uint at = PARAM_U(5) + k * PARAM_U(6) + u * uint(XO_V);
-#ifndef XP_F32
-    uvec4 pk[4];
-#endif
+    f16vec2 xl[8], xh[8];
     for (int j = 0; j < 4; j++) {
-        f16vec2 l0 = f16vec2(x[j].xz * inv), l1 = f16vec2(x[j].yw * inv);
-        f16vec2 h0 = f16vec2(x[4 + j].xz * (inv * XP_HI));
-        f16vec2 h1 = f16vec2(x[4 + j].yw * (inv * XP_HI));
-#ifdef XP_F32
-        xu[at + uint(j)] = floatBitsToUint(vec4(l0, l1));
-        xu[at + 4u + uint(j)] = floatBitsToUint(vec4(h0, h1));
-#else
-        int w = j >> 1, c = 2 * (j & 1);
-        pk[w][c] = packFloat2x16(l0);
-        pk[w][c + 1] = packFloat2x16(l1);
-        pk[2 + w][c] = packFloat2x16(h0);
-        pk[2 + w][c + 1] = packFloat2x16(h1);
-#endif
+        xl[2 * j] = f16vec2(x[j].xz * inv);
+        xl[2 * j + 1] = f16vec2(x[j].yw * inv);
+        xh[2 * j] = f16vec2(x[4 + j].xz * (inv * XP_HI));
+        xh[2 * j + 1] = f16vec2(x[4 + j].yw * (inv * XP_HI));
     }
-#ifndef XP_F32
-    for (int w = 0; w < 4; w++)
-        xu[at + uint(w)] = pk[w];
-#endif
-    xu[at + uint(XO_V) - 1u] = uvec4(floatBitsToUint(m * XP_M * rs), floatBitsToUint(sl * rs),
-                                      floatBitsToUint(sh * rs), 0u);
+    uvec4 p[XO_V];
+    unit_pack(xl, xh, m * XP_M * rs, sl * rs, sh * rs, p);
+    uint at = PARAM_U(5) + k * PARAM_U(6) + u * uint(XO_V);
+    for (int j = 0; j < XO_V; j++)
+        xu[at + uint(j)] = p[j];
 }

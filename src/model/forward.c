@@ -505,12 +505,11 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
     gm->lists = at;
     at += align64(gm->argmax_groups * (2ull * GPU_MAX_CANDIDATES + 2));
-    /* (the widest row's units of multi_nt tokens, 9 words a unit at most:
-     * matvec_xg_floats; O's rows are q_dim long) */
+    /* (the widest row's units of multi_nt tokens; O's rows are q_dim long) */
     uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
     widest = q_dim > widest ? q_dim : widest;
     gm->bxp = at;
-    at += align64((uint64_t)gm->multi_nt * ((widest + 31) / 32) * 36);
+    at += align64((uint64_t)gm->multi_nt * ((widest + 31) / 32) * MATVEC_XG_UNIT_FLOATS);
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
      * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;

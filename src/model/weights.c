@@ -353,24 +353,6 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
      * weights_env_check rejects, counts as unset here) */
     int xsh;
     (void)env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh); /* -1 unless 0 or 1 */
-    c.wg = L->max_invocations >= 256 ? 256 : 128;
-    c.tpr = 16;
-    c.nr = 2;
-    c.xb = 1;
-    if (cols >= 8192 && L->max_invocations >= 512) {
-        c.wg = 512;
-        c.tpr = 32;
-        c.xb = 8;
-    } else if (rows >= 16384 && nt <= 3) {
-        c.wg = 128;
-        c.tpr = 8;
-        c.nr = 4;
-        c.xb = 16;
-    } else if (rows >= 16384) {
-        c.wg = 128;
-        c.tpr = 4;
-        c.xb = 32;
-    }
     /* XG (x_prep.comp makes each token's units of x once a dispatch, every
      * lane reads its own from memory: no staging, no barriers in the loop):
      * 256 invocations, 2 rows a thread, 64 lanes a row of at most 4096
@@ -384,21 +366,34 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
      * 10.17, the same greedy ids. Splits with 4-16 lanes a row or 4 rows a
      * thread were slower (gate/up 115-150 us). */
     c.xg = xg_default(ctx, type);
+    c.wg = L->max_invocations >= 256 ? 256 : 128;
+    c.tpr = 16;
+    c.nr = 2;
+    c.xb = 1;
     if (c.xg) {
         c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
         c.tpr = rows <= 8192 && cols <= 4096 ? 64 : 32;
         c.tpr = c.tpr > c.wg ? c.wg : c.tpr;
-        c.nr = 2;
-        c.xb = 1;
+    } else if (cols >= 8192 && L->max_invocations >= 512) {
+        c.wg = 512;
+        c.tpr = 32;
+        c.xb = 8;
+    } else if (rows >= 16384 && nt <= 3) {
+        c.wg = 128;
+        c.tpr = 8;
+        c.nr = 4;
+        c.xb = 16;
+    } else if (rows >= 16384) {
+        c.wg = 128;
+        c.tpr = 4;
+        c.xb = 32;
     }
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
     /* (xg: the partial sums through shared memory; subgroup adds of every
      * (row, token) ran gate/up 104 -> 208 us, down 58 -> 139) */
     c.subgroup = !c.xg && subgroup_fits(ctx, c.tpr);
-    c.xsh = xsh != 0;
+    c.xsh = xsh != 0 && !c.xg;
     c.x_once = false;
-    if (c.xg)
-        c.xsh = false;
     uint32_t wg = c.wg;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
         c.xsh = false;

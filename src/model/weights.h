@@ -174,7 +174,10 @@ typedef struct matvec_args {
     uint64_t xp_off;
 } matvec_args;
 
-/* The floats of x's buffer a matvec_kernel.xg kernel's units of n tokens take. */
+/* The most floats a unit of x takes with xg (9 uvec4: f32 pairs), for room
+ * sized before the kernels are built; and the floats of x's buffer a
+ * matvec_kernel.xg kernel's units of n tokens take. */
+#define MATVEC_XG_UNIT_FLOATS 36u
 uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n);
 
 /* How many partial sums of squares a norm_out kernel writes for w. */
