@@ -162,7 +162,15 @@ float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 #define ROWS_WG (SLOTS * NR)
 
 shared float red[WG_SIZE];
-#define PART_N (NR * NT * WG_SIZE)  // the per-lane sums of every (row, token)
+// The per-lane sums of every (row, token) i = r * NT + k (several tokens):
+// slot s's TPR lanes' at PART_AT(i, s, 0), a row of TPR + 1 floats for each
+// (i, s). A lane's writes of one i are consecutive; the invocations that add
+// them up (main's end) take consecutive (i, s), whose rows start in
+// consecutive banks (TPR + 1 is 1 modulo 32), so a warp's 32 reads of a step
+// hit 32 banks (without the pad, every row started in the same bank: a
+// 32-way conflict on every read).
+#define PART_N (NR * NT * SLOTS * (TPR + 1))
+#define PART_AT(i, s, l) (((i) * uint(SLOTS) + (s)) * uint(TPR + 1) + (l))
 #ifdef XSH
 #define XSH_N (NT * 8 * TPR)        // vec4 of staged x a block
 // token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
@@ -172,11 +180,11 @@ shared float red[WG_SIZE];
 // as 8 f16 pairs (x_half's order) in uvec4 2h and 2h + 1, that magnitude's
 // (times SUBN_M) float bits in uvec4 4 + h (.x).
 #ifdef F16_DOT
-shared uvec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
+shared uvec4 smem[XSH_N > (PART_N + 3) / 4 ? XSH_N : (PART_N + 3) / 4];
 #define PART(i) uintBitsToFloat(smem[(i) >> 2][(i) & 3u])
 #define PART_SET(i, v) smem[(i) >> 2][(i) & 3u] = floatBitsToUint(v)
 #else
-shared vec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
+shared vec4 smem[XSH_N > (PART_N + 3) / 4 ? XSH_N : (PART_N + 3) / 4];
 #define PART(i) smem[(i) >> 2][(i) & 3u]
 #define PART_SET(i, v) PART(i) = (v)
 #endif
@@ -660,7 +668,6 @@ void main()
 #else
     uint lane = t % uint(TPR), slot = t / uint(TPR);
 #endif
-    uint pidx = slot * uint(TPR) + lane;  // where the partial sums go (NT > 1)
     uint first = row0 + slot * uint(NR);
 #ifndef W_IS_FLOAT
     // the block of unit uu of this thread's row r (past the last row, the last row's)
@@ -874,8 +881,11 @@ void main()
             }
         }
         for (int k = 0; k < NT; k++) {
+            // (not break: the loop unrolls, acc stays in registers; the test
+            // also paces it: without it, NVIDIA's 9-token gate/up took 106 ->
+            // 139 us, bench/RESULTS.md session 44)
             if (uint(k) >= ntok)
-                continue;  // (not break: the loop unrolls, acc stays in registers)
+                continue;
             f16vec2 xl[8], xh[8];
             float m, sl, sh;
             xg_x(xo, xs, uint(k), u, xl, xh, m, sl, sh);
@@ -1058,22 +1068,24 @@ void main()
     barrier();  // the staged x (the same memory) is no longer read
 #endif
     for (int i = 0; i < NR * NT; i++)
-        PART_SET(uint(i * WG_SIZE) + pidx, acc[i]);
+        PART_SET(PART_AT(uint(i), slot, lane), acc[i]);
     barrier();
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2
 #else
 #define PER_OUT 1
 #endif
+    // invocation o: slot o % SLOTS, then token, then row (pair): consecutive
+    // invocations read consecutive rows of PART (PART_AT)
     for (uint o = t; o < uint(SLOTS * (NR / PER_OUT) * NT); o += uint(WG_SIZE)) {
-        uint s = o / uint((NR / PER_OUT) * NT), rest = o % uint((NR / PER_OUT) * NT);
+        uint s = o % uint(SLOTS), rest = o / uint(SLOTS);
         uint k = rest % uint(NT), r = (rest / uint(NT)) * uint(PER_OUT);
         uint row = row0 + s * uint(NR) + r;
         if (k >= ntok || row >= rows)
             continue;
         float v[PER_OUT];
         for (int j = 0; j < PER_OUT; j++) {
-            uint base = ((r + uint(j)) * uint(NT) + k) * uint(WG_SIZE) + s * uint(TPR);
+            uint base = PART_AT((r + uint(j)) * uint(NT) + k, s, 0u);
             float sum = 0.0;
             for (uint l = 0u; l < uint(TPR); l++)
                 sum += PART(base + l);

@@ -284,7 +284,9 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
     /* the reduction's words; with the staged x the partial sums in its memory,
      * the staged halves' sums and the norm's sums, else the partial sums and
      * the norm's partial sums */
-    uint32_t part = c->nr * nt * c->wg * 4, staged = nt * 8 * c->tpr * 16;
+    /* (matvec.comp PART_AT: each slot's lanes padded by one word) */
+    uint32_t part = (c->nr * nt * (c->wg / c->tpr) * (c->tpr + 1) + 3) / 4 * 16,
+             staged = nt * 8 * c->tpr * 16;
     if (c->xg) /* the reduction's words and the partial sums */
         return c->wg * 4 + part;
     if (xsh)
