@@ -163,14 +163,20 @@ float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 
 shared float red[WG_SIZE];
 // The per-lane sums of every (row, token) i = r * NT + k (several tokens):
-// slot s's TPR lanes' at PART_AT(i, s, 0), a row of TPR + 1 floats for each
-// (i, s). A lane's writes of one i are consecutive; the invocations that add
-// them up (main's end) take consecutive (i, s), whose rows start in
-// consecutive banks (TPR + 1 is 1 modulo 32), so a warp's 32 reads of a step
-// hit 32 banks (without the pad, every row started in the same bank: a
-// 32-way conflict on every read).
+// slot s's TPR lanes' at PART_AT(i, s, 0). PART_PAD (weights.c part_padded):
+// a row of TPR + 1 floats for each (i, s), and the invocations that add them
+// up (main's end) take consecutive (i, s), whose rows start in consecutive
+// banks (TPR + 1 is 1 modulo 32), so a warp's 32 reads of a step hit 32
+// banks; else at (i * WG_SIZE + s * TPR + l), every row starting in the same
+// bank, read by consecutive (token, row) of a slot (the code as it was
+// before PART_PAD: kernels of 2 and 5 tokens ran much slower on NVIDIA with
+// the same arithmetic merely written another way, weights.c part_padded).
+#ifdef PART_PAD
 #define PART_N (NR * NT * SLOTS * (TPR + 1))
 #define PART_AT(i, s, l) (((i) * uint(SLOTS) + (s)) * uint(TPR + 1) + (l))
+#else
+#define PART_N (NR * NT * WG_SIZE)
+#endif
 #ifdef XSH
 #define XSH_N (NT * 8 * TPR)        // vec4 of staged x a block
 // token k's vec4 j of lane l's unit at (k * 8 + j) * TPR + l: the lanes of a
@@ -668,6 +674,7 @@ void main()
 #else
     uint lane = t % uint(TPR), slot = t / uint(TPR);
 #endif
+    uint pidx = slot * uint(TPR) + lane;  // where the partial sums go (NT > 1)
     uint first = row0 + slot * uint(NR);
 #ifndef W_IS_FLOAT
     // the block of unit uu of this thread's row r (past the last row, the last row's)
@@ -1068,24 +1075,37 @@ void main()
     barrier();  // the staged x (the same memory) is no longer read
 #endif
     for (int i = 0; i < NR * NT; i++)
+#ifdef PART_PAD
         PART_SET(PART_AT(uint(i), slot, lane), acc[i]);
+#else
+        PART_SET(uint(i * WG_SIZE) + pidx, acc[i]);
+#endif
     barrier();
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2
 #else
 #define PER_OUT 1
 #endif
-    // invocation o: slot o % SLOTS, then token, then row (pair): consecutive
-    // invocations read consecutive rows of PART (PART_AT)
+    // invocation o: PART_PAD slot o % SLOTS, then token, then row (pair):
+    // consecutive invocations read consecutive rows of PART (PART_AT); else
+    // token, row (pair), then slot
     for (uint o = t; o < uint(SLOTS * (NR / PER_OUT) * NT); o += uint(WG_SIZE)) {
+#ifdef PART_PAD
         uint s = o % uint(SLOTS), rest = o / uint(SLOTS);
+#else
+        uint s = o / uint((NR / PER_OUT) * NT), rest = o % uint((NR / PER_OUT) * NT);
+#endif
         uint k = rest % uint(NT), r = (rest / uint(NT)) * uint(PER_OUT);
         uint row = row0 + s * uint(NR) + r;
         if (k >= ntok || row >= rows)
             continue;
         float v[PER_OUT];
         for (int j = 0; j < PER_OUT; j++) {
+#ifdef PART_PAD
             uint base = PART_AT((r + uint(j)) * uint(NT) + k, s, 0u);
+#else
+            uint base = ((r + uint(j)) * uint(NT) + k) * uint(WG_SIZE) + s * uint(TPR);
+#endif
             float sum = 0.0;
             for (uint l = 0u; l < uint(TPR); l++)
                 sum += PART(base + l);

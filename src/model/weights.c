@@ -277,6 +277,19 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     return c;
 }
 
+/* Whether a several-token kernel pads its partial sums (matvec.comp
+ * PART_PAD): the XG kernels of 9 tokens or more. On an H200 (bench/RESULTS.md
+ * session 44; Q4_0, bench_matvec --chain, us, plain -> padded), 9 tokens:
+ * gate/up 28672x4096 112.3 -> 103.4, down 4096x14336 61.0 -> 58.3, Q/K/V
+ * 6144x4096 34.9 -> 31.7, O 4096x4096 25.4 -> 23.8; 3 tokens 52.0 -> 49.0
+ * (gate/up); but 2 tokens lost (down 25.8 -> 30.9) and 5 lost badly (gate/up
+ * 79 -> 132, down 44 -> 118), with the pad or the new order alone as well:
+ * not understood, the driver's code for those kernels is not visible. */
+static bool part_padded(const matvec_config *c, uint32_t nt)
+{
+    return c->xg && nt >= 9;
+}
+
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1) /* (the reductions' few words; X_ONCE's staged row, in f16 pairs) */
@@ -284,8 +297,8 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
     /* the reduction's words; with the staged x the partial sums in its memory,
      * the staged halves' sums and the norm's sums, else the partial sums and
      * the norm's partial sums */
-    /* (matvec.comp PART_AT: each slot's lanes padded by one word) */
-    uint32_t part = (c->nr * nt * (c->wg / c->tpr) * (c->tpr + 1) + 3) / 4 * 16,
+    uint32_t part = part_padded(c, nt) ? c->nr * nt * (c->wg / c->tpr) * (c->tpr + 1) * 4
+                                       : c->nr * nt * c->wg * 4,
              staged = nt * 8 * c->tpr * 16;
     if (c->xg) /* the reduction's words and the partial sums */
         return c->wg * 4 + part;
@@ -749,6 +762,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
              unroll ? "" : "\nNO_UNROLL 1");
     if (eff.xg)
         strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
+    if (v.nt > 1 && part_padded(&eff, v.nt))
+        strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
      * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
