@@ -172,6 +172,9 @@ shared float red[WG_SIZE];
 // before PART_PAD: kernels of 2 and 5 tokens ran much slower on NVIDIA with
 // the same arithmetic merely written another way, weights.c part_padded).
 #ifdef PART_PAD
+#if !defined(XG) || defined(XSH)
+#error "PART_PAD is for the XG kernels (their partial sums in a float array)"
+#endif
 #define PART_N (NR * NT * SLOTS * (TPR + 1))
 #define PART_AT(i, s, l) (((i) * uint(SLOTS) + (s)) * uint(TPR + 1) + (l))
 #else
@@ -186,11 +189,11 @@ shared float red[WG_SIZE];
 // as 8 f16 pairs (x_half's order) in uvec4 2h and 2h + 1, that magnitude's
 // (times SUBN_M) float bits in uvec4 4 + h (.x).
 #ifdef F16_DOT
-shared uvec4 smem[XSH_N > (PART_N + 3) / 4 ? XSH_N : (PART_N + 3) / 4];
+shared uvec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
 #define PART(i) uintBitsToFloat(smem[(i) >> 2][(i) & 3u])
 #define PART_SET(i, v) smem[(i) >> 2][(i) & 3u] = floatBitsToUint(v)
 #else
-shared vec4 smem[XSH_N > (PART_N + 3) / 4 ? XSH_N : (PART_N + 3) / 4];
+shared vec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
 #define PART(i) smem[(i) >> 2][(i) & 3u]
 #define PART_SET(i, v) PART(i) = (v)
 #endif
