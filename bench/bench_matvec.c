@@ -242,7 +242,7 @@ static void tensor_make(bench_tensor *t, uint32_t type, uint64_t rows, uint64_t 
     free(data);
     size_t xn = (size_t)act_stride(cols) * n_tokens;
     /* and room for the units of x of the kernels with xg */
-    size_t xp = (size_t)n_tokens * ((cols + 31) / 32) * MATVEC_XG_UNIT_FLOATS;
+    size_t xp = (size_t)matvec_xg_room(cols, n_tokens);
     float *x = calloc(xn + xp, 4);
     for (size_t i = 0; i < xn; i++)
         x[i] = rw_float(&seed, -1, 1);

@@ -250,7 +250,7 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
     const float eps = 1e-5f;
     /* then room for the units of x of a kernel with xg */
     uint64_t xp_off = (norm_off + (norm ? xs : 0) + 3) / 4 * 4;
-    size_t xn = (size_t)(xp_off + n_tok * ((c->cols + 31) / 32) * MATVEC_XG_UNIT_FLOATS),
+    size_t xn = (size_t)(xp_off + matvec_xg_room(c->cols, n_tok)),
            yn = (size_t)(y_off + n_tok * ys);
     float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4);
     double *ref = malloc((size_t)(c->rows * n_tok) * sizeof *ref),

@@ -509,7 +509,7 @@ static glesllm_status create_act(gpu_model *gm)
     uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
     widest = q_dim > widest ? q_dim : widest;
     gm->bxp = at;
-    at += align64((uint64_t)gm->multi_nt * ((widest + 31) / 32) * MATVEC_XG_UNIT_FLOATS);
+    at += align64(matvec_xg_room(widest, gm->multi_nt));
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
      * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;

@@ -663,6 +663,14 @@ static bool high_times_16(uint32_t type)
     return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K;
 }
 
+/* the most floats a unit of x takes with xg (9 uvec4: f32 pairs) */
+#define XG_UNIT_FLOATS 36u
+
+uint64_t matvec_xg_room(uint64_t cols, uint32_t n)
+{
+    return (uint64_t)n * ((cols + 31) / 32) * XG_UNIT_FLOATS;
+}
+
 uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
 {
     return (uint64_t)n * units_per_row(k->type, cols) * k->xg_words * 4;
@@ -762,7 +770,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
              unroll ? "" : "\nNO_UNROLL 1");
     if (eff.xg)
         strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
-    if (v.nt > 1 && part_padded(&eff, v.nt))
+    if (part_padded(&eff, v.nt))
         strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200

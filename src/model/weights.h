@@ -174,10 +174,10 @@ typedef struct matvec_args {
     uint64_t xp_off;
 } matvec_args;
 
-/* The most floats a unit of x takes with xg (9 uvec4: f32 pairs), for room
- * sized before the kernels are built; and the floats of x's buffer a
- * matvec_kernel.xg kernel's units of n tokens take. */
-#define MATVEC_XG_UNIT_FLOATS 36u
+/* Floats of x's buffer to leave for the units of x of n tokens of rows of
+ * `cols` columns, enough for any matvec_kernel.xg kernel (room sized before
+ * the kernels are built); and those a built kernel's units take. */
+uint64_t matvec_xg_room(uint64_t cols, uint32_t n);
 uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n);
 
 /* How many partial sums of squares a norm_out kernel writes for w. */
