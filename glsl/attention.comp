@@ -17,6 +17,17 @@
 //         6 V uint offset.
 // Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
 // as uvec4), GROUP, KV_DIM, CHUNK_MAX.
+// MULTI: the same for a few new tokens (a verification pass, a short prompt),
+// whose K and V are in the cache already: work group (h, c, i) is query i's
+// head h and chunk c; query i is at position pos0 + i and sees pos0 + i + 1
+// positions, so it has its own number of chunks (groups past it return).
+// Its Q comes from the activations, and each (query, head) has its own
+// counter and CHUNK_SLOTS partials.
+// Params then: 0 kv length of query 0 (pos0 + 1), 1 positions per chunk,
+//         2 chunk slots a (query, head) in the partials, 3 output float
+//         offset of query 0, 4 partials float offset, 5 K and 6 V uint
+//         offsets, 7 Q float offset of query 0 (in the activations), 8 floats
+//         per query (Q and output).
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -48,10 +59,10 @@ shared bool merge_here;
 
 #define STRIDE uint(HEAD_DIM + 2)
 
-// The last chunk of head h to finish: every chunk's partials into the output.
-void merge_chunks(uint h, uint n)
+// The last chunk of a head to finish: every chunk's partials (n at base) into
+// its output at out.
+void merge_chunks(uint base, uint n, uint out_)
 {
-    uint base = PARAM_U(4) + h * n * STRIDE;
     float m = -3.0e38;
     for (uint c = 0u; c < n; c++)
         m = max(m, act[base + c * STRIDE]);
@@ -62,18 +73,30 @@ void merge_chunks(uint h, uint n)
         float o = 0.0;
         for (uint c = 0u; c < n; c++)
             o += act[base + c * STRIDE + 2u + d] * exp(act[base + c * STRIDE] - m);
-        act[PARAM_U(3) + h * uint(HEAD_DIM) + d] = o / l;
+        act[out_ + d] = o / l;
     }
 }
 
 void main()
 {
     uint h = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_LocalInvocationIndex;
-    uint len = PARAM_U(0), chunk = PARAM_U(1);
-    uint p0 = c * chunk, p1 = min(p0 + chunk, len);
-    uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
+#ifdef MULTI
+    uint q = gl_WorkGroupID.z;
+    uint len = PARAM_U(0) + q, chunk = PARAM_U(1), n_chunks = (len + chunk - 1u) / chunk;
+    if (c >= n_chunks)
+        return;  // the whole group: past this query's positions
+    uint slot = q * gl_NumWorkGroups.x + h;  // the (query, head): its counter and partials
+    uint out_ = PARAM_U(3) + q * PARAM_U(8) + h * uint(HEAD_DIM);
+    for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
+        qs[i] = act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i];
+#else
+    uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2);
+    uint slot = h, out_ = PARAM_U(3) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
         qs[i] = uintBitsToFloat(lb[h * uint(HEAD_DIM) + i]);
+#endif
+    uint p0 = c * chunk, p1 = min(p0 + chunk, len);
+    uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
     barrier();
 
     float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
@@ -132,12 +155,11 @@ void main()
             s1 += part[2u * (i * LANES + t) + 1u];
         }
         float r[8] = float[8](s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w);
-        if (PARAM_U(2) == 1u) {
-            uint out_ = PARAM_U(3) + h * uint(HEAD_DIM) + VEC * t;
+        if (n_chunks == 1u) {
             for (uint i = 0u; i < VEC; i++)
-                act[out_ + i] = r[i] / sum;
+                act[out_ + VEC * t + i] = r[i] / sum;
         } else {
-            uint base = PARAM_U(4) + (h * PARAM_U(2) + c) * STRIDE;
+            uint base = PARAM_U(4) + (slot * PARAM_U(2) + c) * STRIDE;
             for (uint i = 0u; i < VEC; i++)
                 act[base + 2u + VEC * t + i] = r[i];
             if (t == 0u) {
@@ -146,18 +168,18 @@ void main()
             }
         }
     }
-    if (PARAM_U(2) == 1u)
+    if (n_chunks == 1u)
         return;
     // the partials out before this group counts itself in; the last one merges
     memoryBarrierBuffer();
     barrier();
     if (t == 0u)
-        merge_here = atomicAdd(counter[h], 1u) == PARAM_U(2) - 1u;
+        merge_here = atomicAdd(counter[slot], 1u) == n_chunks - 1u;
     barrier();
     if (!merge_here)
         return;
     memoryBarrierBuffer();
-    merge_chunks(h, PARAM_U(2));
+    merge_chunks(PARAM_U(4) + slot * PARAM_U(2) * STRIDE, n_chunks, out_);
     if (t == 0u)
-        counter[h] = 0u;
+        counter[slot] = 0u;
 }

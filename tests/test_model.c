@@ -280,6 +280,8 @@ static void check_prefill(const demo_spec *s, uint32_t batch, int32_t small,
     uint32_t total = 0, n_ctx = 64, cont = 6;
     for (uint32_t i = 0; i < n_pieces; i++)
         total += pieces[i];
+    if (total + cont > n_ctx)
+        n_ctx = total + cont;
     loaded L;
     n_batch = batch;
     n_small = small;
@@ -387,6 +389,17 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&q, 16, 0, prefix, 2);
     check_prefill(&q, 64, -1, longer, 1);
     check_prefill(&q, 64, 0, longer, 1);
+}
+
+/* Few tokens past 64 positions: attention.comp MULTI cuts each query's
+ * positions into chunks merged in the kernel (4 to 10 chunks here), each
+ * query of a piece with its own count of them. */
+static void test_prefill_few_tokens_in_chunks(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
+    s.n_layer = 1;
+    const uint32_t pieces[] = { 70, 3, 16, 9, 60, 2 };
+    check_prefill(&s, 16, -1, pieces, 6);
 }
 
 static void test_prefill_equals_decode_quantized(void)
@@ -853,6 +866,7 @@ int main(void)
     RUN_TEST(test_long_context_splits_attention);
     RUN_TEST(test_context_end_and_bad_tokens);
     RUN_TEST(test_prefill_equals_decode_f32);
+    RUN_TEST(test_prefill_few_tokens_in_chunks);
     RUN_TEST(test_prefill_equals_decode_quantized);
     RUN_TEST(test_prefill_f16_tiles);
     RUN_TEST(test_prefill_bad_ranges);

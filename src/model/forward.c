@@ -11,6 +11,7 @@
 #include "quant/quant.h"
 
 #define CHUNK_MAX 256u   /* attention positions per work group */
+#define ATTN_FEW_N 16    /* batches of at most this many tokens (or n_small) take attention.comp */
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
 #define RMS_WG 128u      /* rms_norm.comp's work group (and rms_prep's partial sums) */
@@ -98,8 +99,8 @@ struct gpu_model {
     uint32_t n_batch;
     uint64_t bx, bxn, bq, battn, bhid;
     uint32_t pre_bq; /* queries per attention work group */
-    gpu_program attn_small; /* the prefill attention for few tokens (made on first use) */
-    uint32_t small_bq;
+    gpu_program attn_few; /* attention.comp for a few tokens (MULTI) */
+    uint32_t few_n;       /* ... batches of at most few_n tokens */
     /* logits of every position (GPU_STEP_ALL_LOGITS): n_batch rows of
      * act_stride(n_vocab) in buffers of logits_rows rows, made on first use */
     gpu_buffer *logits_all;
@@ -234,10 +235,8 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
     return GLESLLM_OK;
 }
 
-/* The prefill attention's tiles: the first of the list that fits the shared memory, of at
- * most most_bq queries a work group. */
-static glesllm_status build_prefill_attention(gpu_model *gm, uint32_t most_bq, gpu_program *prog,
-                                              uint32_t *pre_bq)
+/* The prefill attention's tiles: the first of the list that fits the shared memory. */
+static glesllm_status build_prefill_attention(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
     uint32_t hd = hp->head_dim, wg = 128, max_shared = gpu_context_limits(gm->ctx)->max_shared_bytes;
@@ -245,12 +244,11 @@ static glesllm_status build_prefill_attention(gpu_model *gm, uint32_t most_bq, g
      * run on a multiprocessor: on an H200, a 512-token prefill of Mistral-7B
      * (bench/RESULTS.md, session 31), us a layer: 16 x 32 (26.3 KiB) 978,
      * 16 x 16 548, 8 x 32 550, 8 x 16 (12.6 KiB) 452; pp512 of the Q4_0 model
-     * 3020 -> 3164 tok/s from 16 x 32 to 8 x 16. (Few tokens: 4 x 32, 45 us.) */
+     * 3020 -> 3164 tok/s from 16 x 32 to 8 x 16. (Batches of few tokens take
+     * attention.comp: record_prefill_attention.) */
     static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         uint32_t bq = tiles[i][0], bkv = tiles[i][1];
-        if (bq > most_bq)
-            continue;
         uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
         if (bytes > max_shared)
             continue;
@@ -260,9 +258,9 @@ static glesllm_status build_prefill_attention(gpu_model *gm, uint32_t most_bq, g
         char defs[256];
         snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
                  wg, hd, hp->n_head / hp->n_head_kv, hp->n_head_kv * hd, bq, bkv, lpq);
-        glesllm_status st = gpu_program_build(gm->ctx, "attn_prefill.comp", defs, prog);
+        glesllm_status st = gpu_program_build(gm->ctx, "attn_prefill.comp", defs, &gm->attn_pre);
         if (st == GLESLLM_OK)
-            *pre_bq = bq;
+            gm->pre_bq = bq;
         return st;
     }
     return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -282,7 +280,12 @@ static glesllm_status build_programs(gpu_model *gm)
              gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
              CHUNK_MAX, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
-    if (st || (st = build_prefill_attention(gm, 16, &gm->attn_pre, &gm->pre_bq)))
+    if (st || (st = build_prefill_attention(gm)))
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u%s\nMULTI 1",
+             gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
+             CHUNK_MAX, sg);
+    if ((st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn_few)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
     if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax1)))
@@ -497,7 +500,10 @@ static glesllm_status create_act(gpu_model *gm)
      * 256 / n_head + 1 smaller ones */
     gm->max_chunks = gm->n_ctx / CHUNK_MAX + 1 + (256 + hp->n_head - 1) / hp->n_head + 1;
     gm->partials = at;
-    at += align64((uint64_t)hp->n_head * gm->max_chunks * (hp->head_dim + 2ull));
+    /* ... for each head of each of few_n tokens in the MULTI attention (with
+     * more (query, head) pairs, fewer chunks than one token's) */
+    gm->few_n = gm->n_small > ATTN_FEW_N ? gm->n_small : ATTN_FEW_N;
+    at += align64((uint64_t)gm->few_n * hp->n_head * gm->max_chunks * (hp->head_dim + 2ull));
     gm->argmax_groups = (hp->n_vocab + SLICE - 1) / SLICE;
     gm->argmax_part = at;
     at += align64(2ull * gm->argmax_groups * (gm->n_small ? gm->n_small : 1));
@@ -591,10 +597,11 @@ static glesllm_status create_caches(gpu_model *gm)
                                           GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
     if (st)
         return st;
-    uint32_t *zeros = calloc(hp->n_head, 4);
+    /* a counter a head, or a (query, head) of the MULTI attention */
+    uint32_t *zeros = calloc((size_t)gm->few_n * hp->n_head, 4);
     if (!zeros)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the attention counters");
-    st = gpu_buffer_create(gm->ctx, (size_t)hp->n_head * 4, zeros, GPU_BUFFER_DEVICE,
+    st = gpu_buffer_create(gm->ctx, (size_t)gm->few_n * hp->n_head * 4, zeros, GPU_BUFFER_DEVICE,
                            "attention counters", &gm->attn_count);
     free(zeros);
     if (st)
@@ -667,7 +674,7 @@ void gpu_model_destroy(gpu_model *gm)
     for (uint32_t i = 0; i < gm->n_mkernels; i++)
         matmul_destroy(&gm->mkernels[i]);
     gpu_program_destroy(&gm->attn_pre);
-    gpu_program_destroy(&gm->attn_small);
+    gpu_program_destroy(&gm->attn_few);
     for (uint32_t i = 0; i < gm->n_logits_all; i++)
         gpu_buffer_destroy(&gm->logits_all[i]);
     free(gm->logits_all);
@@ -890,36 +897,53 @@ static gpu_dispatch act_dispatch(gpu_model *gm, const gpu_program *prog, uint32_
     return d;
 }
 
+/* The chunks of attention.comp over len positions, for `heads` (query,
+ * head) pairs; *chunk gets the positions a chunk. Past 64 positions the range
+ * is cut into chunks so that there are many work groups (about 256 in all:
+ * enough to fill a large GPU), each chunk at least 16 and at most CHUNK_MAX
+ * positions; their partial results are merged by the last chunk of each head
+ * to finish. */
+static uint32_t attention_chunks(uint32_t len, uint32_t heads, uint32_t *chunk)
+{
+    *chunk = len;
+    if (len <= 64)
+        return 1;
+    uint32_t want = (256 + heads - 1) / heads;
+    uint32_t c = (len + want - 1) / want;
+    *chunk = c < 16 ? 16 : c > CHUNK_MAX ? CHUNK_MAX : c;
+    return (len + *chunk - 1) / *chunk;
+}
+
+/* A dispatch of an attention kernel over layer g's cache and the
+ * activations, a work group a head (groups[1] and [2] 1). */
+static gpu_dispatch attention_dispatch(gpu_model *gm, const gpu_layer *g, gpu_program *prog,
+                                       const uint32_t *params, uint32_t n_params)
+{
+    gpu_dispatch d = { 0 };
+    d.prog = prog;
+    d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 2;
+    memcpy(d.params, params, n_params * sizeof *params);
+    d.n_params = n_params;
+    d.groups[0] = gm->m->hp.n_head;
+    d.groups[1] = d.groups[2] = 1;
+    return d;
+}
+
 static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32_t len)
 {
     const model_hparams *hp = &gm->m->hp;
-    /* Past 64 positions the range is cut into chunks so that there are many
-     * work groups (about 256 over all heads: enough to fill a large GPU),
-     * each chunk at least 16 and at most CHUNK_MAX positions; their partial
-     * results are merged by the last chunk of each head to finish. */
-    uint32_t chunk = len, n_chunks = 1;
-    if (len > 64) {
-        uint32_t want = (256 + hp->n_head - 1) / hp->n_head;
-        chunk = (len + want - 1) / want;
-        chunk = chunk < 16 ? 16 : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
-        n_chunks = (len + chunk - 1) / chunk;
-    }
+    uint32_t chunk, n_chunks = attention_chunks(len, hp->n_head, &chunk);
     if (n_chunks > gm->max_chunks)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u", n_chunks,
                        gm->max_chunks);
-    gpu_dispatch d = { 0 };
-    d.prog = &gm->attn;
-    d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
-    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
-    d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 3;
     uint32_t p[] = { len, chunk, n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials,
                      (uint32_t)gm->k_base, (uint32_t)gm->v_base };
-    memcpy(d.params, p, sizeof p);
-    d.n_params = 7;
-    d.groups[0] = hp->n_head;
+    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn, p, 7);
+    d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 3;
     d.groups[1] = n_chunks;
-    d.groups[2] = 1;
     return gpu_queue_dispatch(gm->q, &d);
 }
 
@@ -1280,44 +1304,35 @@ static glesllm_status make_logits_all(gpu_model *gm)
     return GLESLLM_OK;
 }
 
-/* batches of at most this many tokens take the small-batch prefill attention */
-#define ATTN_SMALL_N 16
-
 /* The attention of n new tokens at pos0.. over the cache. */
 static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g, uint32_t pos0,
                                               uint32_t n)
 {
     const model_hparams *hp = &gm->m->hp;
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
-    /* Few tokens (a verification pass, a short prompt): work groups of 4
-     * queries, so that each does a quarter of the serial work a tile (one
-     * score a lane instead of four, a quarter of the output dimensions) and
-     * more of them run. On an H100, verifying 8 drafted tokens of the
-     * Mistral-7B shape: 44.9 -> 33.2 us a layer, the pass 13.5 -> 13.2 ms
-     * (bench/RESULTS.md session 15). */
-    gpu_program *prog = &gm->attn_pre;
-    uint32_t bq = gm->pre_bq;
-    if (n <= ATTN_SMALL_N) {
-        if (!gm->small_bq) {
-            glesllm_status st = build_prefill_attention(gm, 4, &gm->attn_small, &gm->small_bq);
-            if (st != GLESLLM_OK)
-                return st;
-        }
-        prog = &gm->attn_small;
-        bq = gm->small_bq;
+    if (n <= gm->few_n) {
+        /* Few tokens (a verification pass, a short prompt): attention.comp,
+         * a work group a (query, head, chunk), each reading its positions'
+         * K and V itself (from L2 mostly) instead of sharing tiles. On an
+         * H200, verifying 8 drafted tokens of the Mistral-7B shape (Q4_0)
+         * after 64 prompt tokens: 9.08 -> 8.56 ms, after 1000: 16.4 -> 9.7
+         * ms, with the tiled kernel's work groups of 4 queries before
+         * (bench/RESULTS.md session 45). */
+        uint32_t chunk, n_chunks = attention_chunks(pos0 + n, hp->n_head * n, &chunk);
+        uint32_t p[] = { pos0 + 1, chunk, gm->max_chunks, (uint32_t)gm->battn,
+                         (uint32_t)gm->partials, (uint32_t)gm->k_base, (uint32_t)gm->v_base,
+                         (uint32_t)gm->bq, q_stride };
+        gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_few, p, 9);
+        d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
+        d.n_bindings = 3;
+        d.groups[1] = n_chunks;
+        d.groups[2] = n;
+        return gpu_queue_dispatch(gm->q, &d);
     }
-    gpu_dispatch d = { 0 };
-    d.prog = prog;
-    d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
-    d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 2;
     uint32_t p[] = { n, pos0, (uint32_t)gm->bq, (uint32_t)gm->battn, q_stride,
                      (uint32_t)gm->k_base, (uint32_t)gm->v_base };
-    memcpy(d.params, p, sizeof p);
-    d.n_params = 7;
-    d.groups[0] = hp->n_head;
-    d.groups[1] = (n + bq - 1) / bq;
-    d.groups[2] = 1;
+    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_pre, p, 7);
+    d.groups[1] = (n + gm->pre_bq - 1) / gm->pre_bq;
     return gpu_queue_dispatch(gm->q, &d);
 }
 
