@@ -22,7 +22,7 @@
 // head h and chunk c; query i is at position pos0 + i and sees pos0 + i + 1
 // positions, so it has its own number of chunks (groups past it return).
 // Its Q comes from the activations, and each (query, head) has its own
-// counter and CHUNK_SLOTS partials.
+// counter and its own param 2 slots of partials.
 // Params then: 0 kv length of query 0 (pos0 + 1), 1 positions per chunk,
 //         2 chunk slots a (query, head) in the partials, 3 output float
 //         offset of query 0, 4 partials float offset, 5 K and 6 V uint

@@ -1315,10 +1315,15 @@ static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g
          * a work group a (query, head, chunk), each reading its positions'
          * K and V itself (from L2 mostly) instead of sharing tiles. On an
          * H200, verifying 8 drafted tokens of the Mistral-7B shape (Q4_0)
-         * after 64 prompt tokens: 9.08 -> 8.56 ms, after 1000: 16.4 -> 9.7
+         * after 64 prompt tokens: 9.08 -> 8.54 ms, after 1000: 16.4 -> 9.6
          * ms, with the tiled kernel's work groups of 4 queries before
-         * (bench/RESULTS.md session 45). */
+         * (bench/RESULTS.md session 45). More (query, head) pairs than one
+         * token's heads make no more chunks than a decode step's, so
+         * max_chunks slots each are room enough. */
         uint32_t chunk, n_chunks = attention_chunks(pos0 + n, hp->n_head * n, &chunk);
+        if (n_chunks > gm->max_chunks)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u",
+                           n_chunks, gm->max_chunks);
         uint32_t p[] = { pos0 + 1, chunk, gm->max_chunks, (uint32_t)gm->battn,
                          (uint32_t)gm->partials, (uint32_t)gm->k_base, (uint32_t)gm->v_base,
                          (uint32_t)gm->bq, q_stride };
