@@ -280,12 +280,11 @@ static glesllm_status build_programs(gpu_model *gm)
              gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
              CHUNK_MAX, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
-    if (st || (st = build_prefill_attention(gm)))
+    if (st)
         return st;
-    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u%s\nMULTI 1",
-             gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
-             CHUNK_MAX, sg);
-    if ((st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn_few)))
+    strncat(defs, "\nMULTI 1", sizeof defs - strlen(defs) - 1); /* the same for a few tokens */
+    if ((st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn_few)) ||
+        (st = build_prefill_attention(gm)))
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u", ARGMAX_WG);
     if ((st = gpu_program_build(gm->ctx, "argmax.comp", defs, &gm->argmax1)))
@@ -898,32 +897,40 @@ static gpu_dispatch act_dispatch(gpu_model *gm, const gpu_program *prog, uint32_
 }
 
 /* The chunks of attention.comp over len positions, for `heads` (query,
- * head) pairs; *chunk gets the positions a chunk. Past 64 positions the range
- * is cut into chunks so that there are many work groups (about 256 in all:
- * enough to fill a large GPU), each chunk at least 16 and at most CHUNK_MAX
- * positions; their partial results are merged by the last chunk of each head
- * to finish. */
-static uint32_t attention_chunks(uint32_t len, uint32_t heads, uint32_t *chunk)
+ * head) pairs: *chunk positions each, *n_chunks of them (at most max_chunks,
+ * the partials' room a pair). Past 64 positions the range is cut into chunks
+ * so that there are many work groups (about 256 in all: enough to fill a
+ * large GPU), each chunk at least 16 and at most CHUNK_MAX positions; their
+ * partial results are merged by the last chunk of each head to finish. */
+static glesllm_status attention_chunks(const gpu_model *gm, uint32_t len, uint32_t heads,
+                                       uint32_t *chunk, uint32_t *n_chunks)
 {
     *chunk = len;
-    if (len <= 64)
-        return 1;
-    uint32_t want = (256 + heads - 1) / heads;
-    uint32_t c = (len + want - 1) / want;
-    *chunk = c < 16 ? 16 : c > CHUNK_MAX ? CHUNK_MAX : c;
-    return (len + *chunk - 1) / *chunk;
+    *n_chunks = 1;
+    if (len > 64) {
+        uint32_t want = (256 + heads - 1) / heads;
+        uint32_t c = (len + want - 1) / want;
+        *chunk = c < 16 ? 16 : c > CHUNK_MAX ? CHUNK_MAX : c;
+        *n_chunks = (len + *chunk - 1) / *chunk;
+    }
+    if (*n_chunks > gm->max_chunks)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u",
+                       *n_chunks, gm->max_chunks);
+    return GLESLLM_OK;
 }
 
 /* A dispatch of an attention kernel over layer g's cache and the
- * activations, a work group a head (groups[1] and [2] 1). */
+ * activations (and, `counted`: attention.comp's chunk counters), a work group
+ * a head (groups[1] and [2] 1). */
 static gpu_dispatch attention_dispatch(gpu_model *gm, const gpu_layer *g, gpu_program *prog,
-                                       const uint32_t *params, uint32_t n_params)
+                                       const uint32_t *params, uint32_t n_params, bool counted)
 {
     gpu_dispatch d = { 0 };
     d.prog = prog;
     d.bindings[0] = (gpu_binding){ 0, &g->cache, 0, 0, GPU_READ };
     d.bindings[1] = (gpu_binding){ 1, &gm->act, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 2;
+    d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = counted ? 3 : 2;
     memcpy(d.params, params, n_params * sizeof *params);
     d.n_params = n_params;
     d.groups[0] = gm->m->hp.n_head;
@@ -933,16 +940,13 @@ static gpu_dispatch attention_dispatch(gpu_model *gm, const gpu_layer *g, gpu_pr
 
 static glesllm_status record_attention(gpu_model *gm, const gpu_layer *g, uint32_t len)
 {
-    const model_hparams *hp = &gm->m->hp;
-    uint32_t chunk, n_chunks = attention_chunks(len, hp->n_head, &chunk);
-    if (n_chunks > gm->max_chunks)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u", n_chunks,
-                       gm->max_chunks);
+    uint32_t chunk, n_chunks;
+    glesllm_status st = attention_chunks(gm, len, gm->m->hp.n_head, &chunk, &n_chunks);
+    if (st != GLESLLM_OK)
+        return st;
     uint32_t p[] = { len, chunk, n_chunks, (uint32_t)gm->attn_out, (uint32_t)gm->partials,
                      (uint32_t)gm->k_base, (uint32_t)gm->v_base };
-    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn, p, 7);
-    d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 3;
+    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn, p, 7, true);
     d.groups[1] = n_chunks;
     return gpu_queue_dispatch(gm->q, &d);
 }
@@ -1320,23 +1324,21 @@ static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g
          * (bench/RESULTS.md session 45). More (query, head) pairs than one
          * token's heads make no more chunks than a decode step's, so
          * max_chunks slots each are room enough. */
-        uint32_t chunk, n_chunks = attention_chunks(pos0 + n, hp->n_head * n, &chunk);
-        if (n_chunks > gm->max_chunks)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u",
-                           n_chunks, gm->max_chunks);
+        uint32_t chunk, n_chunks;
+        glesllm_status st = attention_chunks(gm, pos0 + n, hp->n_head * n, &chunk, &n_chunks);
+        if (st != GLESLLM_OK)
+            return st;
         uint32_t p[] = { pos0 + 1, chunk, gm->max_chunks, (uint32_t)gm->battn,
                          (uint32_t)gm->partials, (uint32_t)gm->k_base, (uint32_t)gm->v_base,
                          (uint32_t)gm->bq, q_stride };
-        gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_few, p, 9);
-        d.bindings[2] = (gpu_binding){ 2, &gm->attn_count, 0, 0, GPU_READ_WRITE };
-        d.n_bindings = 3;
+        gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_few, p, 9, true);
         d.groups[1] = n_chunks;
         d.groups[2] = n;
         return gpu_queue_dispatch(gm->q, &d);
     }
     uint32_t p[] = { n, pos0, (uint32_t)gm->bq, (uint32_t)gm->battn, q_stride,
                      (uint32_t)gm->k_base, (uint32_t)gm->v_base };
-    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_pre, p, 7);
+    gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_pre, p, 7, false);
     d.groups[1] = (n + gm->pre_bq - 1) / gm->pre_bq;
     return gpu_queue_dispatch(gm->q, &d);
 }

@@ -663,12 +663,14 @@ static bool high_times_16(uint32_t type)
     return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K;
 }
 
-/* the most floats a unit of x takes with xg (9 uvec4: f32 pairs) */
-#define XG_UNIT_FLOATS 36u
+/* uvec4 a unit of x with xg (x_unit.glsl XO_V): in f16 pairs, in f32 pairs
+ * (the most) */
+#define XG_WORDS_F16 5u
+#define XG_WORDS_F32 9u
 
 uint64_t matvec_xg_room(uint64_t cols, uint32_t n)
 {
-    return (uint64_t)n * ((cols + 31) / 32) * XG_UNIT_FLOATS;
+    return (uint64_t)n * ((cols + 31) / 32) * XG_WORDS_F32 * 4;
 }
 
 uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
@@ -845,7 +847,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     out->f16_subnormals = f16_subn;
     out->x_once = eff.x_once;
     out->xg = eff.xg;
-    out->xg_words = eff.xg ? (f16_dot == F16_DOT_ON ? 5 : 9) : 0; /* matvec.comp XO_V */
+    out->xg_words = eff.xg ? (f16_dot == F16_DOT_ON ? XG_WORDS_F16 : XG_WORDS_F32) : 0;
     return GLESLLM_OK;
 }
 
