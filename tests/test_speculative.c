@@ -184,10 +184,11 @@ static bool collect(void *ud, int32_t id)
     return c->n != c->stop_after;
 }
 
-/* engine_generate with or without a draft; the ids into *out */
+/* engine_generate with or without a draft (draft_min .. draft_max tokens a
+ * round); the ids into *out */
 static gen_stats generate(gpu_model *gm, gpu_model *draft, const int32_t *prompt, uint32_t n,
-                          int32_t n_predict, uint32_t draft_max, const sampler_params *sp,
-                          collected *out)
+                          int32_t n_predict, uint32_t draft_min, uint32_t draft_max,
+                          const sampler_params *sp, collected *out)
 {
     gen_options o;
     memset(&o, 0, sizeof o);
@@ -200,6 +201,7 @@ static gen_stats generate(gpu_model *gm, gpu_model *draft, const int32_t *prompt
     o.ud = out;
     o.draft = draft;
     o.draft_max = draft_max;
+    o.draft_min = draft_min;
     out->n = 0;
     out->stop_after = 0;
     gen_stats gs;
@@ -215,23 +217,37 @@ static sampler_params greedy(void)
 }
 
 /* Greedy ids with each draft equal the target's alone, for several prompts
- * and draft lengths; `all_kept`: the draft is the target's own weights. */
+ * and draft lengths (each fixed, so that every round drafts and rolls back,
+ * then the lengths draft_length_pick chooses from the timings). With the
+ * length free, the prompt's prefill makes the first token, two plain steps
+ * the next two, and the first round drafts the most; the target as its own
+ * draft (`all_kept`: every drafted
+ * token kept) then runs plain steps, since a drafted token costs about what
+ * a plain step does and a pass over two tokens costs more than one step. */
 static void check_greedy(gpu_model *target, gpu_model *draft, bool all_kept, const int32_t *prompt,
                          uint32_t n_prompt, int32_t n_predict, const char *what)
 {
     sampler_params sp = greedy();
     collected plain, spec;
-    generate(target, NULL, prompt, n_prompt, n_predict, 0, &sp, &plain);
-    const uint32_t lengths[] = { 1, 3, 8 };
+    generate(target, NULL, prompt, n_prompt, n_predict, 0, 0, &sp, &plain);
+    const uint32_t lengths[][2] = { { 1, 1 }, { 3, 3 }, { 8, 8 }, { 0, 8 } };
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-        gen_stats gs = generate(target, draft, prompt, n_prompt, n_predict, lengths[i], &sp, &spec);
+        gen_stats gs = generate(target, draft, prompt, n_prompt, n_predict, lengths[i][0],
+                                lengths[i][1], &sp, &spec);
         char msg[200];
-        snprintf(msg, sizeof msg, "%s, prompt of %u, draft length %u: ids differ", what, n_prompt,
-                 lengths[i]);
+        snprintf(msg, sizeof msg, "%s, prompt of %u, draft length %u..%u: ids differ", what,
+                 n_prompt, lengths[i][0], lengths[i][1]);
         TEST_ASSERT_EQUAL_UINT_MESSAGE(plain.n, spec.n, msg);
         TEST_ASSERT_EQUAL_MEMORY_MESSAGE(plain.ids, spec.ids, plain.n * sizeof(int32_t), msg);
-        printf("%s, prompt %u, draft length %u: %u tokens in %u rounds, %u of %u drafted kept\n",
-               what, n_prompt, lengths[i], spec.n, gs.n_rounds, gs.n_accepted, gs.n_drafted);
+        printf("%s, prompt %u, draft length %u..%u: %u tokens in %u rounds and %u plain steps, "
+               "%u of %u drafted kept\n", what, n_prompt, lengths[i][0], lengths[i][1], spec.n,
+               gs.n_rounds, gs.n_plain, gs.n_accepted, gs.n_drafted);
+        if (lengths[i][0])
+            TEST_ASSERT_EQUAL_UINT_MESSAGE(0, gs.n_plain, msg);
+        else /* the second and third tokens by plain steps */
+            TEST_ASSERT_EQUAL_UINT_MESSAGE(2, gs.n_plain > 2 ? 2 : gs.n_plain, msg);
+        if (!lengths[i][0] && all_kept && spec.n > lengths[i][1] + 4)
+            TEST_ASSERT_TRUE_MESSAGE(gs.n_plain > 2, msg); /* (see above) */
         TEST_ASSERT_TRUE(gs.n_drafted > 0);
         if (all_kept)
             TEST_ASSERT_EQUAL_UINT_MESSAGE(gs.n_drafted, gs.n_accepted, msg);
@@ -513,7 +529,7 @@ static void test_speculative_sampling_follows_the_target(void)
     for (uint32_t r = 0; r < runs; r++) {
         collected out;
         sp.seed = 1000 + r;
-        gen_stats gs = generate(T.gm, D.gm, prompt, 3, 2, 4, &sp, &out);
+        gen_stats gs = generate(T.gm, D.gm, prompt, 3, 2, 0, 4, &sp, &out);
         TEST_ASSERT_EQUAL_UINT(2, out.n);
         first[out.ids[0]]++;
         second[out.ids[0]][out.ids[1]]++;
@@ -548,7 +564,7 @@ static void test_speculative_sampling_follows_the_target(void)
     for (uint32_t r = 0; r < 20; r++) {
         collected out;
         sp.seed = 7 + r;
-        gen_stats gs = generate(T.gm, S.gm, prompt, 3, 12, 4, &sp, &out);
+        gen_stats gs = generate(T.gm, S.gm, prompt, 3, 12, 0, 4, &sp, &out);
         drafted += gs.n_drafted;
         kept += gs.n_accepted;
     }

@@ -58,7 +58,8 @@ static void usage(FILE *f)
             "                          vocabulary drafts tokens that the model checks in one\n"
             "                          pass (greedy: the same text as without it)\n"
             "  --draft-max N           most tokens drafted a round (default %d)\n"
-            "  --draft-min N           fewest tokens drafted a round (default 0)\n",
+            "  --draft-min N           fewest tokens drafted a round (default 0: greedy,\n"
+            "                          plain steps where drafting does not pay)\n",
             GEN_DRAFT_MAX_DEFAULT);
 }
 
@@ -430,11 +431,11 @@ int cmd_run(int argc, char **argv)
             gs.dispatches_per_token, a.draft ? "verification" : "token", stop_text(gs.stop));
     if (a.draft)
         fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
-                        "%.2f tokens a round, effective %.1f tokens/s (drafting %.3f s, "
-                        "verifying %.3f s)\n",
+                        "%.2f tokens a round, %u tokens by plain steps, effective %.1f "
+                        "tokens/s (drafting %.3f s, verifying and plain steps %.3f s)\n",
                 gs.n_rounds, gs.n_drafted, gs.n_accepted,
                 gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
-                gs.n_rounds ? (double)gs.n_gen / gs.n_rounds : 0.0,
+                gs.n_rounds ? (double)(gs.n_gen - gs.n_plain) / gs.n_rounds : 0.0, gs.n_plain,
                 gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0, gs.draft_s, gs.verify_s);
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "

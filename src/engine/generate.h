@@ -34,8 +34,11 @@ typedef struct gen_options {
     uint32_t n_cached;         /* prompt tokens whose K/V the cache holds already (a
                                   session file; at most gpu_model_n_past) */
     /* speculative decoding: a draft model of the same vocabulary proposes
-     * tokens (draft_min .. draft_max a round, adapted to how many it gets
-     * accepted) that the target checks in one batched pass; NULL: off */
+     * tokens (draft_min .. draft_max a round) that the target checks in one
+     * batched pass; NULL: off. Greedy, each round's length is the one with
+     * the most tokens a second by the rounds' measured costs and acceptance
+     * (draft_length.h), 0 (plain steps) where drafting does not pay and
+     * draft_min is 0; sampling, it follows acceptance only. */
     gpu_model *draft;
     uint32_t draft_max, draft_min;
 } gen_options;
@@ -47,9 +50,10 @@ typedef struct gen_stats {
     uint32_t dispatches_per_token;
     gen_stop stop;
     /* speculative decoding: verification passes, tokens drafted, drafted tokens
-     * the target accepted */
-    uint32_t n_rounds, n_drafted, n_accepted;
-    double draft_s, verify_s; /* wall time drafting and verifying */
+     * the target accepted, tokens from plain steps (greedy, where drafting
+     * did not pay: draft_length.h) */
+    uint32_t n_rounds, n_drafted, n_accepted, n_plain;
+    double draft_s, verify_s; /* wall time drafting, and verifying or plain steps */
 } gen_stats;
 
 /* Tokens drafted a round by default and at most (the target checks at most

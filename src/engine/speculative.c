@@ -6,13 +6,24 @@
  *
  * State between rounds: hist[0..pos] are the prompt and the tokens generated
  * so far; the target's cache holds positions [0, pos) (hist[pos] is not run
- * yet), the draft's [0, dpast) with dpast <= pos. */
+ * yet), the draft's [0, dpast) with dpast <= pos.
+ *
+ * Greedy, the length of each round is draft_length_pick's: the one with the
+ * most tokens a second by what the rounds so far cost and kept, down to 0
+ * (when --draft-min allows it) where drafting does not pay. Then the target
+ * runs plain steps (pipelined as engine_generate's) for a stretch that
+ * doubles each time, up to PLAIN_MAX tokens, each stretch followed by one
+ * round of drafting, so that a draft that starts to pay is seen, as long as
+ * the draft's catching up on the stretch costs little (draft_costs_probe).
+ * Sampling keeps a length that follows acceptance only (not timings), so
+ * that a seed gives the same text every run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/util.h"
+#include "engine/draft_length.h"
 #include "engine/generate.h"
 
 typedef struct spec {
@@ -140,6 +151,54 @@ static glesllm_status verify(spec *s, uint32_t pos, uint32_t k, uint32_t *accept
     return st;
 }
 
+/* Plain greedy steps of the target from pos (hist[pos] not run yet) until n
+ * tokens are emitted or generation stops (*go false), each step submitted
+ * before the host waits for the one before (engine_generate's pipelining).
+ * *pos ends past the last token emitted, with the target's cache as between
+ * rounds. *step_s: seconds a token once the pipeline runs (from the first
+ * token's arrival on; the whole time when only one came). */
+static glesllm_status plain_steps(spec *s, uint32_t *pos, uint32_t n, bool *go, double *step_s)
+{
+    double t0 = now_seconds(), t1 = t0;
+    uint32_t emitted = 0;
+    gpu_model *gm = s->gm;
+    const gen_options *o = s->o;
+    glesllm_status st = gpu_model_set_token(gm, *pos, s->hist[*pos]);
+    if (!st)
+        st = gpu_model_step(gm, *pos, GPU_STEP_ARGMAX);
+    bool ahead = false;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < n; i++) {
+        /* the step at pos + 1 (reading slot pos + 1 on the GPU), unless the
+         * stretch or the wanted tokens end with the token at pos + 1 (the
+         * caller keeps the stretch within the context) */
+        ahead = i + 1 < n && (o->n_predict < 0 || s->stats->n_gen + 1 < (uint32_t)o->n_predict);
+        if (ahead && (st = gpu_model_step(gm, *pos + 1, GPU_STEP_ARGMAX)))
+            break;
+        if ((st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm)))
+            break;
+        int32_t tok = gpu_model_get_token(gm, *pos + 1);
+        if (tok < 0 || (uint32_t)tok >= s->n_vocab) {
+            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+            break;
+        }
+        s->hist[++*pos] = tok;
+        if (!emitted++)
+            t1 = now_seconds();
+        if (!engine_emit(o, s->stats, tok)) {
+            *go = false;
+            break;
+        }
+        ahead = false;
+    }
+    if (ahead) { /* generation ended before the step that ran ahead */
+        glesllm_status st2 = gpu_model_wait(gm);
+        if (!st)
+            st = st2 ? st2 : gpu_model_truncate(gm, *pos);
+    }
+    *step_s = emitted > 1 ? (now_seconds() - t1) / (emitted - 1) : now_seconds() - t0;
+    return st;
+}
+
 static glesllm_status check_pair(const gpu_model *gm, const gpu_model *dm)
 {
     if (gpu_model_n_vocab(gm) != gpu_model_n_vocab(dm))
@@ -157,6 +216,12 @@ static glesllm_status check_pair(const gpu_model *gm, const gpu_model *dm)
     return GLESLLM_OK;
 }
 
+/* a plain stretch's longest (tokens); its first is as long as the draft
+ * catches up on in one small batch (gpu_model_n_small: the multi-token
+ * kernels, not the tiled prefill, which on an H200 took the Mistral-7B Q4_0
+ * draft 64 ms for 17 tokens, about a step a token) */
+#define PLAIN_MAX 256
+
 static glesllm_status run(spec *s)
 {
     const gen_options *o = s->o;
@@ -170,18 +235,22 @@ static glesllm_status run(spec *s)
         s->n_cand = sampler_candidates(&o->sampling);
         st = gpu_model_set_sampling(s->dm, s->n_cand, s->penalty, s->last_n);
     }
-    /* the prompt but its last token, in both models (the target from what its
-     * cache lacks) */
+    /* The prompt but its last token in the draft; in the target (from what
+     * its cache lacks) the prompt but its last token too with sampling (the
+     * first round checks the first drafted token against the last prompt
+     * token's logits), and greedy the whole prompt, as engine_generate runs
+     * it, whose argmax is the first token: the cache's entries of the prompt
+     * and that token are then the ones plain decoding makes. */
     double t0 = now_seconds();
-    uint32_t n = o->n_prompt, pos = n - 1;
+    uint32_t n = o->n_prompt, pos = n - 1, end = s->greedy ? n : pos;
     uint32_t first = o->n_cached < pos ? o->n_cached : pos;
     memcpy(s->hist, o->prompt, n * sizeof *s->hist);
-    if (!st && first < pos && !(st = put_tokens(s->gm, s->hist, first, pos - 1)))
-        st = gpu_model_prefill(s->gm, first, pos - first, 0);
+    if (!st && first < end && !(st = put_tokens(s->gm, s->hist, first, end - 1)))
+        st = gpu_model_prefill(s->gm, first, end - first, s->greedy ? GPU_STEP_ARGMAX : 0);
     if (!st && pos && !(st = put_tokens(s->dm, s->hist, 0, pos - 1)))
         st = gpu_model_prefill(s->dm, 0, pos, 0);
-    if (!st && first == pos)
-        st = gpu_model_truncate(s->gm, pos);
+    if (!st && first == end)
+        st = gpu_model_truncate(s->gm, end);
     s->dpast = pos;
     if (!st && !(st = gpu_model_wait(s->gm)))
         st = gpu_model_wait(s->dm);
@@ -191,7 +260,20 @@ static glesllm_status run(spec *s)
     if (st)
         return st;
     double t1 = now_seconds();
-    for (bool go = o->n_predict != 0; go && st == GLESLLM_OK;) {
+    draft_costs costs;
+    draft_costs_init(&costs);
+    uint32_t small = gpu_model_n_small(s->dm);
+    uint32_t stretch = small > 3 ? small - 2 : 1; /* + the lag a round leaves and hist[pos] */
+    bool probe = false; /* a round of drafting after a plain stretch */
+    bool go = o->n_predict != 0;
+    if (go && s->greedy) { /* the prompt's argmax */
+        int32_t tok = gpu_model_get_token(s->gm, n);
+        if (tok < 0 || (uint32_t)tok >= s->n_vocab)
+            return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+        s->hist[++pos] = tok;
+        go = engine_emit(o, stats, tok);
+    }
+    while (go && st == GLESLLM_OK) {
         if (o->stop && *o->stop) {
             stats->stop = GEN_STOP_REQUESTED;
             break;
@@ -200,27 +282,67 @@ static glesllm_status run(spec *s)
             stats->stop = GEN_STOP_CONTEXT;
             break;
         }
+        /* greedy, without --draft-min: two plain steps first (what drafting
+         * must beat: the second's time, the first's overhead of starting the
+         * pipeline left out), then the length that pays */
+        bool opening = s->greedy && !kmin && !stats->n_rounds && !(costs.pass_s[0] > 0.0);
+        if (s->greedy)
+            k = opening ? 0 : draft_length_pick(&costs, probe && !kmin ? 1 : kmin, kmax, NULL);
+        probe = false;
+        if (k == 0 && s->greedy) {
+            /* plain steps: no more than are still wanted, the last at n_ctx - 1 */
+            uint32_t np = opening ? 2 : stretch; /* (2: a step once pipelined) */
+            np = np < s->n_ctx - pos ? np : s->n_ctx - pos;
+            if (o->n_predict >= 0 && np > (uint32_t)o->n_predict - stats->n_gen)
+                np = (uint32_t)o->n_predict - stats->n_gen;
+            uint32_t gen0 = stats->n_gen;
+            double r0 = now_seconds();
+            double step_s;
+            st = plain_steps(s, &pos, np, &go, &step_s);
+            stats->verify_s += now_seconds() - r0;
+            stats->n_plain += stats->n_gen - gen0;
+            if (stats->n_gen > gen0)
+                draft_costs_pass(&costs, 0, step_s);
+            if (!opening) {
+                stretch = 2 * stretch < PLAIN_MAX ? 2 * stretch : PLAIN_MAX;
+                probe = draft_costs_probe(&costs);
+            }
+            continue;
+        }
         /* positions pos .. pos + kk must fit the context; no more drafted
          * tokens than are still wanted */
         uint32_t kk = k < s->n_ctx - 1 - pos ? k : s->n_ctx - 1 - pos;
         if (o->n_predict >= 0 && kk + 1 > (uint32_t)o->n_predict - stats->n_gen)
             kk = (uint32_t)o->n_predict - stats->n_gen - 1;
+        /* tokens the draft has not run but hist[pos]: one after a round
+         * that kept every drafted token, three at the start (greedy: the
+         * prompt's last token and the opening steps'), more after plain
+         * steps (then its drafting is mostly catching up) */
+        uint32_t lag = pos - s->dpast;
         double r0 = now_seconds();
         if (kk && (st = draft(s, pos, kk)))
             break;
         double r1 = now_seconds();
         uint32_t a = 0;
         st = verify(s, pos, kk, &a, &go);
+        double r2 = now_seconds();
         stats->draft_s += r1 - r0;
-        stats->verify_s += now_seconds() - r1;
+        stats->verify_s += r2 - r1;
         if (st)
             break;
         stats->n_rounds++;
         stats->n_drafted += kk;
         stats->n_accepted += a;
         pos += a + 1;
-        /* adaptive length: grow while everything is kept, else a little past
-         * what was kept */
+        if (kk && lag <= 3)
+            draft_costs_drafted(&costs, kk, r1 - r0);
+        else if (kk && costs.draft_s > 0.0)
+            draft_costs_catch_up(&costs, lag, r1 - r0 - kk * costs.draft_s);
+        if (kk) /* (0 drafted is the last token's pass, not a plain step) */
+            draft_costs_pass(&costs, kk, r2 - r1);
+        draft_costs_round(&costs, kk, a);
+        /* sampling: grow while everything is kept, else a little past what
+         * was kept */
         if (a == kk && kk == k)
             k = k + 2 < kmax ? k + 2 : kmax;
         else if (a < kk)
