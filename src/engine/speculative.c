@@ -188,6 +188,11 @@ static glesllm_status plain_steps(spec *s, uint32_t *pos, uint32_t n, bool *go, 
             *go = false;
             break;
         }
+        if (o->stop && *o->stop) { /* Ctrl-C: not after a whole stretch */
+            s->stats->stop = GEN_STOP_REQUESTED;
+            *go = false;
+            break;
+        }
         ahead = false;
     }
     if (ahead) { /* generation ended before the step that ran ahead */
