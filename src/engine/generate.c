@@ -32,6 +32,62 @@ bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
     return wants_more(o, stats->n_gen);
 }
 
+glesllm_status engine_greedy_steps(gpu_model *gm, const gen_options *o, gen_stats *stats,
+                                   uint32_t *pos_io, uint32_t n, int32_t *hist, bool *go,
+                                   double *step_s)
+{
+    /* The step at pos + 1 takes its token from the slot the step at pos
+     * writes on the GPU, so it is submitted before the host waits for the
+     * step at pos and reads that slot. `ahead`: the step at pos went out that
+     * way already. A step past the end (the token at pos + 1 stops
+     * generation) is computed for nothing and its position dropped from the
+     * cache afterwards, as if never run. */
+    uint32_t pos = *pos_io, n_ctx = gpu_model_n_ctx(gm), emitted = 0;
+    double t0 = now_seconds(), t1 = t0;
+    bool ahead = false;
+    glesllm_status st = GLESLLM_OK;
+    while (emitted < n) {
+        double r0 = now_seconds();
+        if (!ahead)
+            st = gpu_model_step(gm, pos, GPU_STEP_ARGMAX);
+        /* the step at pos + 1 is needed unless the token at pos + 1 ends it */
+        ahead = !st && emitted + 1 < n && pos + 1 < n_ctx && wants_more(o, stats->n_gen + 1);
+        if (ahead)
+            st = gpu_model_step(gm, pos + 1, GPU_STEP_ARGMAX);
+        stats->record_s += now_seconds() - r0;
+        if (st || (st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm)))
+            break;
+        pos++;
+        if (stop_requested(o)) {
+            stats->stop = GEN_STOP_REQUESTED;
+            *go = false;
+            break;
+        }
+        int32_t tok = gpu_model_get_token(gm, pos);
+        if (tok < 0 || (uint32_t)tok >= gpu_model_n_vocab(gm)) {
+            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+            break;
+        }
+        if (hist)
+            hist[pos] = tok;
+        if (!emitted++)
+            t1 = now_seconds();
+        if (!engine_emit(o, stats, tok)) {
+            *go = false;
+            break;
+        }
+    }
+    if (ahead) { /* the step at pos ran ahead; generation ended before it */
+        glesllm_status st2 = gpu_model_wait(gm);
+        if (!st)
+            st = st2 ? st2 : gpu_model_truncate(gm, pos);
+    }
+    *pos_io = pos;
+    if (step_s)
+        *step_s = emitted > 1 ? (now_seconds() - t1) / (emitted - 1) : now_seconds() - t0;
+    return st;
+}
+
 glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
@@ -74,32 +130,41 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         return st;
     double t1 = now_seconds();
     uint32_t pos = o->n_prompt; /* the slot of the next token */
-
-    /* Greedy steps are pipelined: the step at pos + 1 takes its token from
-     * the slot the step at pos writes on the GPU, so it is submitted before
-     * the host waits for the step at pos and reads that slot. `ahead`: the
-     * step at pos went out that way already. A step past the end (the
-     * token at pos + 1 stops generation) is computed for nothing and its
-     * position dropped from the cache afterwards, as if never run. */
-    bool ahead = false;
+    if (greedy) {
+        /* the prompt's argmax, then the pipelined steps to the context's end */
+        bool go = o->n_predict != 0;
+        if (go && stop_requested(o)) {
+            stats->stop = GEN_STOP_REQUESTED;
+            go = false;
+        }
+        if (go) {
+            int32_t tok = gpu_model_get_token(gm, pos);
+            if (tok < 0 || (uint32_t)tok >= gpu_model_n_vocab(gm))
+                st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+            else
+                go = engine_emit(o, stats, tok);
+        }
+        while (go && st == GLESLLM_OK) {
+            if (pos >= n_ctx) {
+                stats->stop = GEN_STOP_CONTEXT;
+                break;
+            }
+            st = engine_greedy_steps(gm, o, stats, &pos, n_ctx - pos, NULL, &go, NULL);
+        }
+    }
     float vals[GPU_MAX_CANDIDATES], gmax, gsum;
     int32_t ids[GPU_MAX_CANDIDATES];
-    for (;;) {
+    while (!greedy) {
         if (o->n_predict == 0)
             break;
         if (stop_requested(o)) {
             stats->stop = GEN_STOP_REQUESTED;
             break;
         }
-        int32_t tok;
-        if (greedy) {
-            tok = gpu_model_get_token(gm, pos);
-        } else {
-            uint32_t n = gpu_model_candidates(gm, vals, ids, &gmax, &gsum);
-            tok = sampler_pick(&smp, vals, ids, n, gmax, gsum);
-            if (tok >= 0 && (st = gpu_model_set_token(gm, pos, tok)))
-                break;
-        }
+        uint32_t n = gpu_model_candidates(gm, vals, ids, &gmax, &gsum);
+        int32_t tok = sampler_pick(&smp, vals, ids, n, gmax, gsum);
+        if (tok >= 0 && (st = gpu_model_set_token(gm, pos, tok)))
+            break;
         if (tok < 0) {
             st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
             break;
@@ -111,21 +176,11 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             break;
         }
         double r0 = now_seconds();
-        if (!ahead)
-            st = gpu_model_step(gm, pos, pick);
-        /* the step at pos + 1 is needed unless the token at pos + 1 ends it */
-        ahead = !st && greedy && pos + 1 < n_ctx && wants_more(o, stats->n_gen + 1);
-        if (ahead)
-            st = gpu_model_step(gm, pos + 1, pick);
+        st = gpu_model_step(gm, pos, pick);
         stats->record_s += now_seconds() - r0;
-        if (st || (st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm)))
+        if (st || (st = gpu_model_wait(gm)))
             break;
         pos++;
-    }
-    if (ahead) { /* the step at pos ran ahead; generation ended before it */
-        glesllm_status st2 = gpu_model_wait(gm);
-        if (!st)
-            st = st2 ? st2 : gpu_model_truncate(gm, pos);
     }
     stats->gen_s = now_seconds() - t1;
     stats->dispatches_per_token = gpu_model_last_dispatches(gm);

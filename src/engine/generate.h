@@ -75,4 +75,16 @@ glesllm_status engine_speculative(gpu_model *gm, const gen_options *o, gen_stats
  * false when generation stops after it (stats->stop says why). */
 bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok);
 
+/* Internal, shared by both loops: greedy steps of gm from *pos (its token in
+ * slot *pos, the cache holding [0, *pos)), each step submitted before the
+ * host waits for the one before, until n tokens are emitted (n <= n_ctx -
+ * *pos) or generation stops (*go false: engine_emit's reasons, or a stop
+ * request). *pos ends at the slot of the last token emitted, whose step is
+ * not run; hist (may be NULL) gets each token at its position. *step_s (may
+ * be NULL): seconds a token once the pipeline runs (from the first token's
+ * arrival on; the whole time when only one came). */
+glesllm_status engine_greedy_steps(gpu_model *gm, const gen_options *o, gen_stats *stats,
+                                   uint32_t *pos, uint32_t n, int32_t *hist, bool *go,
+                                   double *step_s);
+
 #endif

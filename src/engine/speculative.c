@@ -151,57 +151,14 @@ static glesllm_status verify(spec *s, uint32_t pos, uint32_t k, uint32_t *accept
     return st;
 }
 
-/* Plain greedy steps of the target from pos (hist[pos] not run yet) until n
- * tokens are emitted or generation stops (*go false), each step submitted
- * before the host waits for the one before (engine_generate's pipelining).
- * *pos ends past the last token emitted, with the target's cache as between
- * rounds. *step_s: seconds a token once the pipeline runs (from the first
- * token's arrival on; the whole time when only one came). */
+/* Plain greedy steps of the target from pos (hist[pos] not run yet): see
+ * engine_greedy_steps. */
 static glesllm_status plain_steps(spec *s, uint32_t *pos, uint32_t n, bool *go, double *step_s)
 {
-    double t0 = now_seconds(), t1 = t0;
-    uint32_t emitted = 0;
-    gpu_model *gm = s->gm;
-    const gen_options *o = s->o;
-    glesllm_status st = gpu_model_set_token(gm, *pos, s->hist[*pos]);
-    if (!st)
-        st = gpu_model_step(gm, *pos, GPU_STEP_ARGMAX);
-    bool ahead = false;
-    for (uint32_t i = 0; st == GLESLLM_OK && i < n; i++) {
-        /* the step at pos + 1 (reading slot pos + 1 on the GPU), unless the
-         * stretch or the wanted tokens end with the token at pos + 1 (the
-         * caller keeps the stretch within the context) */
-        ahead = i + 1 < n && (o->n_predict < 0 || s->stats->n_gen + 1 < (uint32_t)o->n_predict);
-        if (ahead && (st = gpu_model_step(gm, *pos + 1, GPU_STEP_ARGMAX)))
-            break;
-        if ((st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm)))
-            break;
-        int32_t tok = gpu_model_get_token(gm, *pos + 1);
-        if (tok < 0 || (uint32_t)tok >= s->n_vocab) {
-            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
-            break;
-        }
-        s->hist[++*pos] = tok;
-        if (!emitted++)
-            t1 = now_seconds();
-        if (!engine_emit(o, s->stats, tok)) {
-            *go = false;
-            break;
-        }
-        if (o->stop && *o->stop) { /* Ctrl-C: not after a whole stretch */
-            s->stats->stop = GEN_STOP_REQUESTED;
-            *go = false;
-            break;
-        }
-        ahead = false;
-    }
-    if (ahead) { /* generation ended before the step that ran ahead */
-        glesllm_status st2 = gpu_model_wait(gm);
-        if (!st)
-            st = st2 ? st2 : gpu_model_truncate(gm, *pos);
-    }
-    *step_s = emitted > 1 ? (now_seconds() - t1) / (emitted - 1) : now_seconds() - t0;
-    return st;
+    glesllm_status st = gpu_model_set_token(s->gm, *pos, s->hist[*pos]);
+    if (st)
+        return st;
+    return engine_greedy_steps(s->gm, s->o, s->stats, pos, n, s->hist, go, step_s);
 }
 
 static glesllm_status check_pair(const gpu_model *gm, const gpu_model *dm)
