@@ -39,6 +39,15 @@ static int run(const char *env, const char *args)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
 }
 
+/* how many times needle occurs in hay */
+static int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
 static void test_version_and_help(void)
 {
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "--version"));
@@ -255,7 +264,8 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -p 'the cat' -n 4 --temp 0 --print-ids"), err);
     TEST_ASSERT_TRUE_MESSAGE(strlen(out) > 4, out);
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -m /nonexistent/model.gguf"));
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/model.gguf"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/model.gguf: cannot open"), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, count_in(err, "/nonexistent/model.gguf"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
     /* an environment variable set to what it does not take: exit 1, named */
     static const char *const bad_env[] = {
@@ -334,7 +344,8 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --draft-max 4 --draft-min 5"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--draft-min"), err);
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "run --draft /nonexistent/draft.gguf"));
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/draft.gguf"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/draft.gguf: cannot open"), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, count_in(err, "/nonexistent/draft.gguf"), err);
     char cache[256], args[1400], plain[4096];
     snprintf(cache, sizeof cache, "/tmp/glesllm-test-cli-%ld.kv", (long)getpid());
     unlink(cache);
@@ -348,6 +359,10 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "4 of the prompt's 4 tokens reused"), err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(3 from the prompt cache)"), err);
     TEST_ASSERT_EQUAL_STRING(plain, out);
+    /* a folder it cannot be written in: refused before any generation */
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -n 4 --prompt-cache /nonexistent/dir/c.kv"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "cannot write a file in '/nonexistent/dir'"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
     /* not a session file: a clear error, exit 1, the file left alone */
     FILE *f = fopen(cache, "wb");
     TEST_ASSERT_NOT_NULL(f);

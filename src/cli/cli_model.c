@@ -52,7 +52,7 @@ int cli_model_open(const char *path, unsigned need, cli_model *cm)
     cm->t0 = now_seconds();
     cm->name = path ? path : "demo";
     glesllm_status st;
-    const char *what = path;
+    const char *what = "cannot read the model"; /* (gguf_open's errors name the path) */
     if (path) {
         st = gguf_open(path, &cm->f);
     } else {

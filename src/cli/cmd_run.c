@@ -278,6 +278,20 @@ static int load_prompt_cache(const char *path, gpu_model *gm, const int32_t *ids
 {
     *n_cached = 0;
     if (access(path, F_OK) != 0) {
+        /* checked now, not after the whole generation: the folder it goes in */
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        size_t dl = slash ? (size_t)(slash - path) + (slash == path) : 1;
+        if (dl >= sizeof dir)
+            dl = sizeof dir - 1;
+        memcpy(dir, slash ? path : ".", dl);
+        dir[dl] = '\0';
+        if (access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, "glesllm: --prompt-cache %s: cannot write a file in '%s': %s; "
+                            "give a path in a folder that exists and is writable\n", path, dir,
+                    strerror(errno));
+            return 1;
+        }
         fprintf(stderr, "glesllm: prompt cache %s: not there yet; it is written after the "
                         "prompt\n", path);
         return 0;
