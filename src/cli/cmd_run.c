@@ -443,17 +443,13 @@ int cmd_run(int argc, char **argv)
                     "per %s; stopped: %s\n",
             gs.n_gen, gs.gen_s, gs.gen_s > 0 ? (gs.n_gen > 1 ? gs.n_gen - 1 : 0) / gs.gen_s : 0.0,
             gs.dispatches_per_token, a.draft ? "verification" : "token", stop_text(gs.stop));
-    /* tokens the rounds made: not plain steps', nor (greedy) the prompt's argmax */
-    uint32_t by_rounds = gs.n_gen - gs.n_plain;
-    if (a.sp.temp <= 0.0f && by_rounds)
-        by_rounds--;
     if (a.draft)
         fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
                         "%.2f tokens a round, %u tokens by plain steps, effective %.1f "
                         "tokens/s (drafting %.3f s, verifying and plain steps %.3f s)\n",
                 gs.n_rounds, gs.n_drafted, gs.n_accepted,
                 gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
-                gs.n_rounds ? (double)by_rounds / gs.n_rounds : 0.0, gs.n_plain,
+                gs.n_rounds ? (double)gs.n_by_rounds / gs.n_rounds : 0.0, gs.n_plain,
                 gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0, gs.draft_s, gs.verify_s);
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "

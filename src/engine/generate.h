@@ -50,9 +50,11 @@ typedef struct gen_stats {
     uint32_t dispatches_per_token;
     gen_stop stop;
     /* speculative decoding: verification passes, tokens drafted, drafted tokens
-     * the target accepted, tokens from plain steps (greedy, where drafting
-     * did not pay: draft_length.h) */
-    uint32_t n_rounds, n_drafted, n_accepted, n_plain;
+     * the target accepted, tokens the passes made (the kept drafted ones and
+     * the target's own after them), tokens from plain steps (greedy, where
+     * drafting did not pay: draft_length.h). n_gen less both is what the
+     * prompt's pass made (greedy: its argmax). */
+    uint32_t n_rounds, n_drafted, n_accepted, n_by_rounds, n_plain;
     double draft_s, verify_s; /* wall time drafting, and verifying or plain steps */
 } gen_stats;
 

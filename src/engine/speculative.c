@@ -133,6 +133,7 @@ static glesllm_status verify(spec *s, uint32_t pos, uint32_t k, uint32_t *accept
             return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
         bool keep = a < k && tok == s->hist[pos + a + 1];
         s->hist[pos + a + 1] = tok;
+        s->stats->n_by_rounds++;
         if (!engine_emit(s->o, s->stats, tok)) {
             *go = false;
             break;
