@@ -449,7 +449,7 @@ int cmd_run(int argc, char **argv)
                         "tokens/s (drafting %.3f s, verifying and plain steps %.3f s)\n",
                 gs.n_rounds, gs.n_drafted, gs.n_accepted,
                 gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
-                gs.n_rounds ? (double)gs.n_by_rounds / gs.n_rounds : 0.0, gs.n_plain,
+                gs.n_rounds ? 1.0 + (double)gs.n_accepted / gs.n_rounds : 0.0, gs.n_plain,
                 gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0, gs.draft_s, gs.verify_s);
     if (gs.stop == GEN_STOP_CONTEXT)
         fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "

@@ -32,6 +32,14 @@ bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
     return wants_more(o, stats->n_gen);
 }
 
+glesllm_status engine_argmax_token(gpu_model *gm, uint32_t pos, int32_t *tok)
+{
+    *tok = gpu_model_get_token(gm, pos);
+    if (*tok < 0 || (uint32_t)*tok >= gpu_model_n_vocab(gm))
+        return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+    return GLESLLM_OK;
+}
+
 glesllm_status engine_greedy_steps(gpu_model *gm, const gen_options *o, gen_stats *stats,
                                    uint32_t *pos_io, uint32_t n, int32_t *hist, bool *go,
                                    double *step_s)
@@ -63,11 +71,9 @@ glesllm_status engine_greedy_steps(gpu_model *gm, const gen_options *o, gen_stat
             *go = false;
             break;
         }
-        int32_t tok = gpu_model_get_token(gm, pos);
-        if (tok < 0 || (uint32_t)tok >= gpu_model_n_vocab(gm)) {
-            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+        int32_t tok;
+        if ((st = engine_argmax_token(gm, pos, &tok)))
             break;
-        }
         if (hist)
             hist[pos] = tok;
         if (!emitted++)
@@ -137,13 +143,9 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
             stats->stop = GEN_STOP_REQUESTED;
             go = false;
         }
-        if (go) {
-            int32_t tok = gpu_model_get_token(gm, pos);
-            if (tok < 0 || (uint32_t)tok >= gpu_model_n_vocab(gm))
-                st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
-            else
-                go = engine_emit(o, stats, tok);
-        }
+        int32_t tok;
+        if (go && !(st = engine_argmax_token(gm, pos, &tok)))
+            go = engine_emit(o, stats, tok);
         while (go && st == GLESLLM_OK) {
             if (pos >= n_ctx) {
                 stats->stop = GEN_STOP_CONTEXT;

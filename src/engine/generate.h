@@ -50,11 +50,11 @@ typedef struct gen_stats {
     uint32_t dispatches_per_token;
     gen_stop stop;
     /* speculative decoding: verification passes, tokens drafted, drafted tokens
-     * the target accepted, tokens the passes made (the kept drafted ones and
-     * the target's own after them), tokens from plain steps (greedy, where
-     * drafting did not pay: draft_length.h). n_gen less both is what the
-     * prompt's pass made (greedy: its argmax). */
-    uint32_t n_rounds, n_drafted, n_accepted, n_by_rounds, n_plain;
+     * the target accepted, tokens from plain steps (greedy, where drafting
+     * did not pay: draft_length.h). A pass makes its kept drafted tokens and
+     * the target's own after them (n_accepted + n_rounds in all); greedy,
+     * the prompt's pass makes one more, its argmax. */
+    uint32_t n_rounds, n_drafted, n_accepted, n_plain;
     double draft_s, verify_s; /* wall time drafting, and verifying or plain steps */
 } gen_stats;
 
@@ -76,6 +76,10 @@ glesllm_status engine_speculative(gpu_model *gm, const gen_options *o, gen_stats
 /* Internal, shared by both loops: hands one generated token to the caller;
  * false when generation stops after it (stats->stop says why). */
 bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok);
+
+/* Internal, shared by both loops: the argmax token the GPU left in slot pos,
+ * an error where it is none of the vocabulary's (NaN logits). */
+glesllm_status engine_argmax_token(gpu_model *gm, uint32_t pos, int32_t *tok);
 
 /* Internal, shared by both loops: greedy steps of gm from *pos (its token in
  * slot *pos, the cache holding [0, *pos)), each step submitted before the

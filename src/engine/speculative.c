@@ -133,7 +133,6 @@ static glesllm_status verify(spec *s, uint32_t pos, uint32_t k, uint32_t *accept
             return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
         bool keep = a < k && tok == s->hist[pos + a + 1];
         s->hist[pos + a + 1] = tok;
-        s->stats->n_by_rounds++;
         if (!engine_emit(s->o, s->stats, tok)) {
             *go = false;
             break;
@@ -230,9 +229,9 @@ static glesllm_status run(spec *s)
     bool probe = false; /* a round of drafting after a plain stretch */
     bool go = o->n_predict != 0;
     if (go && s->greedy) { /* the prompt's argmax */
-        int32_t tok = gpu_model_get_token(s->gm, n);
-        if (tok < 0 || (uint32_t)tok >= s->n_vocab)
-            return err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+        int32_t tok;
+        if ((st = engine_argmax_token(s->gm, n, &tok)))
+            return st;
         s->hist[++pos] = tok;
         go = engine_emit(o, stats, tok);
     }
