@@ -69,6 +69,9 @@
 // Each lane reads its own units from memory, the rows' words of its next
 // unit loaded before this one's are decoded: no staging, no barriers in the
 // loop. XG_MERGE (the formats of W_H_SAME): the halves' f16 sums add in f16.
+// XG_AHEAD: instead, each token's units loaded during the token before's
+// sums (the first token's before the unit's), and the rows' words of a unit
+// where it is decoded.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -878,6 +881,10 @@ void main()
         {
             uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
             w_raw wn[NR];
+#ifdef XG_AHEAD
+            for (int r = 0; r < NR; r++)
+                wr[r] = w_fetch(UNIT_BI(r, u), u % W_UPB);
+#endif
             for (int r = 0; r < NR; r++)
                 wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
             for (int r = 0; r < NR; r++) {
@@ -890,6 +897,11 @@ void main()
                 wr[r] = wn[r];
             }
         }
+#ifdef XG_AHEAD
+        uvec4 pn[XO_V];  // the next token's unit
+        for (int j = 0; j < XO_V; j++)
+            pn[j] = xgu[xo + u * uint(XO_V) + uint(j)];
+#endif
         for (int k = 0; k < NT; k++) {
             // (not break: the loop unrolls, acc stays in registers; the test
             // also paces it: without it, NVIDIA's 9-token gate/up took 106 ->
@@ -898,7 +910,20 @@ void main()
                 continue;
             f16vec2 xl[8], xh[8];
             float m, sl, sh;
+#ifdef XG_AHEAD
+            {
+                uvec4 p[XO_V];
+                for (int j = 0; j < XO_V; j++)
+                    p[j] = pn[j];
+                if (uint(k) + 1u < ntok) {
+                    for (int j = 0; j < XO_V; j++)
+                        pn[j] = xgu[xo + uint(k + 1) * xs + u * uint(XO_V) + uint(j)];
+                }
+                unit_x(p, xl, xh, m, sl, sh);
+            }
+#else
             xg_x(xo, xs, uint(k), u, xl, xh, m, sl, sh);
+#endif
             for (int r = 0; r < NR; r++) {
                 f16vec2 lr[8], hr[8];
                 for (int j = 0; j < 8; j++) {

@@ -18,8 +18,17 @@
 // The same buffer as 16-byte and as 4-byte words (two aliased blocks: a
 // dynamically indexed component of a loaded uvec4 can cost a trip through
 // local memory on some compilers; Q2_K and Q3_K add 8-byte words, w_u64).
-layout(std430, binding = 0) readonly buffer Weights { uvec4 wq[]; };
-layout(std430, binding = 0) readonly buffer WeightWords { uint wu[]; };
+// W_COHERENT: the blocks declared coherent. Coherent loads cannot be served
+// from an SM's own cache, so (as measured on NVIDIA: weights.c
+// xg_w_coherent) the weights streaming through no longer evict from it what
+// the kernel reads again (matvec.comp XG: x's units).
+#ifdef W_COHERENT
+#define W_QUAL coherent
+#else
+#define W_QUAL
+#endif
+layout(std430, binding = 0) W_QUAL readonly buffer Weights { uvec4 wq[]; };
+layout(std430, binding = 0) W_QUAL readonly buffer WeightWords { uint wu[]; };
 
 #define W_PLANE(p) PARAM_U(8 + (p))
 #define W_NB PARAM_U(12)
@@ -59,7 +68,7 @@ uint w_block(uint row, uint u) { return row * W_NB + u / W_UPB; }
 // Q6_K loads the 16 bytes that hold them and picks a half: alone, 8 bytes
 // made it 68 -> 65% (4096x14336 61 -> 54%).
 #if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
-layout(std430, binding = 0) readonly buffer WeightPairs { uvec2 wd[]; };
+layout(std430, binding = 0) W_QUAL readonly buffer WeightPairs { uvec2 wd[]; };
 uvec2 w_u64(uint byte_off) { return wd[byte_off >> 3u]; }
 #else
 uvec2 w_u64(uint byte_off)

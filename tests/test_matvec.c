@@ -807,6 +807,15 @@ static void test_f16_dot_path(void)
                               MATVEC_REL_TOL, 7400 + i);
                 check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
             }
+            if (mv.xg) {
+                /* the set of 5 tokens (weights.c xg_x_ahead: each token's
+                 * units loaded during the sums of the one before), as many
+                 * and fewer */
+                matvec_config m5 = matvec_multi_config(ctx, c->type, 5, c->rows, c->cols);
+                TEST_ASSERT_TRUE(m5.xg);
+                check_batched(c, NULL, &m5, 5, true, 5, MATVEC_REL_TOL, 7450 + i);
+                check_batched(c, NULL, &m5, 5, false, 4, MATVEC_REL_TOL, 7550 + i);
+            }
         }
     }
     unsetenv("GLESLLM_F16_SUBN"); /* the default */

@@ -290,6 +290,34 @@ static bool part_padded(const matvec_config *c, uint32_t nt)
     return c->xg && nt >= 9;
 }
 
+/* Whether a several-token XG kernel loads its weights as coherent
+ * (weights.glsl W_COHERENT): with 4 tokens or more (the sets of 5 and of
+ * 9). On an H200 (bench/RESULTS.md session 48; Q4_0, bench_matvec --chain,
+ * us, plain -> coherent), 9 tokens: gate/up 28672x4096 107.4 -> 101.4
+ * (twice), Q/K/V 6144x4096 33.0 -> 32.9, down 4096x14336 60.7 -> 60.9, O
+ * 4096x4096 25.0 -> 25.3; verifying 8 drafted tokens of Mistral-7B Q4_0 8.69
+ * -> 8.52 ms. 5 tokens level (gate/up 81.0 -> 81.2), and so were 2 and 3
+ * (not taken there). With x's units and the weights both small enough to
+ * stay in L1 (a test hook), the 9-token gate/up took 85 us: the rest is the
+ * loop's own. */
+static bool xg_w_coherent(const matvec_config *c, uint32_t nt)
+{
+    return c->xg && nt >= 4;
+}
+
+/* Whether a several-token XG kernel loads each token's units of x during the
+ * token before's sums, and the rows' words of a unit where it decodes them
+ * (matvec.comp XG_AHEAD): the kernels of 4 to 8 tokens (the set of 5). On an
+ * H200 (bench/RESULTS.md session 48; Q4_0, chained, us, coherent weights
+ * both), 5 tokens: gate/up 81.2 -> 74.9, Q/K/V 28.4 -> 26.4, down 44.3 ->
+ * 40.6, O 21.1 -> 19.5; verifying 4 drafted tokens 7.03 -> 6.45 ms. Not
+ * elsewhere: 9 tokens gate/up 101.4 -> 106.3, Q/K/V 32.9 -> 34.0; 3 tokens
+ * gate/up 53.7 -> 60.2 (down 38.9 -> 31.0); 2 tokens gate/up 44.0 -> 47.6. */
+static bool xg_x_ahead(const matvec_config *c, uint32_t nt)
+{
+    return c->xg && nt >= 4 && nt < 9;
+}
+
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1) /* (the reductions' few words; X_ONCE's staged row, in f16 pairs) */
@@ -774,6 +802,10 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
     if (part_padded(&eff, v.nt))
         strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
+    if (xg_w_coherent(&eff, v.nt))
+        strncat(defines, "\nW_COHERENT 1", sizeof defines - strlen(defines) - 1);
+    if (xg_x_ahead(&eff, v.nt))
+        strncat(defines, "\nXG_AHEAD 1", sizeof defines - strlen(defines) - 1);
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
      * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
