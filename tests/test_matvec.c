@@ -808,13 +808,16 @@ static void test_f16_dot_path(void)
                 check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
             }
             if (mv.xg) {
-                /* the set of 5 tokens (weights.c xg_x_ahead: each token's
-                 * units loaded during the sums of the one before), as many
-                 * and fewer */
+                /* the sets of 5 tokens and of 3 without the norm (weights.c
+                 * xg_x_ahead: each token's units loaded during the sums of
+                 * the one before), as many and fewer */
                 matvec_config m5 = matvec_multi_config(ctx, c->type, 5, c->rows, c->cols);
-                TEST_ASSERT_TRUE(m5.xg);
+                matvec_config m3 = matvec_multi_config(ctx, c->type, 3, c->rows, c->cols);
+                TEST_ASSERT_TRUE(m5.xg && m3.xg);
                 check_batched(c, NULL, &m5, 5, true, 5, MATVEC_REL_TOL, 7450 + i);
                 check_batched(c, NULL, &m5, 5, false, 4, MATVEC_REL_TOL, 7550 + i);
+                check_batched(c, NULL, &m3, 3, false, 3, MATVEC_REL_TOL, 7650 + i);
+                check_batched(c, NULL, &m3, 3, false, 2, MATVEC_REL_TOL, 7750 + i);
             }
         }
     }

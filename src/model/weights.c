@@ -307,15 +307,17 @@ static bool xg_w_coherent(const matvec_config *c, uint32_t nt)
 
 /* Whether a several-token XG kernel loads each token's units of x during the
  * token before's sums, and the rows' words of a unit where it decodes them
- * (matvec.comp XG_AHEAD): the kernels of 4 to 8 tokens (the set of 5). On an
- * H200 (bench/RESULTS.md session 48; Q4_0, chained, us, coherent weights
- * both), 5 tokens: gate/up 81.2 -> 74.9, Q/K/V 28.4 -> 26.4, down 44.3 ->
- * 40.6, O 21.1 -> 19.5; verifying 4 drafted tokens 7.03 -> 6.45 ms. Not
- * elsewhere: 9 tokens gate/up 101.4 -> 106.3, Q/K/V 32.9 -> 34.0; 3 tokens
- * gate/up 53.7 -> 60.2 (down 38.9 -> 31.0); 2 tokens gate/up 44.0 -> 47.6. */
-static bool xg_x_ahead(const matvec_config *c, uint32_t nt)
+ * (matvec.comp XG_AHEAD): the kernels of 4 to 8 tokens (the set of 5), and
+ * those of 3 without the norm (down, O). On an H200 (bench/RESULTS.md
+ * session 48; Q4_0, chained, us, coherent weights both), 5 tokens: gate/up
+ * 81.2 -> 74.9, Q/K/V 28.4 -> 26.4, down 44.3 -> 40.6, O 21.1 -> 19.5;
+ * verifying 4 drafted tokens 7.03 -> 6.45 ms. 3 tokens: down 38.9 -> 31.0, O
+ * 17.3 -> 16.3, but gate/up 53.7 -> 60.2 and Q/K/V 21.6 -> 21.9 (with the
+ * norm). 9 tokens: gate/up 101.4 -> 106.3, Q/K/V 32.9 -> 34.0; 2 tokens:
+ * gate/up 44.0 -> 47.6, the others level. */
+static bool xg_x_ahead(const matvec_config *c, const matvec_variant *v)
 {
-    return c->xg && nt >= 4 && nt < 9;
+    return c->xg && ((v->nt >= 4 && v->nt < 9) || (v->nt == 3 && !v->norm));
 }
 
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
@@ -804,7 +806,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
     if (xg_w_coherent(&eff, v.nt))
         strncat(defines, "\nW_COHERENT 1", sizeof defines - strlen(defines) - 1);
-    if (xg_x_ahead(&eff, v.nt))
+    if (xg_x_ahead(&eff, &v))
         strncat(defines, "\nXG_AHEAD 1", sizeof defines - strlen(defines) - 1);
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
