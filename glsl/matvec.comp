@@ -882,6 +882,8 @@ void main()
             uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
             w_raw wn[NR];
 #ifdef XG_AHEAD
+            // (wn below is then dead: the next step loads its own words
+            // here. Left in as timed, bench/RESULTS.md session 48.)
             for (int r = 0; r < NR; r++)
                 wr[r] = w_fetch(UNIT_BI(r, u), u % W_UPB);
 #endif
