@@ -527,13 +527,20 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 #if NT == 1 || !defined(F16_DOT) || defined(W_IS_FLOAT) || defined(XSH) || defined(NORM)
 #error "XG is for several tokens with f16 products, x made ready by x_prep.comp"
 #endif
-// unit u of token k of the units x_prep.comp made (from uvec4 xo, xs apart)
+// the words of unit u of token k of the units x_prep.comp made (from uvec4
+// xo, xs apart)
+void xg_words(uint xo, uint xs, uint k, uint u, out uvec4 p[XO_V])
+{
+    for (int j = 0; j < XO_V; j++)
+        p[j] = xgu[xo + k * xs + u * uint(XO_V) + uint(j)];
+}
+
+// that unit (unit_x)
 void xg_x(uint xo, uint xs, uint k, uint u, out f16vec2 xl[8], out f16vec2 xh[8], out float m,
           out float sl, out float sh)
 {
     uvec4 p[XO_V];
-    for (int j = 0; j < XO_V; j++)
-        p[j] = xgu[xo + k * xs + u * uint(XO_V) + uint(j)];
+    xg_words(xo, xs, k, u, p);
     unit_x(p, xl, xh, m, sl, sh);
 }
 #endif
@@ -788,13 +795,15 @@ void main()
 #ifdef XG
     // XG: each lane walks its units alone (x ready in memory: no staging,
     // no barriers), the rows' words of its next unit loaded before this
-    // one's are decoded
+    // one's are decoded (XG_AHEAD: each unit's where it is decoded)
     w_raw wr[NR];
+#ifndef XG_AHEAD
     {
         uint u0 = min(lane, uint(W_UNITS) - 1u);
         for (int r = 0; r < NR; r++)
             wr[r] = w_fetch(UNIT_BI(r, u0), u0 % W_UPB);
     }
+#endif
 #endif
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
 #endif
@@ -879,16 +888,15 @@ void main()
         f16vec2 lq[NR * 8], hq[NR * 8];
         vec4 ab[NR];
         {
-            uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
-            w_raw wn[NR];
 #ifdef XG_AHEAD
-            // (wn below is then dead: the next step loads its own words
-            // here. Left in as timed, bench/RESULTS.md session 48.)
             for (int r = 0; r < NR; r++)
                 wr[r] = w_fetch(UNIT_BI(r, u), u % W_UPB);
-#endif
+#else
+            uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
+            w_raw wn[NR];
             for (int r = 0; r < NR; r++)
                 wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
+#endif
             for (int r = 0; r < NR; r++) {
                 f16vec2 lr[8], hr[8];
                 w_unit_h_r(wr[r], UNIT_BI(r, u), u % W_UPB, lr, hr, ab[r]);
@@ -896,13 +904,14 @@ void main()
                     lq[r * 8 + j] = lr[j];
                     hq[r * 8 + j] = hr[j];
                 }
+#ifndef XG_AHEAD
                 wr[r] = wn[r];
+#endif
             }
         }
 #ifdef XG_AHEAD
         uvec4 pn[XO_V];  // the next token's unit
-        for (int j = 0; j < XO_V; j++)
-            pn[j] = xgu[xo + u * uint(XO_V) + uint(j)];
+        xg_words(xo, xs, 0u, u, pn);
 #endif
         for (int k = 0; k < NT; k++) {
             // (not break: the loop unrolls, acc stays in registers; the test
@@ -913,16 +922,9 @@ void main()
             f16vec2 xl[8], xh[8];
             float m, sl, sh;
 #ifdef XG_AHEAD
-            {
-                uvec4 p[XO_V];
-                for (int j = 0; j < XO_V; j++)
-                    p[j] = pn[j];
-                if (uint(k) + 1u < ntok) {
-                    for (int j = 0; j < XO_V; j++)
-                        pn[j] = xgu[xo + uint(k + 1) * xs + u * uint(XO_V) + uint(j)];
-                }
-                unit_x(p, xl, xh, m, sl, sh);
-            }
+            unit_x(pn, xl, xh, m, sl, sh);
+            if (uint(k) + 1u < ntok)
+                xg_words(xo, xs, uint(k + 1), u, pn);
 #else
             xg_x(xo, xs, uint(k), u, xl, xh, m, sl, sh);
 #endif
