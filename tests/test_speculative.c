@@ -366,6 +366,51 @@ static void test_draft_must_fit_the_target(void)
     fixture_unload(&T);
 }
 
+/* With --draft the target is loaded with small batches raised for its
+ * verifying passes (cmd_run: draft_max + 1 tokens); a prompt no longer than
+ * that would then run through them instead of the tiled prefill that a run
+ * without --draft takes, and its K/V would round otherwise. The prompt runs
+ * as plain decoding runs it (GPU_STEP_PLAIN): the prompt's K/V are the very
+ * same bits. */
+static void test_prompt_runs_as_without_the_draft(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
+    loaded P, T, D;
+    load(&s, 40, 0, &P);  /* as `glesllm run` without --draft */
+    load(&s, 40, 17, &T); /* as with --draft-max 16 */
+    load(&s, 40, 0, &D);
+    TEST_ASSERT_TRUE(gpu_model_n_small(P.gm) < 12 && gpu_model_n_small(T.gm) >= 12);
+    int32_t prompt[12];
+    for (uint32_t i = 0; i < 12; i++)
+        prompt[i] = token_at(i, P.m.hp.n_vocab);
+    sampler_params sp = greedy();
+    collected plain, spec;
+    generate(P.gm, NULL, prompt, 12, 6, 0, 0, &sp, &plain);
+    generate(T.gm, D.gm, prompt, 12, 6, 4, 4, &sp, &spec);
+    TEST_ASSERT_EQUAL_UINT(plain.n, spec.n);
+    TEST_ASSERT_EQUAL_MEMORY(plain.ids, spec.ids, plain.n * sizeof(int32_t));
+    size_t kvn = (size_t)P.m.hp.n_head_kv * P.m.hp.head_dim * 12;
+    uint16_t *k[2], *v[2];
+    for (int i = 0; i < 2; i++) {
+        k[i] = malloc(kvn * 2);
+        v[i] = malloc(kvn * 2);
+        TEST_ASSERT_TRUE(k[i] && v[i]);
+    }
+    for (uint32_t l = 0; l < P.m.hp.n_layer; l++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(P.gm, l, 0, 12, k[0], v[0], false));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(T.gm, l, 0, 12, k[1], v[1], false));
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(k[0], k[1], kvn * 2, "the prompt's K: not plain's");
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "the prompt's V: not plain's");
+    }
+    for (int i = 0; i < 2; i++) {
+        free(k[i]);
+        free(v[i]);
+    }
+    fixture_unload(&D);
+    fixture_unload(&T);
+    fixture_unload(&P);
+}
+
 /* The shared llama.cpp-quantized model as draft of the F32 one, on the
  * reference prompts: the same greedy ids as the F32 model alone. */
 static void test_shared_models_speculative(void)
@@ -600,6 +645,7 @@ int main(void)
     RUN_TEST(test_session_file_restores_the_cache);
     RUN_TEST(test_pipelined_greedy_equals_one_step_at_a_time);
     RUN_TEST(test_greedy_speculative_equals_target_alone);
+    RUN_TEST(test_prompt_runs_as_without_the_draft);
     RUN_TEST(test_draft_must_fit_the_target);
     RUN_TEST(test_speculative_sampling_follows_the_target);
     RUN_TEST(test_shared_models_speculative);

@@ -202,13 +202,16 @@ static glesllm_status run(spec *s)
      * first round checks the first drafted token against the last prompt
      * token's logits), and greedy the whole prompt, as engine_generate runs
      * it, whose argmax is the first token: the cache's entries of the prompt
-     * and that token are then the ones plain decoding makes. */
+     * and that token are then the ones plain decoding makes (GPU_STEP_PLAIN:
+     * through the kernels of the target without the small batches raised for
+     * the verifying passes, as engine_generate's run has them). */
     double t0 = now_seconds();
     uint32_t n = o->n_prompt, pos = n - 1, end = s->greedy ? n : pos;
     uint32_t first = o->n_cached < pos ? o->n_cached : pos;
     memcpy(s->hist, o->prompt, n * sizeof *s->hist);
     if (!st && first < end && !(st = put_tokens(s->gm, s->hist, first, end - 1)))
-        st = gpu_model_prefill(s->gm, first, end - first, s->greedy ? GPU_STEP_ARGMAX : 0);
+        st = gpu_model_prefill(s->gm, first, end - first,
+                               GPU_STEP_PLAIN | (s->greedy ? GPU_STEP_ARGMAX : 0));
     if (!st && pos && !(st = put_tokens(s->dm, s->hist, 0, pos - 1)))
         st = gpu_model_prefill(s->dm, 0, pos, 0);
     if (!st && first == end)

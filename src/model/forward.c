@@ -73,6 +73,7 @@ struct gpu_model {
      * tokens a dispatch, multi_tokens), the norm folded in, logits of every
      * position at vlog in act (n_small rows of act_stride(n_vocab)) */
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
+    uint32_t n_small_plain;     /* the n_small of the default (GPU_STEP_PLAIN) */
     uint32_t set_nt[MULTI_SETS], n_sets; /* the sets' tokens, ascending (multi_nt last) */
     bool set_built[MULTI_SETS];
     uint64_t vlog;
@@ -823,6 +824,9 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
+    gm->n_small_plain = env_small < 0 ? 0 : (uint32_t)env_small;
+    if (gm->n_small_plain > gm->n_small)
+        gm->n_small_plain = gm->n_small;
     gm->multi_nt = env_nt ? (uint32_t)env_nt : multi_tokens(gm->n_small);
     for (uint32_t i = 0; i < MULTI_SETS - 1; i++)
         if (multi_small_sets[i] < gm->multi_nt)
@@ -1309,12 +1313,25 @@ static glesllm_status make_logits_all(gpu_model *gm)
 }
 
 /* The attention of n new tokens at pos0.. over the cache. */
+/* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
+ * default's), and the batches that take the few-token attention. */
+static uint32_t small_limit(const gpu_model *gm, unsigned flags)
+{
+    return flags & GPU_STEP_PLAIN ? gm->n_small_plain : gm->n_small;
+}
+
+static uint32_t few_limit(const gpu_model *gm, unsigned flags)
+{
+    uint32_t n = small_limit(gm, flags);
+    return n > ATTN_FEW_N ? n : ATTN_FEW_N; /* (at most few_n) */
+}
+
 static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g, uint32_t pos0,
-                                              uint32_t n)
+                                              uint32_t n, unsigned flags)
 {
     const model_hparams *hp = &gm->m->hp;
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
-    if (n <= gm->few_n) {
+    if (n <= few_limit(gm, flags)) {
         /* Few tokens (a verification pass, a short prompt): attention.comp,
          * a work group a (query, head, chunk), each reading its positions'
          * K and V itself (from L2 mostly) instead of sharing tiles. On an
@@ -1424,7 +1441,7 @@ static glesllm_status record_chunk(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             st = chunk_matmul(gm, g->qkv[i].mk, &g->qkv[i].w, &g->cache, a);
         }
         if (!st)
-            st = record_prefill_attention(gm, g, pos0, n);
+            st = record_prefill_attention(gm, g, pos0, n, flags);
         if (!st) {
             matmul_args a = { n, gm->battn, gm->bx, emb };
             st = chunk_matmul(gm, g->mk_wo, &g->wo, &gm->act, a);
@@ -1568,7 +1585,7 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
             st = record_multi(gm, g->qkv[i].vk, &g->qkv[i].w, &g->cache, gm->bx,
                               g->qkv[i].row_base, 0, n, &a);
         if (!st)
-            st = record_prefill_attention(gm, g, pos0, n);
+            st = record_prefill_attention(gm, g, pos0, n, flags);
         matvec_args none = { 0 }, ffn = { g->ffn_norm, hp->eps };
         if (!st)
             st = record_multi(gm, g->vk_wo, &g->wo, &gm->act, gm->battn, gm->bx, emb, n, &none);
@@ -1593,7 +1610,7 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
 
 static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
 {
-    if (n <= gm->n_small) {
+    if (n <= small_limit(gm, flags)) {
         gm->last_small = true;
         return record_small(gm, pos, n, flags);
     }

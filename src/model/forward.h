@@ -84,9 +84,15 @@ typedef enum gpu_step_flags {
     GPU_STEP_ARGMAX = 2,     /* and write their argmax into slot pos + 1 */
     GPU_STEP_CANDIDATES = 4, /* or apply the penalty and reduce them to the top K */
     GPU_STEP_ALL_LOGITS = 8, /* prefill: the logits of every position too */
-    GPU_STEP_ARGMAX_ALL = 16 /* prefill of at most gpu_model_n_small tokens: the argmax
-                                of every position p's logits into slot p + 1 (the
-                                greedy check of drafted tokens) */
+    GPU_STEP_ARGMAX_ALL = 16, /* prefill of at most gpu_model_n_small tokens: the argmax
+                                 of every position p's logits into slot p + 1 (the
+                                 greedy check of drafted tokens) */
+    GPU_STEP_PLAIN = 32 /* prefill: the kernels a model loaded with the default small
+                           batch (GPU_SMALL_BATCH, GLESLLM_SMALL_BATCH) would take,
+                           not the small batches of a gpu_model_options.n_small above
+                           it: speculative decoding's prompt, so that the target's
+                           K/V of it are plain decoding's (the small batches' and the
+                           tiled prefill's sums round differently) */
 } gpu_step_flags;
 
 #define GPU_MAX_CANDIDATES 256
