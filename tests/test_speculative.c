@@ -366,30 +366,27 @@ static void test_draft_must_fit_the_target(void)
     fixture_unload(&T);
 }
 
-/* With --draft the target is loaded with small batches raised for its
- * verifying passes (cmd_run: draft_max + 1 tokens); a prompt no longer than
- * that would then run through them instead of the tiled prefill that a run
- * without --draft takes, and its K/V would round otherwise. The prompt runs
- * as plain decoding runs it (GPU_STEP_PLAIN): the prompt's K/V are the very
- * same bits. */
-static void test_prompt_runs_as_without_the_draft(void)
+/* Greedy ids of a target loaded with small batches of n_small tokens (and
+ * a draft) against one loaded with the default, from a prompt of n_prompt
+ * tokens; then the prompt's K/V in both, every layer, bit for bit. */
+static void prompt_as_without_the_draft(uint32_t n_small, uint32_t n_prompt)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
     loaded P, T, D;
-    load(&s, 40, 0, &P);  /* as `glesllm run` without --draft */
-    load(&s, 40, 17, &T); /* as with --draft-max 16 */
-    load(&s, 40, 0, &D);
-    TEST_ASSERT_TRUE(gpu_model_n_small(P.gm) < 12 && gpu_model_n_small(T.gm) >= 12);
-    int32_t prompt[12];
-    for (uint32_t i = 0; i < 12; i++)
+    load(&s, 48, 0, &P);                 /* as `glesllm run` without --draft */
+    load(&s, 48, (int32_t)n_small, &T); /* as with --draft-max n_small - 1 */
+    load(&s, 48, 0, &D);
+    TEST_ASSERT_TRUE(gpu_model_n_small(P.gm) < n_prompt && gpu_model_n_small(T.gm) >= n_prompt);
+    int32_t prompt[32];
+    for (uint32_t i = 0; i < n_prompt; i++)
         prompt[i] = token_at(i, P.m.hp.n_vocab);
     sampler_params sp = greedy();
     collected plain, spec;
-    generate(P.gm, NULL, prompt, 12, 6, 0, 0, &sp, &plain);
-    generate(T.gm, D.gm, prompt, 12, 6, 4, 4, &sp, &spec);
+    generate(P.gm, NULL, prompt, n_prompt, 6, 0, 0, &sp, &plain);
+    generate(T.gm, D.gm, prompt, n_prompt, 6, 4, 4, &sp, &spec);
     TEST_ASSERT_EQUAL_UINT(plain.n, spec.n);
     TEST_ASSERT_EQUAL_MEMORY(plain.ids, spec.ids, plain.n * sizeof(int32_t));
-    size_t kvn = (size_t)P.m.hp.n_head_kv * P.m.hp.head_dim * 12;
+    size_t kvn = (size_t)P.m.hp.n_head_kv * P.m.hp.head_dim * n_prompt;
     uint16_t *k[2], *v[2];
     for (int i = 0; i < 2; i++) {
         k[i] = malloc(kvn * 2);
@@ -397,8 +394,8 @@ static void test_prompt_runs_as_without_the_draft(void)
         TEST_ASSERT_TRUE(k[i] && v[i]);
     }
     for (uint32_t l = 0; l < P.m.hp.n_layer; l++) {
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(P.gm, l, 0, 12, k[0], v[0], false));
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(T.gm, l, 0, 12, k[1], v[1], false));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(P.gm, l, 0, n_prompt, k[0], v[0], false));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(T.gm, l, 0, n_prompt, k[1], v[1], false));
         TEST_ASSERT_EQUAL_MEMORY_MESSAGE(k[0], k[1], kvn * 2, "the prompt's K: not plain's");
         TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "the prompt's V: not plain's");
     }
@@ -409,6 +406,19 @@ static void test_prompt_runs_as_without_the_draft(void)
     fixture_unload(&D);
     fixture_unload(&T);
     fixture_unload(&P);
+}
+
+/* With --draft the target is loaded with small batches raised for its
+ * verifying passes (cmd_run: draft_max + 1 tokens); a prompt no longer than
+ * that would then run through them instead of the tiled prefill that a run
+ * without --draft takes, and its K/V would round otherwise; so would a
+ * prompt of more than 16 tokens take the few-token attention. The prompt
+ * runs as plain decoding runs it (GPU_STEP_PLAIN): its K/V are the very same
+ * bits. */
+static void test_prompt_runs_as_without_the_draft(void)
+{
+    prompt_as_without_the_draft(17, 12); /* the small batches */
+    prompt_as_without_the_draft(33, 20); /* and the attention */
 }
 
 /* The shared llama.cpp-quantized model as draft of the F32 one, on the

@@ -1312,7 +1312,6 @@ static glesllm_status make_logits_all(gpu_model *gm)
     return GLESLLM_OK;
 }
 
-/* The attention of n new tokens at pos0.. over the cache. */
 /* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
  * default's), and the batches that take the few-token attention. */
 static uint32_t small_limit(const gpu_model *gm, unsigned flags)
@@ -1326,6 +1325,8 @@ static uint32_t few_limit(const gpu_model *gm, unsigned flags)
     return n > ATTN_FEW_N ? n : ATTN_FEW_N; /* (at most few_n) */
 }
 
+/* The attention of n new tokens at pos0.. over the cache (flags: the
+ * prefill's, for few_limit). */
 static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g, uint32_t pos0,
                                               uint32_t n, unsigned flags)
 {
