@@ -117,21 +117,24 @@ static void agree(uint32_t type, uint64_t rows, uint64_t cols)
         }
         x[(N_TOK + 1 + N_CMP) * xs + 4 * t] = (float)ss;
     }
-    gpu_buffer bx, by;
-    if (gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx) ||
-        gpu_buffer_create(ctx, (size_t)(((N_TOK + 2) * rows + 4) * 4), NULL, GPU_BUFFER_DYNAMIC,
-                          "y", &by))
-        die("the buffers");
-    /* --add: y starts from the same random values for every kernel */
+    /* y: the tokens' rows, then (--add, the one-token kernel) y times the
+     * norm weight and the sums of squares; starting from the same random
+     * values for every kernel */
     size_t yn = (size_t)((N_TOK + 2) * rows + 4);
     float *y0 = malloc(yn * 4);
     if (!y0)
         die("memory");
     for (size_t i = 0; i < yn; i++)
         y0[i] = rw_float(&seed, -1.0f, 1.0f);
+    gpu_buffer bx, by;
+    if (gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx) ||
+        gpu_buffer_create(ctx, yn * 4, NULL, GPU_BUFFER_DYNAMIC, "y", &by))
+        die("the buffers");
     for (int i = 0; i < N_KERNELS; i++) {
-        if (!(y[i] = malloc((size_t)(N_CMP * out * 4))) || gpu_buffer_write(&by, 0, y0, yn * 4))
+        if (!(y[i] = malloc((size_t)(N_CMP * out * 4))))
             die("memory");
+        if (gpu_buffer_write(&by, 0, y0, yn * 4))
+            die("writing y");
         run_kernel(i, type, &w, &bx, &by, rows, cols, xp_off);
         if (gpu_buffer_read(ctx, &by, 0, y[i], (size_t)(N_CMP * out * 4)))
             die("reading y");
@@ -199,8 +202,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if ((norm && norm_scale) || (glu && add)) {
-        fprintf(stderr, "bench_agree: --norm or --norm-scale, --glu or --add, not both\n");
+    if ((norm && norm_scale) || (glu && add) || (add && (norm || norm_scale))) {
+        fprintf(stderr, "bench_agree: --norm or --norm-scale, --glu or --add, not both; --add "
+                        "without a norm (as a step's O and down)\n");
         return 2;
     }
     for (size_t i = 0; add && i < n_shapes; i++)
