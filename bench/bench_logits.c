@@ -22,7 +22,9 @@
  * the batches wrote before it, and its difference from the steps' logits is
  * printed too (how far a step over a pass's K/V is from plain decoding); and
  * how many of the K and V values the batches wrote in the first and the last
- * layer differ from the steps'. --ref 1: both also against the CPU reference
+ * layer differ from the steps', and how far the last layer's attention
+ * output, FFN hidden values and residual are (gpu_model_read_act: with one
+ * layer, where in it a difference enters). --ref 1: both also against the CPU reference
  * (model/ref_model.c: one token at a time in f32; slow on large models).
  * bench/RESULTS.md session 49 has what these showed.
  */
@@ -72,6 +74,17 @@ static float max_diff(const float *a, const float *b, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         d = fmaxf(d, fabsf(a[i] - b[i]));
     return d;
+}
+
+/* the last layer's attention output, FFN hidden values and residual after
+ * it (gpu_model_read_act), one after the other */
+static void read_acts(gpu_model *gm, bool small, uint32_t row, float *out)
+{
+    static const gpu_act_kind kinds[] = { GPU_ACT_ATTN, GPU_ACT_HIDDEN, GPU_ACT_X };
+    uint32_t n = 0;
+    for (int k = 0; k < 3; k++, out += n)
+        if (gpu_model_read_act(gm, kinds[k], small, row, out, &n))
+            die("reading activations");
 }
 
 int main(int argc, char **argv)
@@ -133,6 +146,14 @@ int main(int argc, char **argv)
     float *gap = malloc((size_t)n * sizeof *gap);
     if (!logits || (batch && !brows) || !gen || !gap)
         die("memory");
+    /* --batch: the last layer's attention output, FFN hidden values and
+     * residual after each step (gpu_model_read_act), a row of acts a step */
+    const model_hparams *hp = &b.m.hp;
+    size_t act_n = (size_t)hp->n_head * hp->head_dim + hp->n_ff + hp->n_embd;
+    float *acts = batch ? malloc((size_t)n * act_n * sizeof *acts) : NULL;
+    float *bact = batch ? malloc(act_n * sizeof *bact) : NULL;
+    if (batch && (!acts || !bact))
+        die("memory");
     for (uint32_t i = 0; i < n_ids; i++)
         if (gpu_model_set_token(gm, i, ids[i]))
             die("the prompt");
@@ -155,11 +176,12 @@ int main(int argc, char **argv)
         if (gpu_model_set_token(gm, pos, id) || gpu_model_step(gm, pos, GPU_STEP_LOGITS) ||
             gpu_model_wait(gm))
             die("a step");
+        if (batch)
+            read_acts(gm, false, 0, acts + (size_t)(s + 1) * act_n);
         pos++;
     }
     /* --batch: the K and V the steps wrote (layer 0 and the last), to set
      * beside the batches' */
-    const model_hparams *hp = &b.m.hp;
     size_t kvn = (size_t)hp->n_head_kv * hp->head_dim, kvpos = (size_t)n - 1;
     /* layer 0's K, its V, the last layer's K, its V; kv_b: one position's */
     uint16_t *kv_step = batch ? malloc(4 * kvpos * kvn * 2) : NULL;
@@ -206,7 +228,8 @@ int main(int argc, char **argv)
             die("rolling back");
         printf("\nthe same ids in batches of %d against the steps\n%5s %12s %8s\n", batch, "step",
                "diff/max", "argmax");
-        float worst = 0.0f, worst_step = 0.0f;
+        float worst = 0.0f, worst_step = 0.0f, act_worst[3] = { 0 };
+        const uint32_t act_len[3] = { hp->n_head * hp->head_dim, hp->n_ff, hp->n_embd };
         int parted = 0;
         for (int s0 = 1; s0 < n; s0 += batch) {
             uint32_t c = (uint32_t)(n - s0 < batch ? n - s0 : batch);
@@ -236,6 +259,15 @@ int main(int argc, char **argv)
                         }
                 }
                 kv_all += 2 * kvn;
+            }
+            for (uint32_t j = 0; j < c; j++) {
+                read_acts(gm, true, j, bact);
+                const float *sa = acts + (size_t)(s0 + (int)j) * act_n;
+                for (int k = 0, o = 0; k < 3; o += act_len[k], k++) {
+                    float d = max_diff(sa + o, bact + o, act_len[k]);
+                    d /= fmaxf(max_abs(sa + o, act_len[k]), 1e-30f);
+                    act_worst[k] = fmaxf(act_worst[k], d);
+                }
             }
             for (uint32_t j = 0; j < c; j++) {
                 int s = s0 + (int)j;
@@ -277,11 +309,16 @@ int main(int argc, char **argv)
         if (cpu)
             printf("batches against the CPU reference: worst logit difference %.3e of the "
                    "largest\n", worst_ref);
+        printf("the last layer's attention output, FFN hidden values, residual after it: worst "
+               "differences %.3e, %.3e, %.3e of their largest\n", act_worst[0], act_worst[1],
+               act_worst[2]);
         printf("K/V the batches wrote: layer 0 %zu of %zu f16 values differ from the steps' (at "
                "most %.3e relative), layer %u %zu (%.3e)\n", kv_differ[0], kv_all, kv_worst[0],
                layers[1], kv_differ[1], kv_worst[1]);
     }
     free(cpu);
+    free(acts);
+    free(bact);
     free(kv_step);
     free(kv_b);
     free(gap);

@@ -366,6 +366,56 @@ static void test_draft_must_fit_the_target(void)
     fixture_unload(&T);
 }
 
+/* gpu_model_read_act (bench_logits' probe): what a step leaves of the last
+ * layer, and what a small prefill leaves for each of its tokens, are the same
+ * values for the same token at the same position (the batch sums in another
+ * order, within 1e-5 here: f32 products); a row past the batch is an error. */
+static void test_read_act_step_and_small(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
+    loaded L;
+    load(&s, 32, 9, &L);
+    const model_hparams *hp = &L.m.hp;
+    size_t len[3] = { (size_t)hp->n_head * hp->head_dim, hp->n_ff, hp->n_embd };
+    const gpu_act_kind kinds[3] = { GPU_ACT_ATTN, GPU_ACT_HIDDEN, GPU_ACT_X };
+    size_t most = len[0] > len[1] ? len[0] : len[1];
+    most = most > len[2] ? most : len[2];
+    float *a = malloc(most * sizeof(float)), *b = malloc(most * sizeof(float));
+    float *logits = malloc(hp->n_vocab * sizeof(float));
+    TEST_ASSERT_TRUE(a && b && logits);
+    run_steps(L.gm, 0, 6, 0, logits);
+    for (int k = 0; k < 3; k++) {
+        uint32_t n = 0, m = 0;
+        /* the step at position 5, then positions 4 and 5 again as a batch */
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_act(L.gm, kinds[k], false, 0, a, &n));
+        TEST_ASSERT_EQUAL_UINT((uint32_t)len[k], n);
+        /* (a step at 4 first, so that the step's rows no longer hold 5's) */
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 4));
+        run_steps(L.gm, 4, 5, 0, logits);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 4));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(L.gm, 4, 2, 0));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_act(L.gm, kinds[k], true, 1, b, &m));
+        TEST_ASSERT_EQUAL_UINT(n, m);
+        double d = 0.0, mag = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            d = fmax(d, fabs((double)a[i] - b[i]));
+            mag = fmax(mag, fabs((double)a[i]));
+        }
+        TEST_ASSERT_TRUE(mag > 0.0);
+        TEST_ASSERT_TRUE_MESSAGE(d <= 1e-5 * mag, "a batch's activations are not the step's");
+        run_steps(L.gm, 5, 6, 0, logits); /* the step again, for the next kind */
+    }
+    uint32_t n;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_read_act(L.gm, GPU_ACT_X, true, 9, a, &n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_read_act(L.gm, GPU_ACT_X, false, 1, a, &n));
+    free(a);
+    free(b);
+    free(logits);
+    fixture_unload(&L);
+}
+
 /* Greedy ids of a target loaded with small batches of n_small tokens (and
  * a draft) against one loaded with the default, from a prompt of n_prompt
  * tokens; then the prompt's K/V in both, every layer, bit for bit. */
@@ -656,6 +706,7 @@ int main(void)
     RUN_TEST(test_pipelined_greedy_equals_one_step_at_a_time);
     RUN_TEST(test_greedy_speculative_equals_target_alone);
     RUN_TEST(test_prompt_runs_as_without_the_draft);
+    RUN_TEST(test_read_act_step_and_small);
     RUN_TEST(test_draft_must_fit_the_target);
     RUN_TEST(test_speculative_sampling_follows_the_target);
     RUN_TEST(test_shared_models_speculative);

@@ -1281,6 +1281,25 @@ glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
     return gpu_buffer_read(gm->ctx, &gm->act, gm->logits * 4, out, gm->m->hp.n_vocab * 4ull);
 }
 
+glesllm_status gpu_model_read_act(gpu_model *gm, gpu_act_kind kind, bool small, uint32_t row,
+                                  float *out, uint32_t *n)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint32_t len = kind == GPU_ACT_ATTN     ? hp->n_head * hp->head_dim
+                   : kind == GPU_ACT_HIDDEN ? hp->n_ff
+                                            : hp->n_embd;
+    if (small ? row >= gm->n_small : row != 0)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "activations of row %u: a %s has %u", row,
+                       small ? "small prefill" : "step", small ? gm->n_small : 1);
+    uint64_t at = kind == GPU_ACT_ATTN ? (small ? gm->battn : gm->attn_out)
+                  : kind == GPU_ACT_HIDDEN ? (small ? gm->bhid : gm->hidden)
+                                           : (small ? gm->bx : gm->x);
+    at += (uint64_t)row * act_stride(len);
+    *n = len;
+    glesllm_status st = gpu_model_wait(gm);
+    return st ? st : gpu_buffer_read(gm->ctx, &gm->act, at * 4, out, len * 4ull);
+}
+
 /* ---- prefill ------------------------------------------------------------------------ */
 
 uint32_t gpu_model_n_batch(const gpu_model *gm) { return gm->n_batch; }

@@ -160,6 +160,15 @@ glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t
 /* The last step's logits (slow: waits and copies; tests and tools). */
 glesllm_status gpu_model_read_logits(gpu_model *gm, float *out);
 
+/* What the last layer left of the last step (row 0) or of a small prefill's
+ * token `row` (gpu_model_n_small tokens or fewer), for tools that set the two
+ * side by side (bench/bench_logits): the attention's output (heads x head_dim
+ * floats), the FFN's hidden values (n_ff) or the residual after the layer
+ * (n_embd); their count in *n. Waits; slow. */
+typedef enum gpu_act_kind { GPU_ACT_ATTN, GPU_ACT_HIDDEN, GPU_ACT_X } gpu_act_kind;
+glesllm_status gpu_model_read_act(gpu_model *gm, gpu_act_kind kind, bool small, uint32_t row,
+                                  float *out, uint32_t *n);
+
 /* Dispatches recorded by the last step. */
 uint32_t gpu_model_last_dispatches(const gpu_model *gm);
 
