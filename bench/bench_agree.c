@@ -168,24 +168,12 @@ int main(int argc, char **argv)
     uint64_t shapes[16][2] = { { 4096, 4096 }, { 4096, 14336 } };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-f") && i + 1 < argc) {
-            n_types = 0;
-            for (char *s = strtok(argv[++i], ","); s && n_types < 16; s = strtok(NULL, ",")) {
-                int t = ggml_type_from_name(s);
-                if (t < 0)
-                    return fprintf(stderr, "bench_agree: unknown format '%s'\n", s), 2;
-                types[n_types++] = (uint32_t)t;
-            }
+            n_types = (size_t)bench_parse_formats(argv[++i], types, 16);
         } else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
-            n_shapes = 0;
-            for (char *s = strtok(argv[++i], ","); s && n_shapes < 16; s = strtok(NULL, ",")) {
-                unsigned long long r, c;
-                if (sscanf(s, "%llux%llu", &r, &c) != 2 || !r || !c || c % 256 || r > 65536 ||
-                    c > 65536)
-                    return fprintf(stderr, "bench_agree: -s takes ROWSxCOLS, columns a multiple "
-                                           "of 256 (up to 65536 each)\n"), 2;
-                shapes[n_shapes][0] = r;
-                shapes[n_shapes++][1] = c;
-            }
+            n_shapes = (size_t)bench_parse_shapes(argv[++i], shapes, 16, 65536);
+            for (size_t k = 0; k < n_shapes; k++)
+                if (shapes[k][1] % 256)
+                    return fprintf(stderr, "bench_agree: -s: columns a multiple of 256\n"), 2;
         } else if (!strcmp(argv[i], "--glu")) {
             glu = true;
         } else if (!strcmp(argv[i], "--norm")) {

@@ -116,33 +116,11 @@ int main(int argc, char **argv)
     double target_ms = 200;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char buf[256];
         if (!strcmp(a, "-f") && v) {
-            n_formats = 0;
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *tok = strtok(buf, ","); tok && n_formats < 16; tok = strtok(NULL, ",")) {
-                int t = ggml_type_from_name(tok);
-                if (t < 0 || !quant_gpu_layout_of((uint32_t)t)) {
-                    fprintf(stderr, "bench_matmul: unknown or unsupported format '%s'\n", tok);
-                    return 2;
-                }
-                formats[n_formats++] = (uint32_t)t;
-            }
+            n_formats = bench_parse_formats(v, formats, 16);
             i++;
         } else if (!strcmp(a, "-s") && v) {
-            n_shapes = 0;
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *tok = strtok(buf, ","); tok && n_shapes < 8; tok = strtok(NULL, ",")) {
-                unsigned long long r, c;
-                if (sscanf(tok, "%llux%llu", &r, &c) != 2 || !r || !c || r > 1u << 20 ||
-                    c > 1u << 20) {
-                    fprintf(stderr, "bench_matmul: shape '%s' is not ROWSxCOLS (each 1..2^20)\n",
-                            tok);
-                    return 2;
-                }
-                shapes[n_shapes][0] = r;
-                shapes[n_shapes++][1] = c;
-            }
+            n_shapes = bench_parse_shapes(v, shapes, 8, 1u << 20);
             i++;
         } else if (!strcmp(a, "-t") && v) {
             char *end;

@@ -319,22 +319,6 @@ static void close_gpu(void)
     ctx = NULL;
 }
 
-static int parse_list(const char *s, uint32_t *formats)
-{
-    int n = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int t = ggml_type_from_name(tok);
-        if (t < 0 || !quant_gpu_layout_of((uint32_t)t)) {
-            fprintf(stderr, "bench_matvec: unknown or unsupported format '%s'\n", tok);
-            exit(2);
-        }
-        formats[n++] = (uint32_t)t;
-    }
-    return n;
-}
-
 static const char *card_limit(const char *renderer)
 {
     static const struct { const char *name, *limit; } cards[] = {
@@ -358,20 +342,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-f") && v) {
-            n_formats = parse_list(v, formats);
+            n_formats = bench_parse_formats(v, formats, 16);
             i++;
         } else if (!strcmp(a, "-s") && v) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *tok = strtok(buf, ","); tok && n_shapes < 8; tok = strtok(NULL, ",")) {
-                unsigned long long r, c;
-                if (sscanf(tok, "%llux%llu", &r, &c) != 2 || !r || !c) {
-                    fprintf(stderr, "bench_matvec: shape '%s' is not ROWSxCOLS\n", tok);
-                    return 2;
-                }
-                shapes[n_shapes][0] = r;
-                shapes[n_shapes++][1] = c;
-            }
+            n_shapes = bench_parse_shapes(v, shapes, 8, 0);
             i++;
         } else if (!strcmp(a, "--ms") && v) {
             target_ms = atof(v);
