@@ -73,7 +73,7 @@ struct gpu_model {
      * tokens a dispatch, multi_tokens), the norm folded in, logits of every
      * position at vlog in act (n_small rows of act_stride(n_vocab)) */
     uint32_t n_small, multi_nt; /* multi_nt: tokens a multi-token dispatch */
-    uint32_t n_small_plain;     /* the n_small of the default (GPU_STEP_PLAIN) */
+    uint32_t n_small_plain;     /* the default's n_small (GPU_STEP_PLAIN: small_limit) */
     uint32_t set_nt[MULTI_SETS], n_sets; /* the sets' tokens, ascending (multi_nt last) */
     bool set_built[MULTI_SETS];
     uint64_t vlog;
@@ -111,6 +111,21 @@ struct gpu_model {
     uint32_t last_dispatches;
     uint32_t n_past; /* positions [0, n_past) of the cache are valid */
 };
+
+/* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
+ * default's), and the batches that take the few-token attention. */
+static uint32_t small_limit(const gpu_model *gm, unsigned flags)
+{
+    /* (n_small may shrink with the batch after n_small_plain is set) */
+    return flags & GPU_STEP_PLAIN && gm->n_small_plain < gm->n_small ? gm->n_small_plain
+                                                                       : gm->n_small;
+}
+
+static uint32_t few_limit(const gpu_model *gm, unsigned flags)
+{
+    uint32_t n = small_limit(gm, flags);
+    return n > ATTN_FEW_N ? n : ATTN_FEW_N; /* (few_n: the largest) */
+}
 
 const char *kv_placement_name(kv_placement p)
 {
@@ -502,7 +517,7 @@ static glesllm_status create_act(gpu_model *gm)
     gm->partials = at;
     /* ... for each head of each of few_n tokens in the MULTI attention (with
      * more (query, head) pairs, fewer chunks than one token's) */
-    gm->few_n = gm->n_small > ATTN_FEW_N ? gm->n_small : ATTN_FEW_N;
+    gm->few_n = few_limit(gm, 0);
     at += align64((uint64_t)gm->few_n * hp->n_head * gm->max_chunks * (hp->head_dim + 2ull));
     gm->argmax_groups = (hp->n_vocab + SLICE - 1) / SLICE;
     gm->argmax_part = at;
@@ -825,8 +840,6 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
     gm->n_small_plain = env_small < 0 ? 0 : (uint32_t)env_small;
-    if (gm->n_small_plain > gm->n_small)
-        gm->n_small_plain = gm->n_small;
     gm->multi_nt = env_nt ? (uint32_t)env_nt : multi_tokens(gm->n_small);
     for (uint32_t i = 0; i < MULTI_SETS - 1; i++)
         if (multi_small_sets[i] < gm->multi_nt)
@@ -1329,19 +1342,6 @@ static glesllm_status make_logits_all(gpu_model *gm)
             return st;
     }
     return GLESLLM_OK;
-}
-
-/* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
- * default's), and the batches that take the few-token attention. */
-static uint32_t small_limit(const gpu_model *gm, unsigned flags)
-{
-    return flags & GPU_STEP_PLAIN ? gm->n_small_plain : gm->n_small;
-}
-
-static uint32_t few_limit(const gpu_model *gm, unsigned flags)
-{
-    uint32_t n = small_limit(gm, flags);
-    return n > ATTN_FEW_N ? n : ATTN_FEW_N; /* (at most few_n) */
 }
 
 /* The attention of n new tokens at pos0.. over the cache (flags: the
