@@ -23,7 +23,8 @@
 // positions, so it has its own number of chunks (groups past it return).
 // Its Q comes from the activations, and each (query, head) has its own
 // counter and its own param 2 slots of partials.
-// Params then: 0 kv length of query 0 (pos0 + 1), 1 positions per chunk,
+// Params then: 0 kv length of query 0 (pos0 + 1), 1 chunks a head wanted
+//         past ONE_CHUNK positions (each CHUNK_MIN..CHUNK_MAX positions),
 //         2 chunk slots a (query, head) in the partials, 3 output float
 //         offset of query 0, 4 partials float offset, 5 K and 6 V uint
 //         offsets, 7 Q float offset of query 0 (in the activations), 8 floats
@@ -82,7 +83,13 @@ void main()
     uint h = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_LocalInvocationIndex;
 #ifdef MULTI
     uint q = gl_WorkGroupID.z;
-    uint len = PARAM_U(0) + q, chunk = PARAM_U(1), n_chunks = (len + chunk - 1u) / chunk;
+    // its chunks as a decode step's at this length (forward.c
+    // attention_chunks, param 1 its chunks a head wanted), so that its
+    // output is the step's to the bit
+    uint len = PARAM_U(0) + q, chunk = len;
+    if (len > uint(ONE_CHUNK))
+        chunk = clamp((len + PARAM_U(1) - 1u) / PARAM_U(1), uint(CHUNK_MIN), uint(CHUNK_MAX));
+    uint n_chunks = (len + chunk - 1u) / chunk;
     if (c >= n_chunks)
         return;  // the whole group: past this query's positions
     uint slot = q * gl_NumWorkGroups.x + h;  // the (query, head): its counter and partials

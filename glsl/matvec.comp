@@ -367,39 +367,7 @@ shared float sg_sums[(NR + 1) * SG_N];
 #endif
 #endif
 
-// The sum over the n invocations (a power of two dividing WG_SIZE; with
-// USE_SUBGROUP a multiple of the subgroup size) of this invocation's run of
-// them, in every invocation of the run.
-float group_sum(float v, uint n)
-{
-    uint t = gl_LocalInvocationIndex;
-#ifdef USE_SUBGROUP
-    float s = subgroupAdd(v);
-    if (n == gl_SubgroupSize)
-        return s;
-    if (subgroupElect())
-        red[gl_SubgroupID] = s;
-    barrier();
-    uint per = n / gl_SubgroupSize, first = (t / n) * per;
-    float total = 0.0;
-    for (uint i = 0u; i < per; i++)
-        total += red[first + i];
-    barrier();
-    return total;
-#else
-    uint lane = t % n;
-    red[t] = v;
-    barrier();
-    for (uint s = n / 2u; s > 0u; s >>= 1u) {
-        if (lane < s)
-            red[t] += red[t + s];
-        barrier();
-    }
-    float total = red[t - lane];
-    barrier();
-    return total;
-#endif
-}
+#include "group_sum.glsl"
 
 // The sum over the TPR lanes of this invocation's slot; valid in lane 0.
 float slot_sum(float v) { return group_sum(v, uint(TPR)); }
@@ -507,6 +475,35 @@ float dot_h1(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
     return f.x + f.y;
 }
 #endif
+
+// A unit's share of a row's sum, with one token (its x's scale m, its
+// halves' sums sx or sl and sh) and with several (XG) alike, one expression
+// for both kind of kernel: the halves merged (dot_h1's sum d), or apart
+// (dot_h's). W_NO_OFFSET (the maps' offsets are 0: Q8_0's, and the
+// fixed-offset formats', without F16_SUBN): no offset terms, which the
+// compiler dropped in the one-token kernels only (their 0 known there) and
+// so fused their sums otherwise (NVIDIA, bench/RESULTS.md session 50). Each
+// term added by itself instead, or the whole in `precise`, the kernels
+// agreed for other formats no more, or ran 2.2x slower.
+#if (defined(WTYPE_Q8_0) || defined(W_BYTE_OFF)) && !defined(F16_SUBN)
+#define W_NO_OFFSET 1
+#endif
+float unit_add1(float acc, float m, vec4 ab, float d, float sx)
+{
+#ifdef W_NO_OFFSET
+    return acc + m * ab.x * d;
+#else
+    return acc + (m * ab.x * d + ab.y * sx);
+#endif
+}
+float unit_add2(float acc, float m, vec4 ab, vec2 d, float sl, float sh)
+{
+#ifdef W_NO_OFFSET
+    return acc + m * (ab.x * d.x + ab.z * d.y);
+#else
+    return acc + (m * (ab.x * d.x + ab.z * d.y) + ab.y * sl + ab.w * sh);
+#endif
+}
 
 // the low half's sum and the high half's (dot_h_sums'), each in f32
 vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
@@ -621,6 +618,108 @@ void norm_sums(uint xo, uint xs, uint ntok)
         barrier();
     }
 }
+#endif
+
+#ifdef XG
+#ifdef PART_PAD
+#define XG_PIDX(i, s, l) PART_AT(i, s, l)
+#else
+#define XG_PIDX(i, s, l) ((i) * uint(WG_SIZE) + (s) * uint(TPR) + (l))
+#endif
+// XG: each (row, token)'s TPR lane sums (in PART, i = row * NT + token)
+// added up as the one-token kernel of the same rows and lanes adds its
+// slot's (slot_sum: group_sum's order), the total left in lane 0's place.
+// So a pass's sums are a decode step's to the bit (weights.c
+// matvec_multi_config gives XG the one-token kernel's lanes a row).
+// XG_SGC: without subgroup operations, which slow these kernels down (NVIDIA):
+// each run of XG_SGC lanes (a subgroup's, or the whole TPR where the
+// one-token kernel has no subgroups) summed in the tree its subgroupAdd
+// makes (XG_ORDER: gpu.h GPU_SG_HALVES 1, GPU_SG_NEIGHBOURS 2, as probed;
+// group_sum's shared-memory tree is 1), then the runs in order from 0.
+// Else (USE_SUBGROUP, the order not known) its subgroupAdd itself.
+void xg_lane_sums(uint ntok)
+{
+    uint n = uint(NR * NT * SLOTS);
+#ifdef XG_SGC
+    // one invocation a (row and token, slot, run of XG_SGC lanes), each run
+    // in registers (at most 64 lanes; else in place in shared memory,
+    // slower); then with several runs one a (row and token, slot) adds them
+    uint runs = uint(TPR / XG_SGC);
+    for (uint o = gl_LocalInvocationIndex; o < n * runs; o += uint(WG_SIZE)) {
+        uint c = o % runs, is = o / runs, i = is / uint(SLOTS), s = is % uint(SLOTS);
+        if (i % uint(NT) >= ntok)
+            continue;
+        uint b = XG_PIDX(i, s, c * uint(XG_SGC));
+#if XG_SGC <= 64
+        float v[XG_SGC];
+        for (int l = 0; l < XG_SGC; l++)
+            v[l] = PART(b + uint(l));
+#define XG_V(l) v[l]
+#define XG_V_SET(l, x) v[l] = (x)
+#else
+#define XG_V(l) PART(b + uint(l))
+#define XG_V_SET(l, x) PART_SET(b + uint(l), x)
+#endif
+#if XG_ORDER == 1
+        for (int h = XG_SGC / 2; h > 0; h >>= 1)
+            for (int l = 0; l < h; l++)
+                XG_V_SET(l, XG_V(l) + XG_V(l + h));
+#else
+        for (int h = 1; h < XG_SGC; h <<= 1)
+            for (int l = 0; l + h < XG_SGC; l += 2 * h)
+                XG_V_SET(l, XG_V(l) + XG_V(l + h));
+#endif
+        PART_SET(b, XG_V(0));
+    }
+    barrier();
+    if (runs > 1u) {
+        for (uint o = gl_LocalInvocationIndex; o < n; o += uint(WG_SIZE)) {
+            uint i = o / uint(SLOTS), s = o % uint(SLOTS);
+            if (i % uint(NT) < ntok) {
+                float tot = 0.0;
+                for (uint c = 0u; c < runs; c++)
+                    tot += PART(XG_PIDX(i, s, c * uint(XG_SGC)));
+                PART_SET(XG_PIDX(i, s, 0u), tot);
+            }
+        }
+        barrier();
+    }
+#elif defined(USE_SUBGROUP)
+    // a subgroup a (row, token, slot) at a time: subgroupAdd over the lanes
+    // that hold them in the one-token kernel, then those sums in order from 0
+    uint sgs = gl_SubgroupSize, l = gl_SubgroupInvocationID;
+    for (uint o = gl_SubgroupID; o < n; o += gl_NumSubgroups) {
+        uint i = o / uint(SLOTS), s = o % uint(SLOTS);
+        if (i % uint(NT) >= ntok)
+            continue;  // (the same for the whole subgroup)
+        float tot;
+        if (uint(TPR) == sgs) {
+            tot = subgroupAdd(PART(XG_PIDX(i, s, l)));
+        } else {
+            tot = 0.0;
+            for (uint j = 0u; j < uint(TPR); j += sgs)
+                tot += subgroupAdd(PART(XG_PIDX(i, s, j + l)));
+        }
+        if (l == 0u)
+            PART_SET(XG_PIDX(i, s, 0u), tot);
+    }
+    barrier();
+#else
+#error "XG: XG_SGC (the order of the one-token kernel's sums) or USE_SUBGROUP"
+#endif
+}
+#ifdef XG_NSCALE
+// the tokens' 1/rms of the norm, which x_prep.comp made as the one-token
+// kernel's NORM_SCALE makes it (in the .w of its units' last word), loaded
+// at the start (read after the barriers of the end)
+shared float xg_ns[NT];
+void xg_nscale_load(uint xo, uint xs, uint ntok)
+{
+    uint k = gl_LocalInvocationIndex;
+    if (k < ntok)
+        xg_ns[k] = uintBitsToFloat(xgu[xo + k * xs + uint(XO_V - 1)].w);
+}
+#endif
 #endif
 
 // The epilogue of row `row` (counted from this dispatch's first) of token t:
@@ -793,6 +892,9 @@ void main()
     stage_once(xo, ssum);
 #endif
 #ifdef XG
+#ifdef XG_NSCALE
+    xg_nscale_load(xo, xs, ntok);
+#endif
     // XG: each lane walks its units alone (x ready in memory: no staging,
     // no barriers), the rows' words of its next unit loaded before this
     // one's are decoded (XG_AHEAD: each unit's where it is decoded)
@@ -862,10 +964,9 @@ void main()
                 vec4 ab;
                 w_unit_h_r(wr[j], ROW_BI(r), ub, lq, hq, ab);
 #ifdef H_MERGE
-                acc[r] += xm * ab.x * dot_h1(lq, hq, xl, xh) + ab.y * sx;
+                acc[r] = unit_add1(acc[r], xm, ab, dot_h1(lq, hq, xl, xh), sx);
 #else
-                vec2 d = dot_h(lq, hq, xl, xh);
-                acc[r] += xm * (ab.x * d.x + ab.z * d.y) + ab.y * sx_lo + ab.w * sx_hi;
+                acc[r] = unit_add2(acc[r], xm, ab, dot_h(lq, hq, xl, xh), sx_lo, sx_hi);
 #endif
 #else
                 vec4 q[8], ab;
@@ -935,11 +1036,11 @@ void main()
                     hr[j] = hq[r * 8 + j];
                 }
 #ifdef XG_MERGE
-                acc[r * NT + k] += m * ab[r].x * dot_h1(lr, hr, xl, xh) + ab[r].y * (sl + sh);
+                acc[r * NT + k] = unit_add1(acc[r * NT + k], m, ab[r], dot_h1(lr, hr, xl, xh),
+                                            sl + sh);
 #else
-                vec2 d = dot_h(lr, hr, xl, xh);
-                acc[r * NT + k] += m * (ab[r].x * d.x + ab[r].z * d.y) + ab[r].y * sl +
-                                   ab[r].w * sh;
+                acc[r * NT + k] = unit_add2(acc[r * NT + k], m, ab[r], dot_h(lr, hr, xl, xh), sl,
+                                            sh);
 #endif
             }
         }
@@ -1113,6 +1214,9 @@ void main()
         PART_SET(uint(i * WG_SIZE) + pidx, acc[i]);
 #endif
     barrier();
+#ifdef XG
+    xg_lane_sums(ntok);
+#endif
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2
 #else
@@ -1138,9 +1242,16 @@ void main()
 #else
             uint base = ((r + uint(j)) * uint(NT) + k) * uint(WG_SIZE) + s * uint(TPR);
 #endif
+#ifdef XG
+            float sum = PART(base);  // (xg_lane_sums)
+#ifdef XG_NSCALE
+            sum *= xg_ns[k];
+#endif
+#else
             float sum = 0.0;
             for (uint l = 0u; l < uint(TPR); l++)
                 sum += PART(base + l);
+#endif
 #if defined(NORM) && defined(XSH)
             sum *= inversesqrt(nsum[k] / float(W_COLS) + PARAM_F(4));
 #elif defined(NORM)

@@ -518,10 +518,12 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 //   W_Q6_IN_PLACE (Q6_K): the high half's levels x 16, its map / 16.
 // a left shift by n, a right one by -n where n < 0
 #define SHL(w, n) ((n) >= 0 ? (w) << uint(n) : (w) >> uint(-(n)))
+// W_AS_ONE (the XG kernels, weights.c): the levels read as the one-token
+// kernels read them, so that their products are the same f16 values.
 #if defined(F16_SUBN) && defined(NT)
-#if NT == 1 && defined(WTYPE_Q6_K)
+#if (NT == 1 || defined(W_AS_ONE)) && defined(WTYPE_Q6_K)
 #define W_Q6_IN_PLACE 1
-#elif NT == 1 && (defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K))
+#elif (NT == 1 || defined(W_AS_ONE)) && (defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K))
 #define W_TWO_IN_PLACE 1
 #define W_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
 #define W_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)

@@ -416,6 +416,75 @@ static void test_read_act_step_and_small(void)
     fixture_unload(&L);
 }
 
+/* Room for n K (k[i]) and V (v[i]) values twice, freed by kv_free */
+static void kv_alloc(size_t n, uint16_t *k[2], uint16_t *v[2])
+{
+    for (int i = 0; i < 2; i++) {
+        k[i] = malloc(n * 2);
+        v[i] = malloc(n * 2);
+        TEST_ASSERT_TRUE(k[i] && v[i]);
+    }
+}
+
+static void kv_free(uint16_t *k[2], uint16_t *v[2])
+{
+    for (int i = 0; i < 2; i++) {
+        free(k[i]);
+        free(v[i]);
+    }
+}
+
+/* A verifying pass's logits and K/V are a decode step's to the bit where its
+ * matvecs read x made ready (XG: f16 products, here GLESLLM_F16_DOT=1's f32
+ * pairs on a driver without f16 types): the same lanes a row and units a lane
+ * as the one-token kernels, their sums added in the same order (the
+ * subgroups' or the tree's), the norm's sum of squares as the step splits
+ * it, each query's attention in the step's chunks (past 64 positions here).
+ * So greedy ids with --draft are the target's alone, near-ties too. The
+ * formats whose kernels agree so on NVIDIA too (bench/RESULTS.md session 50). */
+static void pass_equals_steps(uint32_t type)
+{
+    setenv("GLESLLM_F16_DOT", "1", 1);
+    demo_spec s = fixture_small_spec("llama", type);
+    loaded L;
+    load(&s, 96, 9, &L);
+    setenv("GLESLLM_F16_DOT", "0", 1);
+    const uint32_t p0 = 70, n = 9, nv = L.m.hp.n_vocab;
+    float *step = malloc((size_t)n * nv * sizeof(float));
+    float *pass = malloc((size_t)n * nv * sizeof(float));
+    size_t kvn = (size_t)L.m.hp.n_head_kv * L.m.hp.head_dim * n;
+    uint16_t *k[2], *v[2];
+    kv_alloc(kvn, k, v);
+    TEST_ASSERT_TRUE(step && pass);
+    run_steps(L.gm, 0, p0, 0, step);
+    for (uint32_t i = 0; i < n; i++)
+        run_steps(L.gm, p0 + i, p0 + i + 1, 0, step + (size_t)i * nv);
+    uint32_t last = L.m.hp.n_layer - 1;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(L.gm, last, p0, n, k[0], v[0], false));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, p0));
+    for (uint32_t i = 0; i < n; i++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, p0 + i, token_at(p0 + i, nv)));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(L.gm, p0, n, GPU_STEP_ALL_LOGITS),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, pass));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(L.gm, last, p0, n, k[1], v[1], false));
+    TEST_ASSERT_EQUAL_MEMORY_MESSAGE(k[0], k[1], kvn * 2, "a pass's K: not the steps'");
+    TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "a pass's V: not the steps'");
+    TEST_ASSERT_EQUAL_MEMORY_MESSAGE(step, pass, (size_t)n * nv * sizeof(float),
+                                     "a pass's logits: not the steps'");
+    kv_free(k, v);
+    free(step);
+    free(pass);
+    fixture_unload(&L);
+}
+
+static void test_pass_equals_steps_to_the_bit(void)
+{
+    pass_equals_steps(GGML_TYPE_Q4_0);
+    pass_equals_steps(GGML_TYPE_Q8_0);
+    pass_equals_steps(GGML_TYPE_Q4_K);
+}
+
 /* Greedy ids of a target loaded with small batches of n_small tokens (and
  * a draft) against one loaded with the default, from a prompt of n_prompt
  * tokens; then the prompt's K/V in both, every layer, bit for bit. */
@@ -438,21 +507,14 @@ static void prompt_as_without_the_draft(uint32_t n_small, uint32_t n_prompt)
     TEST_ASSERT_EQUAL_MEMORY(plain.ids, spec.ids, plain.n * sizeof(int32_t));
     size_t kvn = (size_t)P.m.hp.n_head_kv * P.m.hp.head_dim * n_prompt;
     uint16_t *k[2], *v[2];
-    for (int i = 0; i < 2; i++) {
-        k[i] = malloc(kvn * 2);
-        v[i] = malloc(kvn * 2);
-        TEST_ASSERT_TRUE(k[i] && v[i]);
-    }
+    kv_alloc(kvn, k, v);
     for (uint32_t l = 0; l < P.m.hp.n_layer; l++) {
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(P.gm, l, 0, n_prompt, k[0], v[0], false));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(T.gm, l, 0, n_prompt, k[1], v[1], false));
         TEST_ASSERT_EQUAL_MEMORY_MESSAGE(k[0], k[1], kvn * 2, "the prompt's K: not plain's");
         TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "the prompt's V: not plain's");
     }
-    for (int i = 0; i < 2; i++) {
-        free(k[i]);
-        free(v[i]);
-    }
+    kv_free(k, v);
     fixture_unload(&D);
     fixture_unload(&T);
     fixture_unload(&P);
@@ -707,6 +769,7 @@ int main(void)
     RUN_TEST(test_greedy_speculative_equals_target_alone);
     RUN_TEST(test_prompt_runs_as_without_the_draft);
     RUN_TEST(test_read_act_step_and_small);
+    RUN_TEST(test_pass_equals_steps_to_the_bit);
     RUN_TEST(test_draft_must_fit_the_target);
     RUN_TEST(test_speculative_sampling_follows_the_target);
     RUN_TEST(test_shared_models_speculative);

@@ -62,9 +62,19 @@ static int info_gpu(void)
     printf("  storage offset alignment   %u bytes\n", L->storage_offset_alignment);
     printf("optional extensions:\n");
     printf("  GL_EXT_buffer_storage      %s\n", yes_no(C->buffer_storage));
-    if (C->subgroup)
-        printf("  GL_KHR_shader_subgroup     yes (subgroup size %u)\n", C->subgroup_size);
-    else
+    if (C->subgroup) {
+        int order = 0;
+        glesllm_status ost = gpu_context_subgroup_order(ctx, &order);
+        printf("  GL_KHR_shader_subgroup     yes (subgroup size %u; subgroupAdd %s)\n",
+               C->subgroup_size,
+               ost != GLESLLM_OK               ? glesllm_last_error()
+               : order == GPU_SG_HALVES     ? "adds the halves first, as a verifying pass's "
+                                              "matvecs follow without subgroup operations"
+               : order == GPU_SG_NEIGHBOURS ? "adds neighbours first, as a verifying pass's "
+                                              "matvecs follow without subgroup operations"
+                                            : "in an order not probed: a verifying pass's "
+                                              "matvecs call it themselves (slower)");
+    } else
         printf("  GL_KHR_shader_subgroup     no%s\n",
                gpu_context_limits_min(ctx) ? " (off under GLESLLM_LIMITS=min)" : "");
     printf("  fp16 arithmetic            %s%s\n", yes_no(C->fp16_arith),

@@ -1,5 +1,6 @@
 /* Context creation: a configless OpenGL ES 3.1+ context with no surface, the
  * limits kernels are sized by, and the optional extensions. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,7 @@ glesllm_status gpu_context_create(const gpu_options *opt, gpu_context **out)
     ctx->drm_fd = -1;
     ctx->limits_min = opt->limits_min;
     ctx->f16_subnormals = -1;
+    ctx->subgroup_order = -1;
 
     glesllm_status st = gpu_display_open(opt, ctx);
     if (st == GLESLLM_OK)
@@ -312,6 +314,26 @@ const char *gpu_context_cache_off_reason(const gpu_context *ctx)
     return ctx->cache_on ? NULL : ctx->cache_off_reason;
 }
 
+/* One dispatch of a probe's program over buf (binding 0), waited for, on a
+ * queue of its own */
+static glesllm_status run_probe(gpu_context *ctx, gpu_program *prog, gpu_buffer *buf,
+                                uint32_t groups)
+{
+    gpu_queue *q = NULL;
+    glesllm_status st = gpu_queue_create(ctx, &q);
+    if (st != GLESLLM_OK)
+        return st;
+    gpu_dispatch d = { .prog = prog, .n_bindings = 1, .groups = { groups, 1, 1 } };
+    d.bindings[0] = (gpu_binding){ .slot = 0, .buf = buf, .access = GPU_READ_WRITE };
+    st = gpu_queue_dispatch(q, &d);
+    if (st == GLESLLM_OK)
+        st = gpu_queue_submit(q);
+    if (st == GLESLLM_OK)
+        st = gpu_queue_wait(q, 0);
+    gpu_queue_destroy(q);
+    return st;
+}
+
 /* f16_probe.comp's dispatch: true when its four results are what IEEE
  * half arithmetic with subnormals gives (the multiply-add's first may round
  * either way: 4, 4.5 or 5 x 2^-24). */
@@ -330,20 +352,9 @@ static glesllm_status probe_f16_subnormals(gpu_context *ctx, bool *kept)
         gpu_program_destroy(&prog);
         return st;
     }
-    gpu_queue *q = NULL;
-    st = gpu_queue_create(ctx, &q);
-    if (st == GLESLLM_OK) {
-        gpu_dispatch d = { .prog = &prog, .n_bindings = 1, .groups = { 1, 1, 1 } };
-        d.bindings[0] = (gpu_binding){ .slot = 0, .buf = &buf, .access = GPU_READ_WRITE };
-        st = gpu_queue_dispatch(q, &d);
-        if (st == GLESLLM_OK)
-            st = gpu_queue_submit(q);
-        if (st == GLESLLM_OK)
-            st = gpu_queue_wait(q, 0);
-        if (st == GLESLLM_OK)
-            st = gpu_buffer_read(ctx, &buf, 0, v, sizeof v);
-        gpu_queue_destroy(q);
-    }
+    st = run_probe(ctx, &prog, &buf, 1);
+    if (st == GLESLLM_OK)
+        st = gpu_buffer_read(ctx, &buf, 0, v, sizeof v);
     gpu_buffer_destroy(&buf);
     gpu_program_destroy(&prog);
     if (st != GLESLLM_OK)
@@ -352,6 +363,86 @@ static glesllm_status probe_f16_subnormals(gpu_context *ctx, bool *kept)
     memcpy(r, v + 2, sizeof r);
     *kept = r[0] == 3 * 0x1p-10f && r[1] == 48 * 0x1p-10f && r[2] >= 4 * u && r[2] <= 5 * u &&
             r[3] == 72 * u;
+    return GLESLLM_OK;
+}
+
+/* A subgroup's sum of v[0..n) as lane 0 holds it after a butterfly: the
+ * halves folded (lane i + n/2 onto lane i, then n/4...), or neighbours first
+ * (i + 1 onto i, then i + 2...) */
+static float tree_sum(const float *v, uint32_t n, int order)
+{
+    float t[128];
+    memcpy(t, v, n * sizeof *t);
+    if (order == GPU_SG_HALVES) {
+        for (uint32_t h = n / 2; h; h /= 2)
+            for (uint32_t i = 0; i < h; i++)
+                t[i] = t[i] + t[i + h];
+    } else {
+        for (uint32_t h = 1; h < n; h *= 2)
+            for (uint32_t i = 0; i + h < n; i += 2 * h)
+                t[i] = t[i] + t[i + h];
+    }
+    return t[0];
+}
+
+/* sg_order.comp over random values of spread magnitudes (so that other
+ * orders round otherwise), against tree_sum's two orders */
+static glesllm_status probe_subgroup_order(gpu_context *ctx, int *order)
+{
+    enum { TRIALS = 32 };
+    uint32_t n = ctx->caps.subgroup_size, count = TRIALS * n;
+    *order = 0;
+    if (!ctx->caps.subgroup || n < 2 || n > 128 || (n & (n - 1)))
+        return GLESLLM_OK;
+    float *v = malloc((count + TRIALS) * sizeof *v);
+    if (!v)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    uint32_t r = 12345;
+    for (uint32_t i = 0; i < count; i++) {
+        r = r * 1664525u + 1013904223u;
+        float m = 1.0f + (float)(r >> 9) * 0x1p-23f;
+        v[i] = ldexpf((r & 1) ? -m : m, (int)((r >> 1) % 25) - 12);
+    }
+    gpu_program prog = { 0 };
+    char defs[32];
+    snprintf(defs, sizeof defs, "WG_SIZE %u", n);
+    glesllm_status st = gpu_program_build(ctx, "sg_order.comp", defs, &prog);
+    gpu_buffer buf = { 0 };
+    if (st == GLESLLM_OK)
+        st = gpu_buffer_create(ctx, (count + TRIALS) * sizeof *v, v, 0,
+                               "subgroup order probe", &buf);
+    if (st == GLESLLM_OK)
+        st = run_probe(ctx, &prog, &buf, TRIALS);
+    if (st == GLESLLM_OK) {
+        float got[TRIALS];
+        if (st == GLESLLM_OK)
+            st = gpu_buffer_read(ctx, &buf, count * sizeof *v, got, sizeof got);
+        for (int o = GPU_SG_HALVES; st == GLESLLM_OK && o <= GPU_SG_NEIGHBOURS && !*order; o++) {
+            bool all = true;
+            for (uint32_t k = 0; k < TRIALS && all; k++)
+                all = got[k] == tree_sum(v + k * n, n, o);
+            if (all)
+                *order = o;
+        }
+    }
+    if (buf.id)
+        gpu_buffer_destroy(&buf);
+    if (prog.id)
+        gpu_program_destroy(&prog);
+    free(v);
+    return st;
+}
+
+glesllm_status gpu_context_subgroup_order(gpu_context *ctx, int *out)
+{
+    if (ctx->subgroup_order < 0) {
+        int o = 0;
+        glesllm_status st = probe_subgroup_order(ctx, &o);
+        if (st != GLESLLM_OK)
+            return st;
+        ctx->subgroup_order = o;
+    }
+    *out = ctx->subgroup_order;
     return GLESLLM_OK;
 }
 

@@ -34,6 +34,7 @@ struct gpu_context {
     size_t staging_size;
 
     int f16_subnormals;    /* gpu_context_f16_subnormals: -1 not probed yet, else 0 or 1 */
+    int subgroup_order;    /* gpu_context_subgroup_order: -1 not probed yet */
 
     bool cache_on;
     char cache_dir[1024];

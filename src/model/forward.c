@@ -11,6 +11,9 @@
 #include "quant/quant.h"
 
 #define CHUNK_MAX 256u   /* attention positions per work group */
+#define ONE_CHUNK 64u    /* attention_chunks: one chunk up to this many positions */
+#define CHUNK_MIN 16u    /* and at least this many a chunk past them */
+#define ATTN_GROUPS 256u /* the work groups it aims at */
 #define ATTN_FEW_N 16    /* batches of at most this many tokens (or n_small) take attention.comp */
 #define ARGMAX_WG 128u
 #define SLICE 2048u      /* logits per work group in argmax and top-k */
@@ -292,9 +295,11 @@ static glesllm_status build_programs(gpu_model *gm)
     const char *sg = C->subgroup ? "\nUSE_SUBGROUP 1" : "";
     char defs[256];
     gm->attn_wg = 128;
-    snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u%s",
+    snprintf(defs, sizeof defs,
+             "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
+             "ONE_CHUNK %u%s",
              gm->attn_wg, hp->head_dim, hp->n_head / hp->n_head_kv, hp->n_head_kv * hp->head_dim,
-             CHUNK_MAX, sg);
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg);
     glesllm_status st = gpu_program_build(gm->ctx, "attention.comp", defs, &gm->attn);
     if (st)
         return st;
@@ -924,10 +929,10 @@ static glesllm_status attention_chunks(const gpu_model *gm, uint32_t len, uint32
 {
     *chunk = len;
     *n_chunks = 1;
-    if (len > 64) {
-        uint32_t want = (256 + heads - 1) / heads;
+    if (len > ONE_CHUNK) {
+        uint32_t want = (ATTN_GROUPS + heads - 1) / heads;
         uint32_t c = (len + want - 1) / want;
-        *chunk = c < 16 ? 16 : c > CHUNK_MAX ? CHUNK_MAX : c;
+        *chunk = c < CHUNK_MIN ? CHUNK_MIN : c > CHUNK_MAX ? CHUNK_MAX : c;
         *n_chunks = (len + *chunk - 1) / *chunk;
     }
     if (*n_chunks > gm->max_chunks)
@@ -1358,14 +1363,20 @@ static glesllm_status record_prefill_attention(gpu_model *gm, const gpu_layer *g
          * H200, verifying 8 drafted tokens of the Mistral-7B shape (Q4_0)
          * after 64 prompt tokens: 9.08 -> 8.54 ms, after 1000: 16.4 -> 9.6
          * ms, with the tiled kernel's work groups of 4 queries before
-         * (bench/RESULTS.md session 45). More (query, head) pairs than one
-         * token's heads make no more chunks than a decode step's, so
-         * max_chunks slots each are room enough. */
-        uint32_t chunk, n_chunks;
-        glesllm_status st = attention_chunks(gm, pos0 + n, hp->n_head * n, &chunk, &n_chunks);
-        if (st != GLESLLM_OK)
-            return st;
-        uint32_t p[] = { pos0 + 1, chunk, gm->max_chunks, (uint32_t)gm->battn,
+         * (bench/RESULTS.md session 45). Each query cuts its positions
+         * into the chunks a decode step at its length would (attention.comp
+         * MULTI), so that its output is the step's to the bit; the grid
+         * takes the most chunks of any, at most max_chunks. */
+        uint32_t chunk, n_chunks = 1;
+        for (uint32_t q = 0; q < n; q++) {
+            uint32_t nc;
+            glesllm_status st = attention_chunks(gm, pos0 + q + 1, hp->n_head, &chunk, &nc);
+            if (st != GLESLLM_OK)
+                return st;
+            n_chunks = nc > n_chunks ? nc : n_chunks;
+        }
+        uint32_t want = (ATTN_GROUPS + hp->n_head - 1) / hp->n_head;
+        uint32_t p[] = { pos0 + 1, want, gm->max_chunks, (uint32_t)gm->battn,
                          (uint32_t)gm->partials, (uint32_t)gm->k_base, (uint32_t)gm->v_base,
                          (uint32_t)gm->bq, q_stride };
         gpu_dispatch d = attention_dispatch(gm, g, &gm->attn_few, p, 9, true);
@@ -1582,6 +1593,30 @@ static glesllm_status record_multi(gpu_model *gm, const multi_kernels ks, const 
     return st;
 }
 
+/* How a decode step splits the sum of squares of the norm before a
+ * one-token matvec (fuse_norm): the partial sums the norm_out matvec k (of
+ * w) writes, or (k NULL) record_norm_prep's. For the multi-token twin's
+ * x_prep.comp, which adds them up as that matvec does (matvec_args.sq_rows);
+ * left unset (any split) where the parts of w would number the partial sums
+ * otherwise than one after the other, or without fuse_norm. */
+static void step_norm_split(const gpu_model *gm, const matvec_kernel *k, const gpu_weight *w,
+                            matvec_args *a)
+{
+    a->sq_rows = 0;
+    a->sq_count = 0;
+    if (!gm->fuse_norm)
+        return;
+    if (!k) {
+        a->sq_count = (gm->m->hp.n_embd + 4 * RMS_WG - 1) / (4 * RMS_WG) * RMS_WG;
+        return;
+    }
+    for (uint32_t i = 0; i + 1 < w->n_parts; i++)
+        if (w->parts[i].rows % k->cfg.nr)
+            return;
+    a->sq_rows = k->cfg.nr;
+    a->sq_count = matvec_norm_parts(k, w);
+}
+
 /* A prefill of n <= n_small tokens at pos0: each weight read once for up to
  * gm->multi_nt tokens, five dispatches a layer as in a decode step (the
  * attention is the prefill's). */
@@ -1601,12 +1636,15 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
         matvec_args a = { g->attn_norm, hp->eps, gm->rope + (uint64_t)pos0 * hp->head_dim, g->bias,
                           gm->k_base + pos0 * kv_half, gm->v_base + pos0 * kv_half };
         a.q_off = gm->bq;
+        const gpu_layer *before = li ? &gm->layers[li - 1] : NULL;
+        step_norm_split(gm, before ? before->k_down : NULL, before ? &before->down : NULL, &a);
         for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
             st = record_multi(gm, g->qkv[i].vk, &g->qkv[i].w, &g->cache, gm->bx,
                               g->qkv[i].row_base, 0, n, &a);
         if (!st)
             st = record_prefill_attention(gm, g, pos0, n, flags);
         matvec_args none = { 0 }, ffn = { g->ffn_norm, hp->eps };
+        step_norm_split(gm, g->k_wo, &g->wo, &ffn);
         if (!st)
             st = record_multi(gm, g->vk_wo, &g->wo, &gm->act, gm->battn, gm->bx, emb, n, &none);
         if (!st)
@@ -1616,6 +1654,8 @@ static glesllm_status record_small(gpu_model *gm, uint32_t pos0, uint32_t n, uns
     }
     if (!st && (flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL))) {
         matvec_args a = { gm->out_norm, hp->eps };
+        const gpu_layer *last = &gm->layers[hp->n_layer - 1];
+        step_norm_split(gm, last->k_down, &last->down, &a);
         uint64_t vs = act_stride(hp->n_vocab);
         st = record_multi(gm, gm->vk_out, gm->output, &gm->act, gm->bx, gm->vlog, vs, n, &a);
         if (!st && (flags & GPU_STEP_ARGMAX_ALL))

@@ -409,16 +409,31 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
      * 23.5; Q6_K 32000x4096 (lm_head) 147.4 -> 131.9 / 80.5 -> 56.3. Verifying
      * 8 drafted tokens of Mistral-7B Q4_0 10.89 -> 9.39 ms, Q4_K_M 12.45 ->
      * 10.17, the same greedy ids. Splits with 4-16 lanes a row or 4 rows a
-     * thread were slower (gate/up 115-150 us). */
+     * thread were slower (gate/up 115-150 us).
+     * Since session 50 XG takes the one-token kernel's lanes a row instead
+     * (below), for sums that are a decode step's to the bit: on an H200
+     * (chained, 9 tokens, us, Q4_0) gate/up 95 -> 112, down 70 -> 107 (256
+     * lanes a row, the one-token kernel's), Q/K/V 32 -> 38, O 24 -> 28;
+     * verifying 8 drafted tokens of Mistral-7B Q4_0 9.19 -> 11.71 ms of GPU
+     * time (timestamps after each dispatch). */
     c.xg = xg_default(ctx, type);
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
     c.xb = 1;
+    c.prep_wg = 0;
+    matvec_config one = matvec_default_config(ctx, type, rows, cols);
     if (c.xg) {
+        /* A token's sums are a decode step's to the bit (a verifying pass
+         * keeps the tokens greedy decoding would make): each lane takes the
+         * units the one-token kernel's lane takes, and xg_lane_sums adds the
+         * lanes as it does (its subgroups or its tree); x_prep.comp repeats
+         * its sum of squares in a group of its size. */
         c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
-        c.tpr = rows <= 8192 && cols <= 4096 ? 64 : 32;
-        c.tpr = c.tpr > c.wg ? c.wg : c.tpr;
+        c.tpr = one.tpr;
+        if (c.wg < c.tpr)
+            c.wg = c.tpr;
+        c.prep_wg = one.wg;
     } else if (cols >= 8192 && L->max_invocations >= 512) {
         c.wg = 512;
         c.tpr = 32;
@@ -434,9 +449,10 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
         c.xb = 32;
     }
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
-    /* (xg: the partial sums through shared memory; subgroup adds of every
-     * (row, token) ran gate/up 104 -> 208 us, down 58 -> 139) */
-    c.subgroup = !c.xg && subgroup_fits(ctx, c.tpr);
+    /* (xg: the partial sums through shared memory first; subgroup adds of
+     * every (row, token) in registers ran gate/up 104 -> 208 us, down 58 ->
+     * 139) */
+    c.subgroup = subgroup_fits(ctx, c.tpr); /* (xg: the one-token kernel's choice) */
     c.xsh = xsh != 0 && !c.xg;
     c.x_once = false;
     uint32_t wg = c.wg;
@@ -680,10 +696,8 @@ static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const mat
  * greedy ids. With NORM (gate/up, Q/K/V: whole units staged, half as many
  * items a block) the H200's 28672x4096 gate/up of 9 tokens went 114 -> 125
  * us and the pass did not gain. */
-static bool halves_merged(uint32_t type, const matvec_variant *v, bool xg)
+static bool halves_merged(uint32_t type, const matvec_variant *v)
 {
-    if (xg)
-        return true;
     return v->nt > 1 ? !v->norm : !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
 }
 
@@ -781,8 +795,17 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
      * faster; Q4_1 level. Q4_K was slower with it (its unrolled rows: 4096x14336
      * 50% -> 32%), and so were unrolled Q4_0 rows. Not with the levels as
      * f16 subnormals (f16_subn_choice), which take no offset off at all. */
+    /* XG: the levels read, and a unit's halves summed, as the one-token
+     * kernel of the same weight does (so its products and their f16 sums are
+     * that kernel's, matvec_multi_config) */
+    matvec_variant lv = v;
+    if (eff.xg) {
+        lv.nt = 1;
+        lv.norm_scale = v.norm;
+        lv.norm = false;
+    }
     bool f16_subn = false;
-    st = f16_subn_choice(ctx, type, &v, f16_dot, &f16_subn);
+    st = f16_subn_choice(ctx, type, &lv, f16_dot, &f16_subn);
     if (st != GLESLLM_OK)
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
@@ -790,7 +813,21 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[512];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
-    if (cfg->subgroup)
+    /* XG: its lanes' sums added in the order of the one-token kernel's
+     * (matvec.comp xg_lane_sums): its subgroups' order without subgroup
+     * operations where the probe knows it, else their subgroupAdd; its
+     * shared-memory tree (halves) without subgroups */
+    int sg_order = 0;
+    if (eff.xg && cfg->subgroup) {
+        st = gpu_context_subgroup_order(ctx, &sg_order);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    if (eff.xg && (!cfg->subgroup || sg_order))
+        snprintf(sg, sizeof sg, "\nXG_SGC %u\nXG_ORDER %d",
+                 cfg->subgroup ? gpu_context_caps(ctx)->subgroup_size : cfg->tpr,
+                 cfg->subgroup ? sg_order : GPU_SG_HALVES);
+    else if (cfg->subgroup)
         snprintf(sg, sizeof sg, "\nUSE_SUBGROUP 1\nSG_SIZE %u",
                  gpu_context_caps(ctx)->subgroup_size);
     if (v.nt > 1 && cfg->xb > 1)
@@ -829,8 +866,12 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         snprintf(xo, sizeof xo, "\nX_ONCE 1\nX_ONCE_UNITS %u", X_ONCE_UNITS);
         strncat(defines, xo, sizeof defines - strlen(defines) - 1);
     }
-    if (f16_dot != F16_DOT_OFF && halves_merged(type, &v, eff.xg))
+    bool merged = f16_dot != F16_DOT_OFF && halves_merged(type, &lv);
+    if (merged)
         strncat(defines, "\nH_MERGE_OK 1", sizeof defines - strlen(defines) - 1);
+    if (eff.xg)
+        strncat(defines, v.norm ? "\nW_AS_ONE 1\nXG_NSCALE 1" : "\nW_AS_ONE 1",
+                sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
         /* The partial sums of squares: an invocation's first vec4 of them
          * loaded before the units and added after (registers held through
@@ -854,14 +895,19 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
     if (st != GLESLLM_OK)
         return st;
+    out->prep_wg = v.norm && cfg->prep_wg ? cfg->prep_wg : XP_WG;
     if (eff.xg) {
-        /* x_prep.comp: the pairs as the kernel's x_half would make them
-         * (F16_SUBN: SUBN_X and SUBN_M) */
-        char pd[160];
-        snprintf(pd, sizeof pd, "WG_SIZE %u\nXP_HI %s\nXP_X %s\nXP_M %s%s%s", XP_WG,
-                 high_times_16(type) ? "0.0625" : "1.0", f16_subn ? "32768.0" : "1.0",
+        /* x_prep.comp: the pairs as the one-token kernel's x_half makes them
+         * (the high half on the low half's scale where the halves merge,
+         * F16_SUBN: SUBN_X and SUBN_M, W_TWO_IN_PLACE: W_XL and W_XH), the
+         * norm's sum of squares as its NORM_SCALE adds it up */
+        bool two = f16_subn && (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K);
+        char pd[200];
+        snprintf(pd, sizeof pd, "WG_SIZE %u\nXP_HI %s\nXP_X %s\nXP_M %s%s%s%s%s", out->prep_wg,
+                 merged && high_times_16(type) ? "0.0625" : "1.0", f16_subn ? "32768.0" : "1.0",
                  f16_subn ? "512.0" : "1.0", v.norm ? "\nNORM 1" : "",
-                 f16_dot == F16_DOT_ON ? "" : "\nXP_F32 1");
+                 f16_dot == F16_DOT_ON ? "" : "\nXP_F32 1", two ? "\nXP_TWO 1" : "",
+                 v.norm && cfg->subgroup ? "\nUSE_SUBGROUP 1" : "");
         st = gpu_program_build(ctx, "x_prep.comp", pd, &out->prep);
         if (st != GLESLLM_OK) {
             gpu_program_destroy(&out->prog);
@@ -1005,8 +1051,11 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         d.params[4] = gpu_f2u(a->eps);
         d.params[5] = (uint32_t)(a->xp_off / 4);
         d.params[6] = units * words;
-        d.n_params = 7;
-        d.groups[0] = (units + XP_WG - 1) / XP_WG;
+        /* (no split given: any, for a norm that is right but not the step's bits) */
+        d.params[7] = a->sq_count ? a->sq_rows : 0;
+        d.params[8] = a->sq_count ? a->sq_count : k->prep_wg;
+        d.n_params = 9;
+        d.groups[0] = (units + k->prep_wg - 1) / k->prep_wg;
         d.groups[1] = n;
         d.groups[2] = 1;
         glesllm_status st = gpu_queue_dispatch(q, &d);

@@ -64,6 +64,8 @@ typedef struct matvec_config {
     bool xg;          /* several tokens, f16 products: x made ready once a dispatch
                          (glsl/x_prep.comp, the norm folded in) and read by every lane
                          from memory, instead of staged (xsh) */
+    uint32_t prep_wg; /* xg: x_prep.comp's work group (the one-token kernel's, whose
+                         sum of squares it repeats: matvec_multi_config) */
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits,
@@ -127,6 +129,7 @@ typedef struct matvec_kernel {
     bool xg;             /* matvec_config.xg where it applies: each dispatch first runs
                             prep (x_prep.comp) into matvec_args.xp_off */
     uint32_t xg_words;   /* xg: uvec4 a unit of x (5 in f16 pairs, 9 in f32 pairs) */
+    uint32_t prep_wg;    /* xg: prep's work group */
     gpu_program prep;
 } matvec_kernel;
 
@@ -166,6 +169,14 @@ typedef struct matvec_args {
      * product y * norm weight at float xg_off) */
     uint64_t xg_off, sq_off;
     uint32_t sq_count;
+    /* An xg kernel with the norm (variant.norm): how the decode step splits
+     * the sum of squares before the one-token kernel of the same weight
+     * (norm_scale), for x_prep.comp to add it up as that kernel does:
+     * sq_count partial sums of sq_rows rows each (a norm_out matvec's:
+     * matvec_norm_parts and its nr), or sq_rows 0: of the columns g, g +
+     * sq_count, ... (forward.c record_norm_prep's). sq_count 0: any split
+     * (the norm right, not the step's bits). */
+    uint32_t sq_rows;
     /* y_hi > 0: only uints [y_lo, y_hi) of y's buffer are written (the
      * barrier tracking: a QKV segment's, gpu_binding.written_begin) */
     uint64_t y_lo, y_hi;
