@@ -9,3 +9,9 @@ uniform uint u_params[20];
 #define PARAM_U(i) u_params[i]
 #define PARAM_I(i) int(u_params[i])
 #define PARAM_F(i) uintBitsToFloat(u_params[i])
+
+// x's factors for Q2_K's and Q3_K's levels read in place (weights.glsl
+// W_TWO_IN_PLACE: level x 2^bit), pair k of a unit's low and high half:
+// matvec.comp x_half's W_XL and W_XH, and x_prep.comp's under XP_TWO.
+#define TWO_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
+#define TWO_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)

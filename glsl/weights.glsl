@@ -525,8 +525,8 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #define W_Q6_IN_PLACE 1
 #elif (NT == 1 || defined(W_AS_ONE)) && (defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K))
 #define W_TWO_IN_PLACE 1
-#define W_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
-#define W_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)
+#define W_XL(k) TWO_XL(k)
+#define W_XH(k) TWO_XH(k)
 #endif
 #endif
 #ifndef W_XL

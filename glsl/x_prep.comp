@@ -48,8 +48,8 @@ layout(std430, binding = 0) buffer XU { uvec4 xu[]; };
 layout(std430, binding = 0) buffer XF { float xf[]; };
 
 #ifdef XP_TWO
-#define XP_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
-#define XP_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)
+#define XP_XL(k) TWO_XL(k)
+#define XP_XH(k) TWO_XH(k)
 #else
 #define XP_XL(k) 1.0
 #define XP_XH(k) 1.0

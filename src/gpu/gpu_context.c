@@ -413,17 +413,15 @@ static glesllm_status probe_subgroup_order(gpu_context *ctx, int *order)
                                "subgroup order probe", &buf);
     if (st == GLESLLM_OK)
         st = run_probe(ctx, &prog, &buf, TRIALS);
-    if (st == GLESLLM_OK) {
-        float got[TRIALS];
-        if (st == GLESLLM_OK)
-            st = gpu_buffer_read(ctx, &buf, count * sizeof *v, got, sizeof got);
-        for (int o = GPU_SG_HALVES; st == GLESLLM_OK && o <= GPU_SG_NEIGHBOURS && !*order; o++) {
-            bool all = true;
-            for (uint32_t k = 0; k < TRIALS && all; k++)
-                all = got[k] == tree_sum(v + k * n, n, o);
-            if (all)
-                *order = o;
-        }
+    float got[TRIALS];
+    if (st == GLESLLM_OK)
+        st = gpu_buffer_read(ctx, &buf, count * sizeof *v, got, sizeof got);
+    for (int o = GPU_SG_HALVES; st == GLESLLM_OK && o <= GPU_SG_NEIGHBOURS && !*order; o++) {
+        bool all = true;
+        for (uint32_t k = 0; k < TRIALS && all; k++)
+            all = got[k] == tree_sum(v + k * n, n, o);
+        if (all)
+            *order = o;
     }
     if (buf.id)
         gpu_buffer_destroy(&buf);

@@ -1077,6 +1077,13 @@ static glesllm_status record_rms(gpu_model *gm, uint64_t w_off, uint64_t x_off, 
     return gpu_queue_dispatch(gm->q, &d);
 }
 
+/* rms_prep's work groups for an n_embd row (a group for each 4 RMS_WG
+ * columns), each writing RMS_WG partial sums */
+static uint32_t rms_prep_groups(const gpu_model *gm)
+{
+    return (gm->m->hp.n_embd + 4 * RMS_WG - 1) / (4 * RMS_WG);
+}
+
 /* The norm's first half for a matvec built with norm_scale, where no matvec
  * wrote it: xn = x * w for the row at x_off (not scaled) and partial sums of
  * its squares at sq, RMS_WG a work group, a group for each 4 RMS_WG columns
@@ -1090,7 +1097,7 @@ static glesllm_status record_norm_prep(gpu_model *gm, uint64_t w_off, uint64_t x
     d.prog = &gm->rms_prep;
     d.bindings[0] = (gpu_binding){ 0, &gm->act, 0, (x_off + n) * 4, GPU_READ };
     d.bindings[1] = (gpu_binding){ 1, &gm->act, w_off * 4, n * 4, GPU_READ };
-    uint32_t groups = (n + 4 * RMS_WG - 1) / (4 * RMS_WG);
+    uint32_t groups = rms_prep_groups(gm);
     d.bindings[2] = (gpu_binding){ 2, &gm->act, 0, (gm->sq + groups * RMS_WG) * 4, GPU_WRITE };
     d.n_bindings = 3;
     uint32_t p[] = { n, 0, 0, (uint32_t)x_off, (uint32_t)gm->xn, (uint32_t)gm->sq };
@@ -1607,7 +1614,7 @@ static void step_norm_split(const gpu_model *gm, const matvec_kernel *k, const g
     if (!gm->fuse_norm)
         return;
     if (!k) {
-        a->sq_count = (gm->m->hp.n_embd + 4 * RMS_WG - 1) / (4 * RMS_WG) * RMS_WG;
+        a->sq_count = rms_prep_groups(gm) * RMS_WG; /* record_norm_prep's */
         return;
     }
     for (uint32_t i = 0; i + 1 < w->n_parts; i++)

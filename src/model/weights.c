@@ -422,13 +422,13 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
     c.nr = 2;
     c.xb = 1;
     c.prep_wg = 0;
-    matvec_config one = matvec_default_config(ctx, type, rows, cols);
     if (c.xg) {
         /* A token's sums are a decode step's to the bit (a verifying pass
          * keeps the tokens greedy decoding would make): each lane takes the
          * units the one-token kernel's lane takes, and xg_lane_sums adds the
          * lanes as it does (its subgroups or its tree); x_prep.comp repeats
          * its sum of squares in a group of its size. */
+        matvec_config one = matvec_default_config(ctx, type, rows, cols);
         c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
         c.tpr = one.tpr;
         if (c.wg < c.tpr)
