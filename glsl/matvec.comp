@@ -72,6 +72,11 @@
 // XG_AHEAD: instead, each token's units loaded during the token before's
 // sums (the first token's before the unit's), and the rows' words of a unit
 // where it is decoded.
+// XG_VL (with XG_SGC = TPR): each lane stands in for XG_VL lanes of the
+// one-token kernel (TPR * XG_VL lanes a row, whose subgroups are runs of
+// TPR): lanes lane + c * TPR for c = 0..XG_VL-1 one after another, each
+// one's sums added into its run's tree as it ends (XG_VL_FLUSH), so a
+// row's lanes walk as many units as with TPR lanes, not one or two.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -202,7 +207,11 @@ shared vec4 smem[XSH_N > PART_N / 4 ? XSH_N : PART_N / 4];
 #endif
 #define xsh smem
 #elif NT > 1
+#ifdef XG_VL
+shared float part[2 * PART_N];  // (XG_VL_FLUSH: two halves)
+#else
 shared float part[PART_N];
+#endif
 #define PART(i) part[i]
 #define PART_SET(i, v) part[i] = (v)
 #endif
@@ -637,39 +646,107 @@ void norm_sums(uint xo, uint xs, uint ntok)
 // makes (XG_ORDER: gpu.h GPU_SG_HALVES 1, GPU_SG_NEIGHBOURS 2, as probed;
 // group_sum's shared-memory tree is 1), then the runs in order from 0.
 // Else (USE_SUBGROUP, the order not known) its subgroupAdd itself.
+#ifdef XG_SGC
+// the sum of the run of XG_SGC lanes' partial sums from PART index b, in
+// the tree of the one-token kernel's subgroupAdd: up to 64 lanes level by
+// level in registers (each level's loop of a constant count, which the
+// compiler unrolls: from the nested loops of before, in an XG_VL kernel,
+// NVIDIA's compiler kept the values in local memory, bench/RESULTS.md
+// session 51); else in place in shared memory, slower
+#if XG_ORDER == 1
+#define XG_PAIR(s, l, n) (s[l] + s[(l) + (n)])
+#else
+#define XG_PAIR(s, l, n) (s[2 * (l)] + s[2 * (l) + 1])
+#endif
+#define XG_LOAD(d, n)                     \
+    float d[n];                           \
+    for (int l = 0; l < n; l++)           \
+        d[l] = PART(b + uint(l));
+#define XG_LEVEL(d, s, n)                 \
+    float d[n];                           \
+    for (int l = 0; l < n; l++)           \
+        d[l] = XG_PAIR(s, l, n);
+float xg_run_sum(uint b)
+{
+#if XG_SGC == 64
+    XG_LOAD(s64, 64)
+    XG_LEVEL(s32, s64, 32)
+#elif XG_SGC == 32
+    XG_LOAD(s32, 32)
+#endif
+#if XG_SGC >= 32 && XG_SGC <= 64
+    XG_LEVEL(s16, s32, 16)
+#elif XG_SGC == 16
+    XG_LOAD(s16, 16)
+#endif
+#if XG_SGC >= 16 && XG_SGC <= 64
+    XG_LEVEL(s8, s16, 8)
+#elif XG_SGC == 8
+    XG_LOAD(s8, 8)
+#endif
+#if XG_SGC >= 8 && XG_SGC <= 64
+    XG_LEVEL(s4, s8, 4)
+#elif XG_SGC == 4
+    XG_LOAD(s4, 4)
+#endif
+#if XG_SGC >= 4 && XG_SGC <= 64
+    XG_LEVEL(s2, s4, 2)
+    return s2[0] + s2[1];
+#else
+#if XG_ORDER == 1
+    for (int h = XG_SGC / 2; h > 0; h >>= 1)
+        for (int l = 0; l < h; l++)
+            PART_SET(b + uint(l), PART(b + uint(l)) + PART(b + uint(l + h)));
+#else
+    for (int h = 1; h < XG_SGC; h <<= 1)
+        for (int l = 0; l + h < XG_SGC; l += 2 * h)
+            PART_SET(b + uint(l), PART(b + uint(l)) + PART(b + uint(l + h)));
+#endif
+    return PART(b);
+#endif
+}
+#endif
+#ifdef XG_VL
+#if XG_SGC != TPR
+#error "XG_VL: a row's lanes are one run (XG_SGC == TPR)"
+#endif
+#define VT_N ((NR * NT + TPR - 1) / TPR)
+// The end of the lanes' current stand-in (run c of the one-token kernel's
+// lanes): each (row, token)'s partial sums of the slot's lanes to shared
+// memory (acc, then zeroed), then lane i of the slot adds the run of (row
+// and token) i (+ TPR...) into vt: the runs in order from 0, as
+// xg_lane_sums adds them. Runs c and c + 1 take PART's two halves, so one
+// barrier a run keeps the next run's stores off the sums still read.
+#define XG_VL_FLUSH(c)                                                      \
+    {                                                                      \
+        uint pb = ((c) & 1u) * uint(PART_N);                               \
+        for (int i = 0; i < NR * NT; i++) {                                \
+            PART_SET(pb + XG_PIDX(uint(i), slot, lane), acc[i]);           \
+            acc[i] = 0.0;                                                  \
+        }                                                                  \
+        barrier();                                                         \
+        for (int j = 0; j < VT_N; j++) {                                   \
+            uint i = lane + uint(j * TPR);                                 \
+            if (i < uint(NR * NT) && i % uint(NT) < ntok)                  \
+                vt[j] += xg_run_sum(pb + XG_PIDX(i, slot, 0u));            \
+        }                                                                  \
+    }
+#endif
+
 void xg_lane_sums(uint ntok)
 {
     uint n = uint(NR * NT * SLOTS);
 #ifdef XG_SGC
     // one invocation a (row and token, slot, run of XG_SGC lanes), each run
-    // in registers (at most 64 lanes; else in place in shared memory,
-    // slower); then with several runs one a (row and token, slot) adds them
+    // by xg_run_sum; then with several runs one a (row and token, slot) adds
+    // them
     uint runs = uint(TPR / XG_SGC);
     for (uint o = gl_LocalInvocationIndex; o < n * runs; o += uint(WG_SIZE)) {
         uint c = o % runs, is = o / runs, i = is / uint(SLOTS), s = is % uint(SLOTS);
         if (i % uint(NT) >= ntok)
             continue;
         uint b = XG_PIDX(i, s, c * uint(XG_SGC));
-#if XG_SGC <= 64
-        float v[XG_SGC];
-        for (int l = 0; l < XG_SGC; l++)
-            v[l] = PART(b + uint(l));
-#define XG_V(l) v[l]
-#define XG_V_SET(l, x) v[l] = (x)
-#else
-#define XG_V(l) PART(b + uint(l))
-#define XG_V_SET(l, x) PART_SET(b + uint(l), x)
-#endif
-#if XG_ORDER == 1
-        for (int h = XG_SGC / 2; h > 0; h >>= 1)
-            for (int l = 0; l < h; l++)
-                XG_V_SET(l, XG_V(l) + XG_V(l + h));
-#else
-        for (int h = 1; h < XG_SGC; h <<= 1)
-            for (int l = 0; l + h < XG_SGC; l += 2 * h)
-                XG_V_SET(l, XG_V(l) + XG_V(l + h));
-#endif
-        PART_SET(b, XG_V(0));
+        PART_SET(b, xg_run_sum(b));
     }
     barrier();
     if (runs > 1u) {
@@ -907,7 +984,18 @@ void main()
     }
 #endif
 #endif
+#ifdef XG_VL
+    float vt[VT_N];  // (row and token) lane, lane + TPR...: the runs' sums so far
+    for (int j = 0; j < VT_N; j++)
+        vt[j] = 0.0;
+    // stand-in c: lane lane + c * TPR of the one-token kernel (a bound the
+    // compiler cannot see, param 0's top bit being 0: not XG_VL copies of
+    // the unit loop)
+    for (uint c = 0u; c < uint(XG_VL) + (PARAM_U(0) >> 31); c++) {
+    for (uint u = lane + c * uint(TPR); u < W_UNITS; u += uint(TPR * XG_VL)) {
+#else
     for (uint u = lane; u < W_UNITS; u += uint(TPR)) {
+#endif
 #endif
 #if NT == 1
 #ifndef W_IS_FLOAT
@@ -993,7 +1081,15 @@ void main()
             for (int r = 0; r < NR; r++)
                 wr[r] = w_fetch(UNIT_BI(r, u), u % W_UPB);
 #else
+#ifdef XG_VL
+            // the stand-in's next unit, else the next stand-in's first
+            uint un = u + uint(TPR * XG_VL);
+            if (un >= W_UNITS)
+                un = u % uint(TPR * XG_VL) + uint(TPR);
+            un = min(un, uint(W_UNITS) - 1u);
+#else
             uint un = min(u + uint(TPR), uint(W_UNITS) - 1u);
+#endif
             w_raw wn[NR];
             for (int r = 0; r < NR; r++)
                 wn[r] = w_fetch(UNIT_BI(r, un), un % W_UPB);
@@ -1102,6 +1198,10 @@ void main()
         }
 #endif
     }
+#ifdef XG_VL
+    XG_VL_FLUSH(c);
+    }
+#endif
 #if NT == 1
 #ifdef NORM_SCALE
 #if SQ_AHEAD > 0
@@ -1207,6 +1307,15 @@ void main()
 #ifdef XSH
     barrier();  // the staged x (the same memory) is no longer read
 #endif
+#ifdef XG_VL
+    // (row and token) i's sum to its lane 0's place, as xg_lane_sums leaves it
+    for (int j = 0; j < VT_N; j++) {
+        uint i = lane + uint(j * TPR);
+        if (i < uint(NR * NT))
+            PART_SET(XG_PIDX(i, slot, 0u), vt[j]);
+    }
+    barrier();
+#else
     for (int i = 0; i < NR * NT; i++)
 #ifdef PART_PAD
         PART_SET(PART_AT(uint(i), slot, lane), acc[i]);
@@ -1216,6 +1325,7 @@ void main()
     barrier();
 #ifdef XG
     xg_lane_sums(ntok);
+#endif
 #endif
 #if defined(GLU) || defined(QKV)
 #define PER_OUT 2

@@ -818,6 +818,30 @@ static void test_f16_dot_path(void)
                 check_batched(c, NULL, &m5, 5, false, 4, MATVEC_REL_TOL, 7550 + i);
                 check_batched(c, NULL, &m3, 3, false, 3, MATVEC_REL_TOL, 7650 + i);
                 check_batched(c, NULL, &m3, 3, false, 2, MATVEC_REL_TOL, 7750 + i);
+                /* 32 lanes a row, each standing in for several of the
+                 * one-token kernel's one after another (matvec.comp XG_VL:
+                 * by default with subgroups of a known order, here without
+                 * them), with and without the norm, as many tokens and
+                 * fewer */
+                matvec_config one = matvec_default_config(ctx, c->type, c->rows, c->cols);
+                if (one.tpr >= 64) {
+                    matvec_config v5 = m5, v9 = mv;
+                    v5.tpr = v9.tpr = 32;
+                    v5.vl = v9.vl = one.tpr / 32;
+                    v5.subgroup = v9.subgroup = false;
+                    /* (both halves of the partial sums in the GPU's shared memory) */
+                    const gpu_limits *L = gpu_context_limits(ctx);
+                    while (matvec_shared_bytes(&v5, 5, false) > L->max_shared_bytes)
+                        v5.wg /= 2;
+                    while (matvec_shared_bytes(&v9, MATVEC_MULTI_NT, false) > L->max_shared_bytes)
+                        v9.wg /= 2;
+                    check_batched(c, NULL, &v5, 5, false, 5, MATVEC_REL_TOL, 7460 + i);
+                    check_batched(c, NULL, &v5, 5, true, 3, MATVEC_REL_TOL, 7560 + i);
+                    check_batched(c, NULL, &v9, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT,
+                                  MATVEC_REL_TOL, 7660 + i);
+                    check_batched(c, NULL, &v9, MATVEC_MULTI_NT, false, 7, MATVEC_REL_TOL,
+                                  7760 + i);
+                }
             }
         }
     }

@@ -107,6 +107,9 @@ static uint32_t units_per_row(uint32_t type, uint64_t cols)
 #define MULTI_XG_USE                                                                      \
     "0 (x staged by the several-token kernels) or 1 (made ready once a dispatch, where " \
     "they take f16 products: the default)"
+#define XG_VL_USE                                                                         \
+    "0 (a several-token lane for each of the one-token kernel's) or 1 (a subgroup's lanes " \
+    "a row, each for several: the default)"
 #define X_ONCE_USE                                                                      \
     "0 (each slot's lanes make x's f16 pairs) or 1 (once a work group, every quantized " \
     "format: the default)"
@@ -147,6 +150,8 @@ glesllm_status weights_env_check(void)
     glesllm_status st = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &flag);
     if (st == GLESLLM_OK)
         st = env_flag("GLESLLM_MULTI_XG", MULTI_XG_USE, &flag);
+    if (st == GLESLLM_OK)
+        st = env_flag("GLESLLM_XG_VL", XG_VL_USE, &flag);
     if (st != GLESLLM_OK)
         return st;
     return env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &flag);
@@ -274,6 +279,8 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     c.xsh = false;
     c.xg = false;
     c.xb = 1;
+    c.prep_wg = 0;
+    c.vl = 1;
     return c;
 }
 
@@ -330,8 +337,8 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
     uint32_t part = part_padded(c, nt) ? c->nr * nt * (c->wg / c->tpr) * (c->tpr + 1) * 4
                                        : c->nr * nt * c->wg * 4,
              staged = nt * 8 * c->tpr * 16;
-    if (c->xg) /* the reduction's words and the partial sums */
-        return c->wg * 4 + part;
+    if (c->xg) /* the reduction's words and the partial sums (vl: two sets) */
+        return c->wg * 4 + (c->vl > 1 ? 2 * part : part);
     if (xsh)
         return c->wg * 4 + (part > staged ? part : staged) + nt * 2 * c->tpr * 4 + nt * 4;
     return c->wg * 4 + part + nt * c->wg * 4;
@@ -364,6 +371,32 @@ static bool xg_default(gpu_context *ctx, uint32_t type)
     v.nt = 2;
     f16_dot_mode dot;
     return f16_dot_choice(ctx, type, &c, &v, &dot) == GLESLLM_OK && dot != F16_DOT_OFF;
+}
+
+/* How many of the one-token kernel `one`'s lanes an XG lane of an nt-token
+ * kernel stands in for (matvec.comp XG_VL): where that kernel's lanes a row
+ * are several subgroups whose adds the probe knows the order of (XG then
+ * adds their runs in it), the XG kernel takes a subgroup's count of lanes a
+ * row, each walking the units of tpr / subgroup of the one-token kernel's
+ * lanes one after another. That pays where the one-token kernel has 128
+ * lanes a row or more (an FFN's down: 256, one or two units a lane, far
+ * fewer than the XG loop needs to keep its loads in flight) in the kernels
+ * of 4 to 8 tokens (the set of 5). On an H200 (bench/RESULTS.md session
+ * 51, run 199; Q4_0, chained, us) down 4096x14336 of 5 tokens 89.8 ->
+ * 49.3; verifying 4 drafted tokens of Mistral-7B Q4_0 8.62 -> 7.21 ms. Not
+ * with 9 tokens or more (down 89 -> 110-115: each stand-in's end is a
+ * barrier and its runs' trees; with the stand-ins' units in one loop the
+ * same), nor with 3 (verifying 2 drafted 5.36 -> 5.55 ms) or 2.
+ * GLESLLM_XG_VL=0: 1 always. */
+static uint32_t xg_stand_ins(gpu_context *ctx, const matvec_config *one, uint32_t nt)
+{
+    int set, order = 0;
+    (void)env_flag("GLESLLM_XG_VL", XG_VL_USE, &set); /* (weights_env_check) */
+    uint32_t sg = gpu_context_caps(ctx)->subgroup_size;
+    if (set == 0 || nt < 4 || nt >= 9 || !one->subgroup || !sg || one->tpr < 128 ||
+        gpu_context_subgroup_order(ctx, &order) != GLESLLM_OK || !order)
+        return 1;
+    return one->tpr / sg;
 }
 
 matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, uint64_t rows,
@@ -422,6 +455,7 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
     c.nr = 2;
     c.xb = 1;
     c.prep_wg = 0;
+    c.vl = 1;
     if (c.xg) {
         /* A token's sums are a decode step's to the bit (a verifying pass
          * keeps the tokens greedy decoding would make): each lane takes the
@@ -431,6 +465,12 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
         matvec_config one = matvec_default_config(ctx, type, rows, cols);
         c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
         c.tpr = one.tpr;
+        c.vl = xg_stand_ins(ctx, &one, nt);
+        c.tpr /= c.vl;
+        if (c.vl > 1 && matvec_shared_bytes(&c, nt, false) > L->max_shared_bytes) {
+            c.tpr = one.tpr; /* (its two sets of partial sums do not fit) */
+            c.vl = 1;
+        }
         if (c.wg < c.tpr)
             c.wg = c.tpr;
         c.prep_wg = one.wg;
@@ -449,6 +489,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
         c.xb = 32;
     }
     bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
+    if (forced)
+        c.vl = 1;
     /* (xg: the partial sums through shared memory first; subgroup adds of
      * every (row, token) in registers ran gate/up 104 -> 208 us, down 58 ->
      * 139) */
@@ -810,7 +852,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-    char tdef[32], epi[128], sg[48] = "", xb[16] = "", defines[512];
+    char tdef[32], epi[128], sg[128] = "", xb[16] = "", defines[512];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
     /* XG: its lanes' sums added in the order of the one-token kernel's
@@ -823,10 +865,19 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         if (st != GLESLLM_OK)
             return st;
     }
+    /* (vl > 1: XG_SGC is the row's lanes; without subgroups, a config no
+     * default makes, its runs in group_sum's order: tests) */
+    if (eff.xg && cfg->vl > 1 && cfg->subgroup &&
+        (!sg_order || gpu_context_caps(ctx)->subgroup_size != cfg->tpr))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: an XG lane for %u one-token lanes needs a subgroup's lanes a row "
+                       "and the order of its adds",
+                       cfg->vl);
     if (eff.xg && (!cfg->subgroup || sg_order))
-        snprintf(sg, sizeof sg, "\nXG_SGC %u\nXG_ORDER %d",
+        snprintf(sg, sizeof sg, "\nXG_SGC %u\nXG_ORDER %d%s%.0u",
                  cfg->subgroup ? gpu_context_caps(ctx)->subgroup_size : cfg->tpr,
-                 cfg->subgroup ? sg_order : GPU_SG_HALVES);
+                 cfg->subgroup ? sg_order : GPU_SG_HALVES, cfg->vl > 1 ? "\nXG_VL " : "",
+                 cfg->vl > 1 ? cfg->vl : 0);
     else if (cfg->subgroup)
         snprintf(sg, sizeof sg, "\nUSE_SUBGROUP 1\nSG_SIZE %u",
                  gpu_context_caps(ctx)->subgroup_size);

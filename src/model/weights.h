@@ -66,6 +66,10 @@ typedef struct matvec_config {
                          from memory, instead of staged (xsh) */
     uint32_t prep_wg; /* xg: x_prep.comp's work group (the one-token kernel's, whose
                          sum of squares it repeats: matvec_multi_config) */
+    uint32_t vl;      /* xg: the one-token kernel's lanes each lane stands in for (its
+                         tpr / this tpr, matvec_multi_config; matvec.comp XG_VL), or 1;
+                         with subgroup, tpr is the subgroup's size (else, as only tests
+                         ask, the sums are not the one-token kernel's to the bit) */
 } matvec_config;
 
 /* The configuration used for a rows x cols tensor under the context's limits,
