@@ -852,7 +852,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-    char tdef[32], epi[128], sg[128] = "", xb[16] = "", defines[512];
+    char tdef[32], epi[128], sg[64] = "", xb[16] = "", defines[512];
     type_define(type, tdef, sizeof tdef);
     epilogue_defines(&v, epi, sizeof epi);
     /* XG: its lanes' sums added in the order of the one-token kernel's
@@ -873,12 +873,13 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                        "matvec: an XG lane for %u one-token lanes needs a subgroup's lanes a row "
                        "and the order of its adds",
                        cfg->vl);
-    if (eff.xg && (!cfg->subgroup || sg_order))
-        snprintf(sg, sizeof sg, "\nXG_SGC %u\nXG_ORDER %d%s%.0u",
-                 cfg->subgroup ? gpu_context_caps(ctx)->subgroup_size : cfg->tpr,
-                 cfg->subgroup ? sg_order : GPU_SG_HALVES, cfg->vl > 1 ? "\nXG_VL " : "",
-                 cfg->vl > 1 ? cfg->vl : 0);
-    else if (cfg->subgroup)
+    if (eff.xg && (!cfg->subgroup || sg_order)) {
+        int n = snprintf(sg, sizeof sg, "\nXG_SGC %u\nXG_ORDER %d",
+                         cfg->subgroup ? gpu_context_caps(ctx)->subgroup_size : cfg->tpr,
+                         cfg->subgroup ? sg_order : GPU_SG_HALVES);
+        if (cfg->vl > 1)
+            snprintf(sg + n, sizeof sg - (size_t)n, "\nXG_VL %u", cfg->vl);
+    } else if (cfg->subgroup)
         snprintf(sg, sizeof sg, "\nUSE_SUBGROUP 1\nSG_SIZE %u",
                  gpu_context_caps(ctx)->subgroup_size);
     if (v.nt > 1 && cfg->xb > 1)
