@@ -85,8 +85,9 @@
 // invocations reads one address of the staged x at a time (one broadcast
 // instead of XB different words); WG_SIZE a multiple of XB * TPR.
 #if defined(F16_DOT_F32)
-// F16_DOT's code with f32 pairs, for a driver without f16 types
-// (GLESLLM_F16_DOT=1 there: the tests check its indexing on llvmpipe)
+// F16_DOT's code with f32 pairs, for a driver without f16 types (the
+// default there, weights.c f16_dot_choice: its several-token kernels sum as
+// its one-token kernels do, to the bit)
 #define F16_DOT 1
 #define f16vec2 vec2
 #define unpackFloat2x16 unpackHalf2x16
@@ -97,6 +98,18 @@
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+// Q6_K and Q3_K without NVIDIA's fast-math rewrites: with them, the driver
+// compiled their one-token and several-token kernels' f32 sums (from the
+// same source) into other roundings, 1.8-1.9e-7 of the largest output apart,
+// so a verifying pass could part from a decode step at a near-tie; without,
+// the sums are the same bits (bench_agree, H200, bench/RESULTS.md session
+// 52), and Mistral-7B Q4_K_M decode is level (257.7 -> 257.8 tok/s). The
+// other formats' kernels agree to the bit either way and keep them: off for
+// every format, Q4_K_M decode went 257.7 -> 251.8. (Other drivers ignore the
+// pragma.)
+#if defined(WTYPE_Q6_K) || defined(WTYPE_Q3_K)
+#pragma optionNV(fastmath off)
 #endif
 #include "common.glsl"
 #include "weights.glsl"
