@@ -368,8 +368,9 @@ static void test_draft_must_fit_the_target(void)
 
 /* gpu_model_read_act (bench_logits' probe): what a step leaves of the last
  * layer, and what a small prefill leaves for each of its tokens, are the same
- * values for the same token at the same position (the batch sums in another
- * order, within 1e-5 here: f32 products); a row past the batch is an error. */
+ * values for the same token at the same position (within 1e-5: the default
+ * kernels give the same bits, GLESLLM_F16_DOT=0's f32 products sum a batch in
+ * another order); a row past the batch is an error. */
 static void test_read_act_step_and_small(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q8_0);
@@ -434,21 +435,20 @@ static void kv_free(uint16_t *k[2], uint16_t *v[2])
     }
 }
 
-/* A verifying pass's logits and K/V are a decode step's to the bit where its
- * matvecs read x made ready (XG: f16 products, here GLESLLM_F16_DOT=1's f32
- * pairs on a driver without f16 types): the same lanes a row and units a lane
- * as the one-token kernels, their sums added in the same order (the
- * subgroups' or the tree's), the norm's sum of squares as the step splits
- * it, each query's attention in the step's chunks (past 64 positions here).
- * So greedy ids with --draft are the target's alone, near-ties too. The
- * formats whose kernels agree so on NVIDIA too (bench/RESULTS.md session 50). */
+/* A verifying pass's logits and K/V are a decode step's to the bit with the
+ * default matvecs (f16 products; f32 pairs on a driver without f16 types, as
+ * here: weights.c f16_dot_choice), whose several-token kernels read x made
+ * ready (XG): the same lanes a row and units a lane as the one-token kernels,
+ * their sums added in the same order (the subgroups' or the tree's), the
+ * norm's sum of squares as the step splits it, each query's attention in the
+ * step's chunks (past 64 positions here). So greedy ids with --draft are the
+ * target's alone, near-ties too. Every format whose kernels agree so on
+ * NVIDIA too (bench/RESULTS.md sessions 50 and 52; Q6_K since 52). */
 static void pass_equals_steps(uint32_t type)
 {
-    setenv("GLESLLM_F16_DOT", "1", 1);
     demo_spec s = fixture_small_spec("llama", type);
     loaded L;
     load(&s, 96, 9, &L);
-    setenv("GLESLLM_F16_DOT", "0", 1);
     const uint32_t p0 = 70, n = 9, nv = L.m.hp.n_vocab;
     float *step = malloc((size_t)n * nv * sizeof(float));
     float *pass = malloc((size_t)n * nv * sizeof(float));
@@ -480,9 +480,12 @@ static void pass_equals_steps(uint32_t type)
 
 static void test_pass_equals_steps_to_the_bit(void)
 {
+    /* (the formats a demo model can be quantized to; bench_agree compares
+     * every format's kernels on a GPU) */
     pass_equals_steps(GGML_TYPE_Q4_0);
     pass_equals_steps(GGML_TYPE_Q8_0);
     pass_equals_steps(GGML_TYPE_Q4_K);
+    pass_equals_steps(GGML_TYPE_Q6_K);
 }
 
 /* Greedy ids of a target loaded with small batches of n_small tokens (and
@@ -756,10 +759,9 @@ int main(void)
 {
     UNITY_BEGIN();
     RUN_TEST(test_acceptance_rule_gives_the_target_distribution);
-    /* f32 products in the matvecs: a batch and the steps then agree to 1e-5
-     * (f16 products, the default where the driver has f16 types, round x per
-     * unit differently in the two: test_model and test_matvec check them) */
-    setenv("GLESLLM_F16_DOT", "0", 1);
+    /* the matvecs users run (GLESLLM_F16_DOT unset): a batch's sums are the
+     * steps' to the bit (test_pass_equals_steps_to_the_bit) */
+    unsetenv("GLESLLM_F16_DOT");
     ctx = test_open_gpu();
     if (!ctx)
         return 1;

@@ -82,7 +82,8 @@ static int info_gpu(void)
     printf("  f16 types (NV_gpu_shader5) %s%s\n", yes_no(C->f16_types),
            C->f16_types ? " (prefill tiles in f16 except for F32 weights; matvec products "
                           "of the quantized formats in f16 unless GLESLLM_F16_DOT=0)"
-                        : "");
+                        : " (matvec products of the quantized formats in f32 pairs, the "
+                          "code of the f16 products, unless GLESLLM_F16_DOT=0)");
     bool subn = false;
     if (gpu_context_f16_subnormals(ctx, &subn) == GLESLLM_OK)
         printf("  f16 subnormals kept        %s%s\n", yes_no(subn),

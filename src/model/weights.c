@@ -624,10 +624,16 @@ static uint32_t fetch_ahead_rows(uint32_t type, const matvec_config *c, const ma
 }
 
 /* How a matvec multiplies (matvec.comp F16_DOT): in f16 for every quantized
- * format, with one token and, where x is staged (XSH), with several;
- * F16_DOT_PAIRS_F32 is the same kernel with f32 pairs (GLESLLM_F16_DOT=1 on a
- * driver without f16 types: the tests check its indexing on llvmpipe). On by
- * default where the driver has the f16 types (GL_NV_gpu_shader5). Measured on
+ * format, with one token and, where x is staged (XSH) or made ready (XG),
+ * with several; F16_DOT_PAIRS_F32 is the same kernel with f32 pairs, on a
+ * driver without f16 types (GL_NV_gpu_shader5). On by default: in f16 where
+ * the driver has the types, else in f32 pairs, because only this kernel's
+ * several-token form (XG) sums as its one-token form does, to the bit, so
+ * that a verifying pass (--draft) gives the ids of plain decoding, near-ties
+ * too (the f32 products' several-token kernels stage x and sum in another
+ * order: about 1e-5 of the largest logit apart on llvmpipe). On llvmpipe
+ * (bench/RESULTS.md session 51) the f32 pairs cost tiny-spm-q4_0 decode about
+ * 2% (43.8/42.7 -> 42.5/42.0 tokens/s). Measured on
  * an H200 (bench/RESULTS.md sessions 17-19): one token, Q4_0 14336x4096 17.9
  * -> 16.9 us, Mistral-7B Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy
  * ids; Q8_0 chained 4096x14336 32.9 -> 28.0 us, Mistral-7B Q8_0 tg128 150.5
@@ -646,15 +652,15 @@ static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matv
 {
     int set;
     glesllm_status st = env_flag("GLESLLM_F16_DOT",
-                                 "0 (f32 products), 1 (f16 products for the quantized formats) "
-                                 "or leave it unset (1 where the driver has f16 types)",
+                                 "0 (f32 products), 1 (f16 products for the quantized formats, "
+                                 "f32 pairs where the driver has no f16 types) or leave it unset "
+                                 "(1)",
                                  &set);
     if (st != GLESLLM_OK)
         return st;
     bool f16 = gpu_context_caps(ctx)->f16_types;
     *out = F16_DOT_OFF;
-    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh || cfg->xg) && set != 0 &&
-        (f16 || set == 1))
+    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh || cfg->xg) && set != 0)
         *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
     return GLESLLM_OK;
 }
