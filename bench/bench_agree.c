@@ -16,7 +16,10 @@
  * gate/up). --norm: x RMS-normalised inside every kernel (the several-token
  * kernels' x_prep.comp, the one-token kernel's own loads); --norm-scale: the
  * one-token kernel as a decode step takes it instead, x already times the
- * norm weight and the sum of its squares given (here from the CPU). --add:
+ * norm weight and the sum of its squares given (here from the CPU, in
+ * double: so the kernels' sums cannot agree to the bit with either norm
+ * option, even where a model's pass and steps do; bench_logits --batch
+ * checks those, bench/RESULTS.md session 52). --add:
  * y += W x (the residual add), the one-token kernel also writing the new y
  * times a norm weight and its squares' sums as a decode step's O and down
  * (rows at most the columns). --tails: x's magnitudes spread over six
