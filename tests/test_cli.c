@@ -341,6 +341,8 @@ static void test_run_shared_model_greedy(void)
 static void test_run_draft_and_prompt_cache(void)
 {
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --draft-max 0"));
+    /* the message says what it takes */
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--draft-max (a whole number from 1 to 32)"), err);
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --draft-max 4 --draft-min 5"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--draft-min"), err);
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "run --draft /nonexistent/draft.gguf"));
@@ -417,10 +419,12 @@ static void test_bench_command(void)
     /* bad input */
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -o xml"));
     TEST_ASSERT_NOT_NULL(strstr(err, "'xml'"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(md, json or csv)"), err); /* what it takes */
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -p 0 -n 0"));
     TEST_ASSERT_NOT_NULL(strstr(err, "nothing to measure"));
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -p 1,x"));
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -r 0"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(a whole number from 1 to 1000)"), err);
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "bench -m /nonexistent/model.gguf -p 8 -n 0"));
     TEST_ASSERT_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
     TEST_ASSERT_EQUAL_STRING("", out); /* checked before the table starts */

@@ -41,6 +41,9 @@ int cli_fail(const char *what, glesllm_status st);
 /* A decimal number within [lo, hi] and nothing else. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
 bool cli_parse_float(const char *s, float lo, float hi, float *out);
+/* What the last of those to fail wanted, as " (a whole number from 1 to
+ * 32)", for an "invalid value" message; "" if the last one succeeded. */
+const char *cli_parse_want(void);
 
 /* A model a command works on: the file (or the built-in demo when path is
  * NULL), its metadata, optionally its vocabulary, and once uploaded the GPU

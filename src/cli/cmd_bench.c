@@ -13,6 +13,7 @@
 #include "common/util.h"
 
 #define MAX_LIST 16
+#define LIST_MOST (1L << 20) /* the most tokens in -p and -n */
 
 static void usage(FILE *f)
 {
@@ -56,7 +57,7 @@ static bool parse_list(const char *s, long *list, uint32_t *n, bool *cleared)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == MAX_LIST || !cli_parse_long(tok, 0, 1L << 20, &list[*n]))
+        if (*n == MAX_LIST || !cli_parse_long(tok, 0, LIST_MOST, &list[*n]))
             return false;
         (*n)++;
     }
@@ -85,22 +86,36 @@ static int parse_args(int argc, char **argv, bench_args *a)
         }
         char *v = argv[++i];
         bool ok = true;
+        const char *want = ""; /* what a bad value should have been */
+        char buf[96];
         if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0) {
-            for (char *save = NULL, *tok = strtok_r(v, ",", &save); ok && tok;
-                 tok = strtok_r(NULL, ",", &save)) {
-                ok = a->n_models < MAX_LIST;
-                if (ok)
+            /* (counted first: the paths are cut out of v in place) */
+            uint32_t n = 1;
+            for (const char *c = v; *c; c++)
+                n += *c == ',';
+            snprintf(buf, sizeof buf, " (at most %d models in all)", MAX_LIST);
+            want = buf;
+            ok = a->n_models + n <= MAX_LIST;
+            if (ok)
+                for (char *save = NULL, *tok = strtok_r(v, ",", &save); tok;
+                     tok = strtok_r(NULL, ",", &save))
                     a->models[a->n_models++] = tok;
-            }
-        } else if (strcmp(o, "-p") == 0 || strcmp(o, "--n-prompt") == 0) {
-            ok = parse_list(v, a->pp, &a->n_pp, &pp_set);
-        } else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-gen") == 0) {
-            ok = parse_list(v, a->tg, &a->n_tg, &tg_set);
+        } else if (strcmp(o, "-p") == 0 || strcmp(o, "--n-prompt") == 0 || strcmp(o, "-n") == 0 ||
+                   strcmp(o, "--n-gen") == 0) {
+            bool pp = strcmp(o, "-p") == 0 || strcmp(o, "--n-prompt") == 0;
+            ok = parse_list(v, pp ? a->pp : a->tg, pp ? &a->n_pp : &a->n_tg,
+                            pp ? &pp_set : &tg_set);
+            snprintf(buf, sizeof buf, " (at most %d comma-separated whole numbers from 0 to %ld)",
+                     MAX_LIST, LIST_MOST);
+            want = buf;
         } else if (strcmp(o, "-r") == 0 || strcmp(o, "--repetitions") == 0) {
             ok = cli_parse_long(v, 1, 1000, &a->reps);
+            want = cli_parse_want();
         } else if (strcmp(o, "-b") == 0 || strcmp(o, "--batch-size") == 0) {
             ok = cli_parse_long(v, 1, 1L << 16, &a->n_batch);
+            want = cli_parse_want();
         } else if (strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0) {
+            want = " (md, json or csv)";
             if (strcmp(v, "md") == 0)
                 a->fmt = OUT_MD;
             else if (strcmp(v, "json") == 0)
@@ -114,8 +129,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "glesllm bench: invalid value '%s' for %s (at most %d values)\n", v, o,
-                    MAX_LIST);
+            fprintf(stderr, "glesllm bench: invalid value '%s' for %s%s\n", v, o, want);
             return 2;
         }
     }

@@ -72,7 +72,8 @@ int cmd_perplexity(int argc, char **argv)
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "glesllm perplexity: invalid value '%s' for %s\n", v, o);
+            fprintf(stderr, "glesllm perplexity: invalid value '%s' for %s%s\n", v, o,
+                    cli_parse_want());
             return 2;
         }
     }

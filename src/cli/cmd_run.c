@@ -150,7 +150,9 @@ static int parse_args(int argc, char **argv, run_args *a)
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "glesllm run: invalid value '%s' for %s\n", v, o);
+            bool seed = strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0;
+            fprintf(stderr, "glesllm run: invalid value '%s' for %s%s\n", v, o,
+                    seed ? " (-1 for a random one, or a whole number from 0)" : cli_parse_want());
             return 2;
         }
     }
