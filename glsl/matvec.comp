@@ -72,6 +72,8 @@
 // XG_AHEAD: instead, each token's units loaded during the token before's
 // sums (the first token's before the unit's), and the rows' words of a unit
 // where it is decoded.
+// XG_TG: the tokens' units of x loaded XG_TG tokens at a time (weights.c
+// xg_token_group), the loads of a group in flight together, then its sums.
 // XG_VL (with XG_SGC = TPR): each lane stands in for XG_VL lanes of the
 // one-token kernel (TPR * XG_VL lanes a row, whose subgroups are runs of
 // TPR): lanes lane + c * TPR for c = 0..XG_VL-1 one after another, each
@@ -546,6 +548,30 @@ vec2 dot_h(f16vec2 lq[8], f16vec2 hq[8], f16vec2 xl[8], f16vec2 xh[8])
 #if NT == 1 || !defined(F16_DOT) || defined(W_IS_FLOAT) || defined(XSH) || defined(NORM)
 #error "XG is for several tokens with f16 products, x made ready by x_prep.comp"
 #endif
+#ifndef XG_TG
+#define XG_TG 1
+#endif
+#if defined(XG_AHEAD) && XG_TG != 1
+#error "XG_AHEAD loads one token ahead (XG_TG 1)"
+#endif
+// token k's unit (x's pairs xl, xh, scale m, halves' sums sl, sh) against
+// the NR rows' levels (lq, hq) and maps (ab), into acc
+#ifdef XG_MERGE
+#define XG_UNIT_ADD(a, m, ab, lr, hr, xl, xh, sl, sh) \
+    unit_add1(a, m, ab, dot_h1(lr, hr, xl, xh), (sl) + (sh))
+#else
+#define XG_UNIT_ADD(a, m, ab, lr, hr, xl, xh, sl, sh) \
+    unit_add2(a, m, ab, dot_h(lr, hr, xl, xh), sl, sh)
+#endif
+#define XG_ROW_SUMS(k, xl, xh, m, sl, sh)                                                   \
+    for (int r = 0; r < NR; r++) {                                                          \
+        f16vec2 lr[8], hr[8];                                                               \
+        for (int i = 0; i < 8; i++) {                                                       \
+            lr[i] = lq[r * 8 + i];                                                          \
+            hr[i] = hq[r * 8 + i];                                                          \
+        }                                                                                   \
+        acc[r * NT + (k)] = XG_UNIT_ADD(acc[r * NT + (k)], m, ab[r], lr, hr, xl, xh, sl, sh); \
+    }
 // the words of unit u of token k of the units x_prep.comp made (from uvec4
 // xo, xs apart)
 void xg_words(uint xo, uint xs, uint k, uint u, out uvec4 p[XO_V])
@@ -1123,6 +1149,7 @@ void main()
         uvec4 pn[XO_V];  // the next token's unit
         xg_words(xo, xs, 0u, u, pn);
 #endif
+#if XG_TG == 1
         for (int k = 0; k < NT; k++) {
             // (not break: the loop unrolls, acc stays in registers; the test
             // also paces it: without it, NVIDIA's 9-token gate/up took 106 ->
@@ -1138,21 +1165,23 @@ void main()
 #else
             xg_x(xo, xs, uint(k), u, xl, xh, m, sl, sh);
 #endif
-            for (int r = 0; r < NR; r++) {
-                f16vec2 lr[8], hr[8];
-                for (int j = 0; j < 8; j++) {
-                    lr[j] = lq[r * 8 + j];
-                    hr[j] = hq[r * 8 + j];
-                }
-#ifdef XG_MERGE
-                acc[r * NT + k] = unit_add1(acc[r * NT + k], m, ab[r], dot_h1(lr, hr, xl, xh),
-                                            sl + sh);
-#else
-                acc[r * NT + k] = unit_add2(acc[r * NT + k], m, ab[r], dot_h(lr, hr, xl, xh), sl,
-                                            sh);
-#endif
-            }
+            XG_ROW_SUMS(k, xl, xh, m, sl, sh)
         }
+#else
+        // the tokens XG_TG at a time: a group's units of x loaded together
+        // (past ntok: the last token's again, whose sums are never written),
+        // then summed (the loop as above, its test now a group's)
+        for (int k0 = 0; k0 < NT; k0 += XG_TG) {
+            if (uint(k0) >= ntok)
+                continue;
+            f16vec2 xl[XG_TG][8], xh[XG_TG][8];
+            float m[XG_TG], sl[XG_TG], sh[XG_TG];
+            for (int j = 0; j < XG_TG && k0 + j < NT; j++)
+                xg_x(xo, xs, min(uint(k0 + j), ntok - 1u), u, xl[j], xh[j], m[j], sl[j], sh[j]);
+            for (int j = 0; j < XG_TG && k0 + j < NT; j++)
+                XG_ROW_SUMS(k0 + j, xl[j], xh[j], m[j], sl[j], sh[j])
+        }
+#endif
 #else
 #ifndef XSH
         // the NR rows' unit once, then every token's x against it

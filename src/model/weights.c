@@ -327,6 +327,21 @@ static bool xg_x_ahead(const matvec_config *c, const matvec_variant *v)
     return c->xg && ((v->nt >= 4 && v->nt < 9) || (v->nt == 3 && !v->norm));
 }
 
+/* How many tokens' units of x an XG kernel loads at once before their sums
+ * (matvec.comp XG_TG): 4 in the kernels of 9 tokens or more (one test and
+ * one wait for loads a group instead of a token), else 1. On an H200
+ * (bench/RESULTS.md session 53; Q4_0, bench_matvec --chain, us, 1 -> 4), 9
+ * tokens: gate/up 28672x4096 96.2 -> 93.3, Q/K/V 6144x4096 33.3 -> 31.9, down
+ * 4096x14336 88.7 -> 85.6, O 4096x4096 24.2 -> 24.0; verifying 8 drafted
+ * tokens of Mistral-7B Q4_0 9.60 -> 9.27 ms. Groups of 2, 3 and 5 gained
+ * less, all 9 at once lost (gate/up 125 us); at 3 tokens a group of 3 lost
+ * (the gate/up 52.4 -> 53.3), and the kernels that load a token ahead
+ * (xg_x_ahead) keep theirs. */
+static uint32_t xg_token_group(const matvec_config *c, const matvec_variant *v)
+{
+    return c->xg && v->nt >= 9 && !xg_x_ahead(c, v) ? 4 : 1;
+}
+
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
 {
     if (nt <= 1) /* (the reductions' few words; X_ONCE's staged row, in f16 pairs) */
@@ -903,6 +918,12 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, "\nW_COHERENT 1", sizeof defines - strlen(defines) - 1);
     if (xg_x_ahead(&eff, &v))
         strncat(defines, "\nXG_AHEAD 1", sizeof defines - strlen(defines) - 1);
+    uint32_t tg = xg_token_group(&eff, &v);
+    if (tg > 1) {
+        char tgd[16];
+        snprintf(tgd, sizeof tgd, "\nXG_TG %u", tg);
+        strncat(defines, tgd, sizeof defines - strlen(defines) - 1);
+    }
     /* Several tokens with x staged, the quantized formats: each block's
      * units loaded during the block before (matvec.comp XPF). On an H200
      * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
