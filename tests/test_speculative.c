@@ -472,6 +472,26 @@ static void pass_equals_steps(uint32_t type)
     TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "a pass's V: not the steps'");
     TEST_ASSERT_EQUAL_MEMORY_MESSAGE(step, pass, (size_t)n * nv * sizeof(float),
                                      "a pass's logits: not the steps'");
+    /* shorter passes, each through another set of kernels (forward.c
+     * multi_small_sets: 2, 3, 5 tokens and the 9 of n_small, the last two
+     * with fewer tokens than the set's; weights.c xg_token_group loads
+     * their units of x in groups of tokens): the first steps', to the bit */
+    static const uint32_t shorter[] = { 2, 3, 4, 7 };
+    size_t per_pos = kvn / n;
+    for (size_t j = 0; j < sizeof shorter / sizeof shorter[0]; j++) {
+        uint32_t m = shorter[j];
+        char what[64];
+        snprintf(what, sizeof what, "a pass of %u tokens: not the steps'", m);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, p0));
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                      gpu_model_prefill(L.gm, p0, m, GPU_STEP_ALL_LOGITS),
+                                      glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, m, pass));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(L.gm, last, p0, m, k[1], v[1], false));
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(k[0], k[1], per_pos * m * 2, what);
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], per_pos * m * 2, what);
+        TEST_ASSERT_EQUAL_MEMORY_MESSAGE(step, pass, (size_t)m * nv * sizeof(float), what);
+    }
     kv_free(k, v);
     free(step);
     free(pass);

@@ -314,32 +314,43 @@ static bool xg_w_coherent(const matvec_config *c, uint32_t nt)
 
 /* Whether a several-token XG kernel loads each token's units of x during the
  * token before's sums, and the rows' words of a unit where it decodes them
- * (matvec.comp XG_AHEAD): the kernels of 4 to 8 tokens (the set of 5), and
- * those of 3 without the norm (down, O). On an H200 (bench/RESULTS.md
- * session 48; Q4_0, chained, us, coherent weights both), 5 tokens: gate/up
- * 81.2 -> 74.9, Q/K/V 28.4 -> 26.4, down 44.3 -> 40.6, O 21.1 -> 19.5;
- * verifying 4 drafted tokens 7.03 -> 6.45 ms. 3 tokens: down 38.9 -> 31.0, O
- * 17.3 -> 16.3, but gate/up 53.7 -> 60.2 and Q/K/V 21.6 -> 21.9 (with the
- * norm). 9 tokens: gate/up 101.4 -> 106.3, Q/K/V 32.9 -> 34.0; 2 tokens:
- * gate/up 44.0 -> 47.6, the others level. */
+ * (matvec.comp XG_AHEAD): those of 3 tokens without the norm (down, O). On
+ * an H200 (bench/RESULTS.md session 48; Q4_0, chained, us, coherent weights
+ * both), 3 tokens: down 38.9 -> 31.0, O 17.3 -> 16.3, but gate/up 53.7 ->
+ * 60.2 and Q/K/V 21.6 -> 21.9 (with the norm). 9 tokens: gate/up 101.4 ->
+ * 106.3, Q/K/V 32.9 -> 34.0; 2 tokens: gate/up 44.0 -> 47.6, the others
+ * level. It had the set of 5 too (gate/up 81.2 -> 74.9) until session 53's
+ * token groups beat it there (xg_token_group). */
 static bool xg_x_ahead(const matvec_config *c, const matvec_variant *v)
 {
-    return c->xg && ((v->nt >= 4 && v->nt < 9) || (v->nt == 3 && !v->norm));
+    return c->xg && v->nt == 3 && !v->norm;
 }
 
 /* How many tokens' units of x an XG kernel loads at once before their sums
- * (matvec.comp XG_TG): 4 in the kernels of 9 tokens or more (one test and
- * one wait for loads a group instead of a token), else 1. On an H200
- * (bench/RESULTS.md session 53; Q4_0, bench_matvec --chain, us, 1 -> 4), 9
- * tokens: gate/up 28672x4096 96.2 -> 93.3, Q/K/V 6144x4096 33.3 -> 31.9, down
- * 4096x14336 88.7 -> 85.6, O 4096x4096 24.2 -> 24.0; verifying 8 drafted
- * tokens of Mistral-7B Q4_0 9.60 -> 9.27 ms. Groups of 2, 3 and 5 gained
- * less, all 9 at once lost (gate/up 125 us); at 3 tokens a group of 3 lost
- * (the gate/up 52.4 -> 53.3), and the kernels that load a token ahead
- * (xg_x_ahead) keep theirs. */
+ * (matvec.comp XG_TG; one test and one wait for loads a group instead of a
+ * token): 4 in the kernels of 9 tokens or more, all of them in those of 4 to
+ * 8 (the set of 5), 2 in those of 2 with the norm (Q/K/V, gate/up), else 1.
+ * On an H200 (bench/RESULTS.md session 53; Q4_0, bench_matvec --chain, us):
+ * - 9 tokens, 1 -> 4: gate/up 28672x4096 96.2 -> 93.3, Q/K/V 6144x4096 33.3
+ *   -> 31.9, down 4096x14336 88.7 -> 85.6, O 4096x4096 24.2 -> 24.0;
+ *   verifying 8 drafted tokens of Mistral-7B Q4_0 9.60 -> 9.27 ms. Groups of
+ *   2, 3 and 5 gained less; all 9 at once lost (gate/up 125).
+ * - 5 tokens, a token ahead (XG_AHEAD) -> 5: gate/up 80.2 -> 70.6, Q/K/V
+ *   31.0 -> 26.8, down 49.3 -> 44.6, O 20.6 -> 19.6; verifying 4 drafted
+ *   7.28 -> 6.58-6.65 ms. Groups of 1-3 took gate/up 136-138.
+ * - 2 tokens, 1 -> 2: Q/K/V 24.0 -> 20.6, gate/up 45.0 -> 45.4; down 29.9
+ *   -> 30.5 and O 17.1 -> 18.0 without the norm, so not there.
+ * - 3 tokens: groups of 3 and of 2 lost (gate/up 53.1 -> 54.8 / 67.8, down
+ *   35.7 -> 42.4 / 36.5). */
 static uint32_t xg_token_group(const matvec_config *c, const matvec_variant *v)
 {
-    return c->xg && v->nt >= 9 && !xg_x_ahead(c, v) ? 4 : 1;
+    if (!c->xg || xg_x_ahead(c, v))
+        return 1;
+    if (v->nt >= 9)
+        return 4;
+    if (v->nt >= 4)
+        return v->nt;
+    return v->nt == 2 && v->norm ? 2 : 1;
 }
 
 uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh)
