@@ -808,8 +808,9 @@ static void test_f16_dot_path(void)
                 check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
             }
             if (mv.xg) {
-                /* the sets of 5 tokens and of 3 without the norm (weights.c
-                 * xg_x_ahead: each token's units loaded during the sums of
+                /* the set of 5 tokens (weights.c xg_token_group: the five
+                 * tokens' units loaded at once) and of 3 without the norm
+                 * (xg_x_ahead: each token's units loaded during the sums of
                  * the one before), as many and fewer */
                 matvec_config m5 = matvec_multi_config(ctx, c->type, 5, c->rows, c->cols);
                 matvec_config m3 = matvec_multi_config(ctx, c->type, 3, c->rows, c->cols);
