@@ -105,6 +105,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         const char *v = argv[++i];
         long l;
         bool ok = true;
+        const char *want = NULL; /* what a bad value should have been (NULL: cli_parse_want's) */
         if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0)
             a->model = v;
         else if (strcmp(o, "-p") == 0 || strcmp(o, "--prompt") == 0)
@@ -145,14 +146,14 @@ static int parse_args(int argc, char **argv, run_args *a)
             errno = 0;
             a->seed = strtoll(v, &end, 10);
             ok = !errno && end != v && !*end && a->seed >= -1;
+            want = " (-1 for a random one, or a whole number from 0)";
         } else {
             fprintf(stderr, "glesllm run: unknown option '%s'; see 'glesllm run --help'\n", o);
             return 2;
         }
         if (!ok) {
-            bool seed = strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0;
             fprintf(stderr, "glesllm run: invalid value '%s' for %s%s\n", v, o,
-                    seed ? " (-1 for a random one, or a whole number from 0)" : cli_parse_want());
+                    want ? want : cli_parse_want());
             return 2;
         }
     }
