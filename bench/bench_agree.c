@@ -34,7 +34,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "model/weights.h"
+#include "ops/matvec.h"
 #include "random_weights.h"
 
 #define BENCH_NAME "bench_agree"

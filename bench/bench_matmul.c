@@ -17,7 +17,8 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "gguf/gguf.h"
-#include "model/weights.h"
+#include "ops/get_rows.h"
+#include "ops/matmul.h"
 #include "quant/quant_gpu.h"
 #include "random_weights.h"
 

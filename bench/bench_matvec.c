@@ -40,7 +40,7 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "gguf/gguf.h"
-#include "model/weights.h"
+#include "ops/matvec.h"
 #include "random_weights.h"
 
 #define BENCH_NAME "bench_matvec"

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "model/model.h"
 
 typedef struct bench_model {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "model/demo_model.h"
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "model/model.h"
 #include "model/ref_model.h"
 #include "unity.h"

@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-#include "model/weights.h"
+#include "ops/get_rows.h"
+#include "ops/matmul.h"
 #include "quant/quant.h"
 #include "random_weights.h"
 #include "test_gpu.h"

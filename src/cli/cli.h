@@ -11,7 +11,7 @@
 #include "glesllm.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "model/model.h"
 #include "text/vocab.h"
 

@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
 #include "model/model_info.h"
-#include "model/weights.h"
+#include "ops/matvec.h"
+#include "ops/prefetch.h"
 
 static void info_usage(FILE *f)
 {
@@ -107,7 +108,7 @@ static int info_gpu(void)
     else
         printf("KV cache:            %s\n", glesllm_last_error());
     bool pf;
-    if (prefetch_choose(ctx, PREFETCH_MIN, &pf, &why) == GLESLLM_OK)
+    if (gpu_model_prefetch_choose(ctx, PREFETCH_MIN, &pf, &why) == GLESLLM_OK)
         printf("FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides)\n", pf ? "on" : "off",
                why);
     else

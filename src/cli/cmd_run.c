@@ -14,7 +14,7 @@
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
 #include "model/demo_model.h"
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "text/tokenizer.h"

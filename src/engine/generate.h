@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/forward.h"
+#include "model/gpu_model.h"
 #include "text/sampler.h"
 #include "text/vocab.h"
 

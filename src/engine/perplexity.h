@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "model/forward.h"
+#include "model/gpu_model.h"
 
 typedef struct ppl_options {
     uint32_t n_ctx;      /* window; at most the model's context */

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "model/forward.h"
+#include "model/gpu_model.h"
 
 #define SESSION_VERSION 1
 

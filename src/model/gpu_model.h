@@ -11,14 +11,15 @@
  * The token buffer is persistently mapped: the host writes prompt ids into
  * it, the argmax writes each next id into the following slot (so a greedy
  * step reads 4 bytes back, and the next step can read its token on the GPU). */
-#ifndef GLESLLM_MODEL_FORWARD_H
-#define GLESLLM_MODEL_FORWARD_H
+#ifndef GLESLLM_MODEL_GPU_MODEL_H
+#define GLESLLM_MODEL_GPU_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "gpu/gpu.h"
 #include "model/model.h"
+#include "ops/sample.h"
 
 typedef enum kv_placement { KV_AUTO = 0, KV_DEVICE, KV_MAPPED } kv_placement;
 
@@ -29,16 +30,11 @@ typedef enum kv_placement { KV_AUTO = 0, KV_DEVICE, KV_MAPPED } kv_placement;
 glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why);
 const char *kv_placement_name(kv_placement p);
 
-/* Whether a decode step reads each layer's FFN down matrix (at most its
- * first PREFETCH_MAX bytes) into the GPU's cache while the gate/up matvec
- * before it runs (glsl/prefetch.comp), and why: GLESLLM_PREFETCH=0|1
- * overrides; else on discrete GPUs (dedicated memory reported: large caches)
- * for down matrices of PREFETCH_MIN bytes or more. */
-glesllm_status prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out, const char **why);
-#define PREFETCH_MIN (8ull << 20)
-#define PREFETCH_MAX (32ull << 20)
-#define PREFETCH_WG 256u /* 128 where the GPU allows no more (as measured: 256) */
-#define PREFETCH_PER 4u
+/* Whether a decode step reads each layer's FFN down matrix into the GPU's
+ * cache while the gate/up matvec before it runs (ops/prefetch.h), and why:
+ * GLESLLM_PREFETCH=0|1 overrides; else prefetch_choose's rule. */
+glesllm_status gpu_model_prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
+                                         const char **why);
 
 typedef struct gpu_model_options {
     uint32_t n_ctx;         /* context length (KV cache positions) */
@@ -95,7 +91,7 @@ typedef enum gpu_step_flags {
                            tiled prefill's sums round differently) */
 } gpu_step_flags;
 
-#define GPU_MAX_CANDIDATES 256
+#define GPU_MAX_CANDIDATES SAMPLE_MAX_K
 
 /* What GPU_STEP_CANDIDATES does: the repetition penalty (1: none) over the
  * token slots [pos + 1 - last_n, pos], then the k (<= GPU_MAX_CANDIDATES)

@@ -1,5 +1,5 @@
-/* Weight tensors on the GPU (repacked, split by rows) and the matvec and
- * get_rows kernels over them. See weights.h. */
+/* Matrix-vector kernels: their work splits, variants and recording. See
+ * matvec.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,95 +7,8 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "model/weights.h"
+#include "ops/matvec.h"
 
-/* byte offsets in the kernels are 32-bit */
-#define MAX_PART_BYTES ((uint64_t)1 << 31)
-
-void gpu_weight_destroy(gpu_weight *w)
-{
-    if (!w)
-        return;
-    for (uint32_t i = 0; i < w->n_parts; i++)
-        gpu_buffer_destroy(&w->parts[i].buf);
-    free(w->parts);
-    memset(w, 0, sizeof *w);
-}
-
-glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t type, uint64_t rows,
-                                 uint64_t cols, const void *data, uint64_t max_part_bytes,
-                                 gpu_weight *out)
-{
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", name);
-    out->type = type;
-    out->rows = rows;
-    out->cols = cols;
-    uint64_t limit = gpu_context_limits(ctx)->max_storage_block_bytes;
-    if (max_part_bytes && max_part_bytes < limit)
-        limit = max_part_bytes;
-    if (limit > MAX_PART_BYTES)
-        limit = MAX_PART_BYTES;
-    quant_gpu_plan whole;
-    glesllm_status st = quant_gpu_plan_make(type, rows, cols, &whole);
-    if (st != GLESLLM_OK)
-        return err_prefix(st, "tensor %s: ", name);
-    uint64_t per_part = whole.bytes <= limit ? rows : quant_gpu_rows_within(type, cols, limit);
-    if (per_part < rows && per_part > 1)
-        per_part &= ~(uint64_t)1; /* parts keep pairs of rows together (GLU, RoPE) */
-    if (!per_part)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "tensor %s: one row of %llu %s values exceeds the GPU's storage-block "
-                       "limit of %llu bytes",
-                       name, (unsigned long long)cols, ggml_type_name(type),
-                       (unsigned long long)limit);
-    uint64_t n_parts = (rows + per_part - 1) / per_part;
-    out->parts = calloc((size_t)n_parts, sizeof *out->parts);
-    if (!out->parts)
-        return err_set(GLESLLM_ERR_NO_MEMORY, "tensor %s: out of memory", name);
-    uint64_t row_bytes;
-    uint64_t one_row[1] = { cols };
-    if (quant_gpu_is_float(type))
-        row_bytes = cols * ggml_type_size(type);
-    else if ((st = ggml_tensor_bytes(type, 1, one_row, &row_bytes)) != GLESLLM_OK)
-        return err_prefix(st, "tensor %s: ", name);
-    for (uint64_t p = 0; p < n_parts; p++) {
-        gpu_weight_part *part = &out->parts[p];
-        part->row0 = p * per_part;
-        part->rows = rows - part->row0 < per_part ? rows - part->row0 : per_part;
-        if ((st = quant_gpu_plan_make(type, part->rows, cols, &part->plan)) != GLESLLM_OK)
-            break;
-        void *host = malloc((size_t)part->plan.bytes);
-        if (!host) {
-            st = err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory repacking %.1f MiB",
-                         (double)part->plan.bytes / (1 << 20));
-            break;
-        }
-        st = quant_gpu_repack(&part->plan, (const uint8_t *)data + part->row0 * row_bytes, host);
-        if (st == GLESLLM_OK)
-            st = gpu_buffer_create(ctx, (size_t)part->plan.bytes, host, GPU_BUFFER_DEVICE,
-                                   out->name, &part->buf);
-        free(host);
-        if (st != GLESLLM_OK)
-            break;
-        out->n_parts++;
-        out->bytes += part->plan.bytes;
-    }
-    if (st != GLESLLM_OK) {
-        gpu_weight_destroy(out);
-        return err_prefix(st, "uploading tensor %s: ", name);
-    }
-    return GLESLLM_OK;
-}
-
-/* ---- kernels -------------------------------------------------------------- */
-
-static uint32_t units_per_row(uint32_t type, uint64_t cols)
-{
-    const quant_gpu_layout *L = quant_gpu_layout_of(type);
-    uint32_t block = L ? L->block : 32;
-    return (uint32_t)((cols + block - 1) / block * (block / QGPU_UNIT));
-}
 
 #define MATVEC_SPLIT_USE "wg,tpr,nr (work-group size, lanes a row, rows a thread)"
 #define MULTI_SPLIT_USE                                                                       \
@@ -261,7 +174,7 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
      * group, 128 invocations at least. (Split for throughput instead, back to
      * back: 32 lanes, 8 rows; 14336x4096 Q4_0 at 65% of copy speed, but each
      * matvec of a step ran 1.5-3x longer than with the split here.) */
-    uint32_t units = units_per_row(type, cols), most = L->max_invocations / 2;
+    uint32_t units = weight_units_per_row(type, cols), most = L->max_invocations / 2;
     c.tpr = 16;
     while (c.tpr < (units + 1) / 2 && c.tpr < 256 && c.tpr < most)
         c.tpr *= 2;
@@ -537,18 +450,10 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
     return c;
 }
 
-static const char *type_label(uint32_t type)
-{
-    return ggml_type_name(type) ? ggml_type_name(type) : "UNKNOWN";
-}
 
-static void type_define(uint32_t type, char *buf, size_t n)
-{
-    snprintf(buf, n, "WTYPE_%s 1", type_label(type));
-}
 
 /* The defines of an epilogue (matvec.comp and matmul.comp share them). */
-static void epilogue_defines(const matvec_variant *v, char *buf, size_t n)
+void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
 {
     buf[0] = 0;
     if (v->epilogue == MATVEC_ADD)
@@ -793,7 +698,7 @@ uint64_t matvec_xg_room(uint64_t cols, uint32_t n)
 
 uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
 {
-    return (uint64_t)n * units_per_row(k->type, cols) * k->xg_words * 4;
+    return (uint64_t)n * weight_units_per_row(k->type, cols) * k->xg_words * 4;
 }
 
 #define XP_WG 128u /* x_prep.comp's work group */
@@ -885,8 +790,8 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
     char tdef[32], epi[128], sg[64] = "", xb[16] = "", defines[512];
-    type_define(type, tdef, sizeof tdef);
-    epilogue_defines(&v, epi, sizeof epi);
+    weight_type_define(type, tdef, sizeof tdef);
+    matvec_epilogue_defines(&v, epi, sizeof epi);
     /* XG: its lanes' sums added in the order of the one-token kernel's
      * (matvec.comp xg_lane_sums): its subgroups' order without subgroup
      * operations where the probe knows it, else their subgroupAdd; its
@@ -1006,7 +911,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
     }
     /* named by type and tokens in errors and profiles */
     static const char *const epi_names[] = { "", " +y", " glu", " qkv" };
-    snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", type_label(type),
+    snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", weight_type_label(type),
              v.nt > 1 ? v.nt : 1, v.epilogue < 4 ? epi_names[v.epilogue] : "",
              v.norm ? " norm" : v.norm_scale ? " norm-scale" : v.norm_out ? " norm-out" : "");
     out->type = type;
@@ -1028,38 +933,8 @@ void matvec_destroy(matvec_kernel *k)
     memset(k, 0, sizeof *k);
 }
 
-/* weight params 8..13 of one part (weights.glsl) */
-static void weight_params(const gpu_weight *w, const gpu_weight_part *p, gpu_dispatch *d)
-{
-    for (int i = 0; i < QGPU_MAX_PLANES; i++)
-        d->params[8 + i] = (uint32_t)p->plan.plane_offset[i];
-    d->params[12] = (uint32_t)p->plan.blocks_per_row;
-    d->params[13] = (uint32_t)w->cols;
-    d->n_params = 14;
-}
 
-/* A dispatch over one part: 0 its weights, 1 `in`, 2 `y`, and the weight params. */
-static void part_dispatch(gpu_dispatch *d, const gpu_program *prog, const gpu_weight *w,
-                          const gpu_weight_part *p, const gpu_buffer *in, const gpu_buffer *y,
-                          gpu_access y_access)
-{
-    memset(d, 0, sizeof *d);
-    d->prog = prog;
-    d->bindings[0] = (gpu_binding){ 0, &p->buf, 0, 0, GPU_READ };
-    d->bindings[1] = (gpu_binding){ 1, in, 0, 0, GPU_READ };
-    d->bindings[2] = (gpu_binding){ 2, y, 0, 0, y_access };
-    d->n_bindings = 3;
-    weight_params(w, p, d);
-}
 
-/* n work groups as a 2D grid within 65535 per dimension (the GLES minimum) */
-static void grid(gpu_dispatch *d, uint64_t n)
-{
-    uint32_t x = n < 65535 ? (uint32_t)n : 65535;
-    d->groups[0] = x ? x : 1;
-    d->groups[1] = (uint32_t)((n + d->groups[0] - 1) / d->groups[0]);
-    d->groups[2] = 1;
-}
 
 glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
                              const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
@@ -1091,7 +966,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
     if (k->type != w->type)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matvec kernel for %s given tensor %s (%s)",
                        ggml_type_name(k->type), w->name, ggml_type_name(w->type));
-    if (k->x_once && units_per_row(w->type, w->cols) > X_ONCE_UNITS)
+    if (k->x_once && weight_units_per_row(w->type, w->cols) > X_ONCE_UNITS)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec kernel staging x once (at most %u units a row) given %s of %llu "
                        "columns",
@@ -1128,7 +1003,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                        w->name, n, (unsigned long long)a->xp_off, x->size);
     if (k->xg) {
         /* x's units first (x_prep.comp) */
-        uint32_t units = units_per_row(w->type, w->cols), words = k->xg_words;
+        uint32_t units = weight_units_per_row(w->type, w->cols), words = k->xg_words;
         gpu_dispatch d;
         memset(&d, 0, sizeof d);
         d.prog = &k->prep;
@@ -1156,7 +1031,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
-        part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
+        weight_part_dispatch(&d, &k->prog, w, p, x, y, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
         if (e == MATVEC_QKV && nt > 1)
             d.bindings[1].access = GPU_READ_WRITE; /* Q goes to x's buffer */
         if (k->xg) /* (as if it wrote x's buffer: a next prep, which overwrites the
@@ -1188,333 +1063,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
             d.n_params = 19;
             slots += part_slots(k, p);
         }
-        grid(&d, (p->rows + rows_wg - 1) / rows_wg);
-        glesllm_status st = gpu_queue_dispatch(q, &d);
-        if (st != GLESLLM_OK)
-            return st;
-    }
-    return GLESLLM_OK;
-}
-
-/* ---- matmul (prefill) ---------------------------------------------------- */
-
-/* x_tiles.comp's work group (one invocation a uvec4 of the tiles) */
-#define XT_WG 128u
-
-uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
-{
-    if (!c->f16)
-        return 0;
-    uint64_t bn = c->wg / 16 * c->tn;
-    /* a tile: bn tokens x 32 values (a unit of the activation row) as f16 */
-    return (n_tok + bn - 1) / bn * bn * act_stride(cols) * 2;
-}
-
-uint32_t matmul_split(const matmul_config *c)
-{
-    return c->f16 && c->split > 1 ? c->split : 1;
-}
-
-uint32_t matmul_shared_bytes(const matmul_config *c)
-{
-    /* f16: a row's values of a part (32 / split) in uvec4 of 8 values (dup:
-     * 4) and one of padding, a token's values of a part in f16 */
-    uint32_t vals = 32u / matmul_split(c);
-    if (c->f16)
-        return 16u * c->tm * (vals / (c->dup ? 4u : 8u) + 1u) * 16u +
-               c->wg / 16u * c->tn * vals * 2u;
-    return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
-}
-
-static matmul_config default_tiles(gpu_context *ctx, bool f16)
-{
-    const gpu_limits *L = gpu_context_limits(ctx);
-    /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
-     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations with f32
-     * tiles; with f16 tiles 8 x 8 (4 x 8 below 4096 rows, the units in
-     * halves above 4224: matmul_config_for) since their shared-memory loads
-     * were halved (session 31: pp512 of
-     * Mistral-7B Q4_0 2850 -> 2987 tok/s, Q4_K_M 2657 -> 2871). f16
-     * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
-     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
-     * product a weight times a pair of tokens (session 10); every shared
-     * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
-     * prefill logits move from decode's by a few 1e-3 of the largest. */
-    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16 };
-    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
-     * the tiles in mediump (f16 arithmetic where the driver has it: faster on
-     * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
-     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5), each a
-     * weight times a pair of tokens, 3 the same with the weights' values
-     * doubled, each product a pair times a pair (matmul_config.dup: the
-     * default with f16 tiles) */
-    unsigned v[4] = { 0, 0, 0, 0 };
-    if (env_uints("GLESLLM_MATMUL", v, 3, 4) >= 3) { /* else weights_env_check's error */
-        c.wg = v[0];
-        c.tm = v[1];
-        c.tn = v[2];
-        c.half = v[3] == 1;
-        c.f16 = v[3] == 2 || v[3] == 3;
-        c.dup = v[3] == 3;
-        c.by_rows = false;
-    }
-    if (c.wg > L->max_invocations)
-        c.wg = 128;
-    while (matmul_shared_bytes(&c) > L->max_shared_bytes * 3 / 4 && (c.tm > 4 || c.tn > 4)) {
-        if (c.tm > 4)
-            c.tm = 4;
-        else
-            c.tn = 4;
-    }
-    return c;
-}
-
-matmul_config matmul_default_config(gpu_context *ctx)
-{
-    return default_tiles(ctx, gpu_context_caps(ctx)->f16_types);
-}
-
-matmul_config matmul_f32_config(gpu_context *ctx)
-{
-    matmul_config c = default_tiles(ctx, false);
-    c.f16 = false; /* (GLESLLM_MATMUL's 2 and 3 too) */
-    c.dup = false;
-    return c;
-}
-
-matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
-{
-    /* 8 rows a thread make 128-row blocks: a 512-token product has rows / 16
-     * work groups. NVIDIA's GL driver gives a multiprocessor's groups about
-     * 48 KiB of shared memory together (bench/RESULTS.md, session 13), so
-     * with the weights' values doubled (dup, the default with f16 tiles;
-     * 22.5 KiB a group) a multiprocessor holds 2 groups, and with each unit
-     * in two halves (split 2, 12 KiB) 3. An H200 (132 multiprocessors) then
-     * runs 264 or 396 groups at once; the step where a 512-token product
-     * takes longer was measured at 4224 -> 4352 rows (2 a multiprocessor)
-     * and 6272 -> 6400 (3) (bench/RESULTS.md, session 33). The rule:
-     *  - fewer than 4096 rows (SmolLM's 576-3072): 4 rows a thread, twice
-     *    the groups, one unit at a time;
-     *  - 4096-4224 rows (O, down: 256 groups, one wave of 2 a
-     *    multiprocessor): 8 rows, one unit at a time; split 2 loses there
-     *    (4096 x 14336 Q4_0 1114 -> 1147 us);
-     *  - more (Q/K/V 6144: 384 groups, one wave of 3; gate/up 28672): 8
-     *    rows, split 2.
-     * On an H200, 512 tokens, us (session 33): 28672 x 4096 split 1 -> 2,
-     * Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 -> 2338, Q8_0 2325 ->
-     * 2188; 6144 x 4096 4 rows -> 8 rows split 2, Q4_0 547 -> 483, Q4_K
-     * 546 -> 468, Q6_K 647 -> 523, Q8_0 581 -> 503. pp512 of Mistral-7B
-     * Q4_0 3465 -> 3533 (gate/up) -> 3557 tok/s (Q/K/V), Q4_K_M 3303 ->
-     * 3393 -> 3451, Q8_0 3306 -> 3378 -> 3408. (Session 32: 4 rows -> 8
-     * with dup at 4096 x 14336 Q4_0 1355 -> 1108 us.) */
-    matmul_config r = *c;
-    if (!c->by_rows)
-        return r;
-    if (rows < 4096)
-        r.tm = 4;
-    else if (rows > 4224 && c->dup)
-        r.split = 2;
-    return r;
-}
-
-glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
-                            const matvec_variant *var, matmul_kernel *out)
-{
-    memset(out, 0, sizeof *out);
-    matvec_variant v = var ? *var : (matvec_variant){ MATVEC_STORE };
-    if (!quant_gpu_layout_of(type))
-        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matmul for tensor type %s",
-                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
-    const gpu_limits *L = gpu_context_limits(ctx);
-    if (v.norm || !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
-        (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) || cfg->split > 2 ||
-        (cfg->split == 2 && !cfg->f16) || matmul_shared_bytes(cfg) > L->max_shared_bytes)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matmul: invalid tiling (wg %u, tm %u, tn %u, split %u: 1, or 2 with f16 "
-                       "tiles; %u bytes of shared memory of %u; no folded norm)",
-                       cfg->wg, cfg->tm, cfg->tn, cfg->split > 1 ? cfg->split : 1u,
-                       matmul_shared_bytes(cfg),
-                       L->max_shared_bytes);
-    /* f16 tiles without the f16 types: the same kernel in f32 (the tests
-     * check its indexing on llvmpipe) */
-    bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
-    char tdef[32], epi[128], defines[384];
-    type_define(type, tdef, sizeof tdef);
-    epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s", tdef,
-             cfg->wg, cfg->tm, cfg->tn, matmul_split(cfg),
-             f16_f32     ? "\nF16_TILES_F32 1"
-             : cfg->f16  ? "\nF16_TILES 1"
-             : cfg->half ? "\nHALF_TILES 1"
-                         : "",
-             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi);
-    /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
-     * copied as they are by every row block, instead of each row block
-     * loading x as f32 and converting it (half the bytes, no conversions in
-     * the staging). Same sums: the same roundings to f16, the same order. On
-     * an H200 (bench/RESULTS.md, session 30), 512 tokens, the tiles' pass
-     * included, us: 14336x4096 Q4_0 1360 -> 1297, Q4_K 1454 -> 1347, Q6_K
-     * 1590 -> 1524, Q8_0 1473 -> 1410; 4096x14336 Q4_0 1568 -> 1386; pp512
-     * of Mistral-7B Q4_0 2658 -> 2834 tok/s, Q4_K_M 2439 -> 2652, with the
-     * same greedy ids. (The copy with a bounds test on each uvec4, which
-     * never fails, gained only 0.4% on Q4_0.) */
-    glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
-    if (st == GLESLLM_OK && cfg->f16) {
-        char pdef[48];
-        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, XT_WG);
-        st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
-        if (st != GLESLLM_OK)
-            gpu_program_destroy(&out->prog);
-    }
-    if (st != GLESLLM_OK)
-        return st;
-    snprintf(out->prog.name, sizeof out->prog.name, "matmul %s", type_label(type));
-    if (cfg->f16)
-        snprintf(out->prep.name, sizeof out->prep.name, "x tiles");
-    out->type = type;
-    out->cfg = *cfg;
-    out->var = v;
-    return GLESLLM_OK;
-}
-
-void matmul_destroy(matmul_kernel *k)
-{
-    gpu_program_destroy(&k->prog);
-    gpu_program_destroy(&k->prep);
-    memset(k, 0, sizeof *k);
-}
-
-glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
-                             const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a)
-{
-    if (k->type != w->type)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matmul kernel for %s given tensor %s (%s)",
-                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
-    matvec_epilogue e = k->var.epilogue;
-    uint64_t xs = act_stride(w->cols), n = a->n_tok;
-    uint64_t y_row = e == MATVEC_GLU ? (a->row_base + w->rows) / 2 : e == MATVEC_QKV ? 0 : w->rows;
-    uint64_t y_end = n ? a->y_off + (n - 1) * a->y_stride + y_row : 0;
-    uint64_t x_end = n ? a->x_off + n * xs : 0;
-    if (!n || a->x_off % 4 || x_end * 4 > x->size ||
-        (e == MATVEC_QKV ? (a->y_off + n * a->y_stride) * 4 > x->size : y_end * 4 > y->size) ||
-        x_end >= (1ull << 32) || y_end >= (1ull << 32))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "matmul %s over %llu tokens: x (offset %llu, %zu bytes) or y (offset %llu, "
-                       "%zu bytes) out of range",
-                       w->name, (unsigned long long)n, (unsigned long long)a->x_off, x->size,
-                       (unsigned long long)a->y_off, y->size);
-    uint32_t bm = 16 * k->cfg.tm, bn = k->cfg.wg / 16 * k->cfg.tn;
-    uint64_t units = units_per_row(w->type, w->cols);
-    if (k->cfg.f16) {
-        uint64_t need = matmul_xt_bytes(&k->cfg, (uint32_t)n, w->cols);
-        if (!a->xt || a->xt->size < need)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "matmul %s over %llu tokens: the f16 tiles need a buffer of %llu bytes "
-                           "for the tokens' tiles (matmul_args.xt)",
-                           w->name, (unsigned long long)n, (unsigned long long)need);
-        if (!a->xt_made) {
-            gpu_dispatch d;
-            memset(&d, 0, sizeof d);
-            d.prog = &k->prep;
-            d.bindings[0] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
-            d.bindings[1] = (gpu_binding){ 3, a->xt, 0, 0, GPU_WRITE };
-            d.n_bindings = 2;
-            d.params[0] = (uint32_t)units;
-            d.params[1] = (uint32_t)w->cols;
-            d.params[2] = (uint32_t)(a->x_off / 4);
-            d.params[4] = (uint32_t)n;
-            d.n_params = 5;
-            grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + XT_WG - 1) / XT_WG);
-            glesllm_status st = gpu_queue_dispatch(q, &d);
-            if (st != GLESLLM_OK)
-                return st;
-        }
-    }
-    for (uint32_t i = 0; i < w->n_parts; i++) {
-        const gpu_weight_part *p = &w->parts[i];
-        gpu_dispatch d;
-        part_dispatch(&d, &k->prog, w, p, x, y,
-                      e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
-        if (e == MATVEC_QKV)
-            d.bindings[1].access = GPU_READ_WRITE;
-        d.params[0] = (uint32_t)p->rows;
-        d.params[1] = (uint32_t)((e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + p->row0);
-        d.params[2] = (uint32_t)(a->x_off / 4);
-        d.params[3] = (uint32_t)a->rope_off;
-        d.params[4] = (uint32_t)n;
-        d.params[5] = (uint32_t)a->y_off;
-        d.params[6] = (uint32_t)a->y_stride;
-        d.params[7] = (uint32_t)a->bias_off;
-        d.params[14] = (uint32_t)a->k_off;
-        d.params[15] = (uint32_t)a->v_off;
-        d.n_params = 16;
-        /* the tiles are read, but the last part counts as writing them, so
-         * that the queue places a barrier before whatever writes them next
-         * (the next product's x_tiles) */
-        if (k->cfg.f16)
-            d.bindings[d.n_bindings++] = (gpu_binding){
-                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
-            };
-        d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
-        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
-        d.groups[2] = 1;
-        if (d.groups[0] > 65535 || d.groups[1] > 65535)
-            return err_set(GLESLLM_ERR_UNSUPPORTED, "matmul %s: %u x %u work groups", w->name,
-                           d.groups[0], d.groups[1]);
-        glesllm_status st = gpu_queue_dispatch(q, &d);
-        if (st != GLESLLM_OK)
-            return st;
-    }
-    return GLESLLM_OK;
-}
-
-glesllm_status get_rows_build(gpu_context *ctx, uint32_t type, get_rows_kernel *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!quant_gpu_layout_of(type))
-        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU row lookup for tensor type %s",
-                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
-    char tdef[32], defines[96];
-    type_define(type, tdef, sizeof tdef);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u", tdef,
-             gpu_context_limits(ctx)->max_invocations >= 256 ? 256u : 128u);
-    glesllm_status st = gpu_program_build(ctx, "get_rows.comp", defines, &out->prog);
-    if (st == GLESLLM_OK)
-        out->type = type;
-    return st;
-}
-
-void get_rows_destroy(get_rows_kernel *k)
-{
-    gpu_program_destroy(&k->prog);
-    memset(k, 0, sizeof *k);
-}
-
-glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu_weight *w,
-                               const gpu_buffer *ids, uint32_t id_off, uint32_t n_ids,
-                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride)
-{
-    if (k->type != w->type)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "row lookup kernel for %s given tensor %s (%s)",
-                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
-    if (!n_ids)
-        return GLESLLM_OK;
-    if ((uint64_t)(id_off + n_ids) * 4 > ids->size ||
-        (y_off + (uint64_t)(n_ids - 1) * y_stride + w->cols) * 4 > y->size || y_stride < w->cols)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "row lookup %s: ids or output too small",
-                       w->name);
-    for (uint32_t i = 0; i < w->n_parts; i++) {
-        const gpu_weight_part *p = &w->parts[i];
-        gpu_dispatch d;
-        part_dispatch(&d, &k->prog, w, p, ids, y, GPU_WRITE);
-        d.params[0] = n_ids;
-        d.params[1] = id_off;
-        d.params[2] = (uint32_t)y_off;
-        d.params[3] = (uint32_t)y_stride;
-        d.params[4] = (uint32_t)p->row0;
-        d.params[5] = (uint32_t)p->rows;
-        d.params[6] = i + 1 == w->n_parts;
-        grid(&d, n_ids);
+        weight_grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)
             return st;

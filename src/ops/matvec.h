@@ -1,50 +1,16 @@
-/* model/: weight tensors on the GPU and the kernels that read them.
- *
- *   gpu_weight       a tensor repacked into its GPU layout (quant/quant_gpu.h)
- *                    and uploaded; split by whole rows into several buffers
- *                    when it is larger than the storage-block limit
- *   matvec kernel    y[y_off + r] (+)= sum_c W[r][c] x[x_off + c]  (glsl/matvec.comp)
- *   matmul kernel    y[t][r] (+)= sum_c W[r][c] x[t][c] for a batch of tokens
- *                    (prefill; glsl/matmul.comp)
- *   get_rows kernel  y[i] = W[ids[i]] dequantized: embeddings (glsl/get_rows.comp)
- *
- * Activations given to these kernels are f32 buffers whose rows are padded
- * to a multiple of 32 values (the padding is never used, its content does
- * not matter). */
-#ifndef GLESLLM_MODEL_WEIGHTS_H
-#define GLESLLM_MODEL_WEIGHTS_H
+/* ops/: the matrix-vector kernels (glsl/matvec.comp): y[y_off + r] (+)=
+ * sum_c W[r][c] x[x_off + c] for one token (a decode step) or a few tokens a
+ * dispatch (small batches, verifying drafted tokens), with the epilogues a
+ * transformer layer needs (residual add, SiLU gate, Q/K/V with bias, RoPE and
+ * the KV-cache write) and the RMSNorm folded into the input. */
+#ifndef GLESLLM_OPS_MATVEC_H
+#define GLESLLM_OPS_MATVEC_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "gpu/gpu.h"
-#include "quant/quant_gpu.h"
-
-typedef struct gpu_weight_part {
-    gpu_buffer buf;
-    uint64_t row0, rows;
-    quant_gpu_plan plan;
-} gpu_weight_part;
-
-typedef struct gpu_weight {
-    char name[64];
-    uint32_t type;
-    uint64_t rows, cols;
-    uint32_t n_parts;
-    gpu_weight_part *parts;
-    uint64_t bytes; /* GPU bytes over all parts */
-} gpu_weight;
-
-/* Padded length of an activation row of n values. */
-static inline uint64_t act_stride(uint64_t n) { return (n + 31) / 32 * 32; }
-
-/* Repacks rows x cols values of `type` (GGUF layout, row after row) and
- * uploads them. Parts hold at most max_part_bytes each (0: the context's
- * storage-block limit). */
-glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t type, uint64_t rows,
-                                 uint64_t cols, const void *data, uint64_t max_part_bytes,
-                                 gpu_weight *out);
-void gpu_weight_destroy(gpu_weight *w);
+#include "ops/weight.h"
 
 /* How a matvec program divides its work (glsl/matvec.comp). */
 typedef struct matvec_config {
@@ -204,92 +170,7 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                                   const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                                   uint64_t y_off, const matvec_args *a);
 
-/* How a matmul program tiles its work (glsl/matmul.comp): work groups of
- * wg invocations (16 x wg/16 threads), each thread tm rows x tn tokens, so a
- * work group covers 16 tm rows x (wg / 16) tn tokens. */
-typedef struct matmul_config {
-    uint32_t wg, tm, tn;  /* wg a multiple of 16; tm, tn 4 or 8 */
-    bool half;            /* tiles and products in mediump (f16 where the driver has it) */
-    bool f16;             /* tiles in f16, each product a weight times a pair of
-                             tokens, each unit's products added in f16
-                             (GL_NV_gpu_shader5: gpu_caps.f16_types; the default
-                             there, except for F32 weights in a model; without
-                             the types, the same kernel in f32 arithmetic) */
-    bool by_rows;         /* tm and split picked for each product's rows (matmul_config_for) */
-    bool dup;             /* f16: the weights' tile holds each value twice, so that each
-                             product is a pair of weights times a pair of tokens (a
-                             packed multiply-add without a broadcast operand) */
-    uint32_t split;       /* f16: a unit's 32 values go through the tiles in `split`
-                             parts (1 or 2; 0 reads as 1): smaller tiles, more
-                             groups a multiprocessor, twice the barriers */
-} matmul_config;
-
-/* The parts a unit is staged in (matmul_config.split: 1 unless f16 tiles). */
-uint32_t matmul_split(const matmul_config *c);
-
-/* The shared memory a tiling's work group uses (bytes), for matmul_build's
- * check against the context's limit. */
-uint32_t matmul_shared_bytes(const matmul_config *c);
-
-/* The largest tiles the context's limits allow (shared memory, invocations). */
-matmul_config matmul_default_config(gpu_context *ctx);
-/* The same with f32 tiles (F32 weights, or f16 tiles turned off). */
-matmul_config matmul_f32_config(gpu_context *ctx);
-
-/* The tiling for a product of `rows` rows: c itself, or with by_rows 4 rows
- * a thread below 4096 rows and the unit in two halves (split 2) above 4224
- * (weights.c has the measurements). */
-matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
-
-typedef struct matmul_kernel {
-    gpu_program prog;
-    gpu_program prep; /* f16 tiles: glsl/x_tiles.comp, the tokens' tiles made once */
-    uint32_t type;
-    matmul_config cfg;
-    matvec_variant var; /* the epilogue; norm must be false */
-} matmul_kernel;
-
-glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
-                            const matvec_variant *var, matmul_kernel *out);
-void matmul_destroy(matmul_kernel *k);
-
-/* The per-dispatch values of a matmul over n_tok tokens. Offsets count
- * floats; token t's x is at x_off + t * act_stride(cols) in x's buffer. */
-typedef struct matmul_args {
-    uint32_t n_tok;
-    uint64_t x_off;
-    uint64_t y_off, y_stride; /* y row of token t at y_off + t * y_stride (QKV: Q, in x's buffer) */
-    uint64_t row_base;        /* global row of the weight's first row (GLU, QKV) */
-    uint64_t rope_off;        /* QKV: token 0's row of the RoPE table */
-    uint64_t bias_off;        /* QKV: Q|K|V biases */
-    uint64_t k_off, v_off;    /* QKV: uint offsets of token 0's K and V in the cache */
-    /* f16 tiles: a buffer of at least matmul_xt_bytes for the tokens' tiles
-     * (x_tiles.comp), and whether an earlier matmul_record left this x's tiles
-     * there (same x, x_off, n_tok and columns, nothing written to it since) */
-    const gpu_buffer *xt;
-    bool xt_made;
-} matmul_args;
-
-/* The bytes of the tokens' tiles a matmul with f16 tiles needs (matmul_args.xt)
- * for n_tok tokens of `cols` columns; 0 for the other tilings. */
-uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols);
-
-/* Records the product over every part of w. y is the output buffer (QKV:
- * the cache). */
-glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
-                             const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a);
-
-typedef struct get_rows_kernel {
-    gpu_program prog;
-    uint32_t type;
-} get_rows_kernel;
-
-glesllm_status get_rows_build(gpu_context *ctx, uint32_t type, get_rows_kernel *out);
-void get_rows_destroy(get_rows_kernel *k);
-
-/* Records y[y_off + i * y_stride ..] = W[ids[id_off + i]] for i < n_ids. */
-glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu_weight *w,
-                               const gpu_buffer *ids, uint32_t id_off, uint32_t n_ids,
-                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride);
+/* The defines of an epilogue (matvec.comp and matmul.comp share them). */
+void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n);
 
 #endif

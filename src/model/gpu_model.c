@@ -1,0 +1,711 @@
+/* The GPU model: its weights uploaded (repacked, Q|K|V and gate/up fused),
+ * its kernels, the activation buffer's layout, the KV cache, and reading
+ * results back. The passes are model/pass.c, the graphs model/arch/. See
+ * gpu_model.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "model/gpu_model_impl.h"
+#include "quant/quant.h"
+
+/* Each architecture's graph (model/arch/): adding one is a graph file, an
+ * entry here and one in model.c's table. */
+static arch_graph arch_graph_of(model_arch arch)
+{
+    static const arch_graph graphs[] = {
+        [MODEL_ARCH_LLAMA] = llama_graph,
+        [MODEL_ARCH_QWEN2] = llama_graph, /* biases and NeoX RoPE are data */
+    };
+    return graphs[arch];
+}
+
+/* ---- policies ---------------------------------------------------------------- */
+
+const char *kv_placement_name(kv_placement p)
+{
+    return p == KV_MAPPED ? "mapped" : p == KV_DEVICE ? "device" : "auto";
+}
+
+glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why)
+{
+    const gpu_caps *C = gpu_context_caps(ctx);
+    const char *env = getenv("GLESLLM_KV");
+    if (env && *env) {
+        if (strcmp(env, "device") == 0)
+            *out = KV_DEVICE;
+        else if (strcmp(env, "mapped") == 0)
+            *out = KV_MAPPED;
+        else
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "GLESLLM_KV=%s: expected 'device' or 'mapped'", env);
+        if (*out == KV_MAPPED && !C->buffer_storage)
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "GLESLLM_KV=mapped needs GL_EXT_buffer_storage, which this driver lacks");
+        *why = "set by GLESLLM_KV";
+        return GLESLLM_OK;
+    }
+    if (!C->buffer_storage) {
+        *out = KV_DEVICE;
+        *why = "no GL_EXT_buffer_storage for persistent mapping";
+    } else if (C->memory_total) {
+        /* Measured on an H200 (../shared/DESIGN.md): a mapped buffer lives in
+         * host memory and reads at 51 GB/s against 2860 GB/s on the device. */
+        *out = KV_DEVICE;
+        *why = "the driver reports dedicated GPU memory (a discrete GPU reads mapped storage "
+               "over the bus)";
+    } else {
+        *out = KV_MAPPED;
+        *why = "no dedicated GPU memory reported: the GPU shares memory with the CPU";
+    }
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_model_prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
+                                         const char **why)
+{
+    int set;
+    glesllm_status st = env_flag("GLESLLM_PREFETCH", "0 or 1", &set);
+    if (st == GLESLLM_OK)
+        prefetch_choose(ctx, set < 0 ? 0 : set ? 1 : -1, down_bytes, out, why);
+    return st;
+}
+
+/* ---- weights ----------------------------------------------------------------- */
+
+/* Row r of the fused matrix when Q/K rows of each head are reordered so the
+ * NeoX RoPE pairs (i, i + head_dim/2) become adjacent rows (2i, 2i+1). Any
+ * order of a head's dimensions that Q and K share leaves q . k unchanged. */
+static uint64_t source_row(uint64_t r, uint32_t head_dim, bool pair_halves)
+{
+    if (!pair_halves)
+        return r;
+    uint64_t head = r / head_dim, i = r % head_dim, half = head_dim / 2;
+    return head * head_dim + (i % 2 ? i / 2 + half : i / 2);
+}
+
+typedef struct fuse_part {
+    const model_tensor *t;
+    bool pair_halves;
+} fuse_part;
+
+/* Uploads rows of several tensors of one type as one weight. interleave:
+ * row 2i from parts[0], 2i+1 from parts[1] (gate/up); else one after the
+ * other. */
+static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_part *parts,
+                                   uint32_t n, bool interleave, gpu_weight *out)
+{
+    const model_tensor *t0 = parts[0].t;
+    uint64_t rb = model_tensor_row_bytes(t0), rows = 0;
+    for (uint32_t i = 0; i < n; i++)
+        rows += parts[i].t->rows;
+    uint8_t *host = malloc((size_t)(rows * rb));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory assembling %s", name);
+    uint64_t r = 0;
+    uint32_t hd = gm->m->hp.head_dim;
+    for (uint32_t i = 0; i < n; i++) {
+        const model_tensor *t = parts[i].t;
+        for (uint64_t j = 0; j < t->rows; j++) {
+            uint64_t dst = interleave ? 2 * j + i : r + j;
+            memcpy(host + dst * rb,
+                   (const uint8_t *)t->data + source_row(j, hd, parts[i].pair_halves) * rb, rb);
+        }
+        r += t->rows;
+    }
+    glesllm_status st = gpu_weight_upload(gm->ctx, name, t0->type, rows, t0->cols, host, 0, out);
+    free(host);
+    return st;
+}
+
+typedef struct upload_progress {
+    const gpu_model_options *opt;
+    uint64_t done, total;
+} upload_progress;
+
+static void progress(upload_progress *p, uint64_t bytes)
+{
+    p->done += bytes;
+    if (p->opt->progress)
+        p->opt->progress(p->opt->progress_ud, p->done, p->total);
+}
+
+/* Uploads a tensor as one weight with its kernels. */
+static glesllm_status upload_linear(gpu_model *gm, const model_tensor *t, const matvec_variant *var,
+                                    gpu_linear *out)
+{
+    glesllm_status st =
+        gpu_weight_upload(gm->ctx, t->name, t->type, t->rows, t->cols, t->data, 0, &out->w);
+    return st ? st : gm_linear_kernels(gm, out, var, NULL);
+}
+
+static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    bool neox = hp->rope_neox;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
+    qkv.norm_scale = gm->fuse_norm;
+    /* (NeoX RoPE: Q's and K's rows reordered so that a rotated pair is two
+     * adjacent rows, as for the other models) */
+    fuse_part parts[3] = { { &l->wq, neox }, { &l->wk, neox }, { &l->wv, false } };
+    char name[64];
+    glesllm_status st;
+    /* Q, K, V: one weight for each run of equal types */
+    uint64_t row_base = 0;
+    for (uint32_t i = 0; i < 3;) {
+        uint32_t j = i + 1;
+        while (j < 3 && parts[j].t->type == parts[i].t->type)
+            j++;
+        segment *s = &g->qkv[g->n_qkv];
+        snprintf(name, sizeof name, "blk.%u.attn_qkv[%u]", li, g->n_qkv);
+        if ((st = upload_fused(gm, name, parts + i, j - i, false, &s->l.w)))
+            return st;
+        g->n_qkv++;
+        s->row_base = row_base;
+        row_base += s->l.w.rows;
+        if ((st = gm_linear_kernels(gm, &s->l, &qkv, NULL)))
+            return st;
+        for (uint32_t k = i; k < j; k++)
+            progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
+        i = j;
+    }
+    /* the residual adds write the next norm's first half, the matvecs after
+     * them scale (the norm split across two kernels) */
+    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
+    add.norm_out = glu.norm_scale = gm->fuse_norm;
+    if ((st = upload_linear(gm, &l->wo, &add, &g->wo)))
+        return st;
+    progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
+    if (l->gate.type != l->up.type)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "layer %u: ffn_gate (%s) and ffn_up (%s) differ in type; glesllm runs "
+                       "them as one interleaved matrix and needs one type",
+                       li, ggml_type_name(l->gate.type), ggml_type_name(l->up.type));
+    fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
+    if ((st = upload_fused(gm, name, gu, 2, true, &g->glu.w)) ||
+        (st = gm_linear_kernels(gm, &g->glu, &glu, NULL)))
+        return st;
+    progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
+    if ((st = upload_linear(gm, &l->down, &add, &g->down)))
+        return st;
+    progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
+    for (uint32_t i = 0; i < g->n_qkv; i++)
+        gm->weight_bytes += g->qkv[i].l.w.bytes;
+    gm->weight_bytes += g->wo.w.bytes + g->glu.w.bytes + g->down.w.bytes;
+    return GLESLLM_OK;
+}
+
+/* ---- the activation buffer --------------------------------------------------- */
+
+static uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/* Dequantizes a 1-D tensor (norm weight, bias) into dst, reordered by
+ * source_row when pair_halves (a Q or K bias under NeoX RoPE). */
+static glesllm_status put_vector(const model_tensor *t, float *dst, uint32_t head_dim,
+                                 bool pair_halves)
+{
+    float *tmp = malloc(sizeof(float) * t->cols);
+    if (!tmp)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = quant_dequantize(t->type, t->data, tmp, t->cols);
+    for (uint64_t i = 0; st == GLESLLM_OK && i < t->cols; i++)
+        dst[i] = tmp[source_row(i, head_dim, pair_halves)];
+    free(tmp);
+    return st ? err_prefix(st, "tensor %s: ", t->name) : GLESLLM_OK;
+}
+
+static glesllm_status create_act(gpu_model *gm)
+{
+    const model *m = gm->m;
+    const model_hparams *hp = &m->hp;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    uint64_t at = 0, emb = align64(hp->n_embd);
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        gm->layers[i].attn_norm = at;
+        gm->layers[i].ffn_norm = at + emb;
+        at += 2 * emb;
+        if (m->layers[i].bq.data) {
+            gm->layers[i].bias = at;
+            at += align64(q_dim + 2ull * kv_dim);
+        }
+    }
+    gm->out_norm = at;
+    at += emb;
+    gm->rope = at;
+    at += align64((uint64_t)gm->n_ctx * hp->head_dim);
+    gm->x = at;
+    at += emb;
+    gm->xn = at;
+    at += emb;
+    gm->sq = at; /* a slot's sum for each row at most (matvec_norm_parts), or rms_prep's */
+    at += align64(hp->n_embd > NORM_WG ? hp->n_embd : NORM_WG);
+    gm->attn_out = at;
+    at += align64(q_dim);
+    gm->hidden = at;
+    at += align64(hp->n_ff);
+    gm->logits = at;
+    at += align64(hp->n_vocab);
+    /* the attention's partial results for each head of each of few_n tokens
+     * (a step's are fewer) */
+    gm->partials = at;
+    gm->few_n = gm_few_limit(gm, 0);
+    at += align64(attn_partials_floats(&gm->attn, gm->few_n));
+    gm->argmax_part = at;
+    at += align64(sample_argmax_floats(hp->n_vocab) * (gm->n_small ? gm->n_small : 1));
+    gm->vlog = at;
+    at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
+    gm->lists = at;
+    at += align64(sample_topk_floats(hp->n_vocab));
+    /* (the widest row's units of multi_nt tokens; O's rows are q_dim long) */
+    uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
+    widest = q_dim > widest ? q_dim : widest;
+    gm->bxp = at;
+    at += align64(matvec_xg_room(widest, gm->multi_nt));
+    /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
+     * hidden; the batch shrinks to what the storage-block limit leaves */
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    uint64_t per_tok = 2 * act_stride(hp->n_embd) + 2 * act_stride(q_dim) + act_stride(hp->n_ff);
+    uint64_t room = limit / 4 > at + 256 ? (limit / 4 - at - 256) / per_tok : 0;
+    if (gm->n_batch > room)
+        gm->n_batch = room ? (uint32_t)room : 1;
+    if (gm->n_small > gm->n_batch)
+        gm->n_small = gm->n_batch;
+    uint64_t nb = gm->n_batch;
+    gm->bx = at;
+    at += align64(nb * act_stride(hp->n_embd));
+    gm->bxn = at;
+    at += align64(nb * act_stride(hp->n_embd));
+    gm->bq = at;
+    at += align64(nb * act_stride(q_dim));
+    gm->battn = at;
+    at += align64(nb * act_stride(q_dim));
+    gm->bhid = at;
+    at += align64(nb * act_stride(hp->n_ff));
+    if (at * 4 > limit)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "the activations and constants (%.1f MiB at context %u, batch %u) exceed "
+                       "the GPU's storage-block limit of %.0f MiB; use a smaller -c or -b",
+                       at * 4.0 / (1 << 20), gm->n_ctx, gm->n_batch, limit / 1048576.0);
+    float *host = calloc((size_t)at, sizeof(float));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory");
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < hp->n_layer; i++) {
+        const model_layer *l = &m->layers[i];
+        const gpu_layer *g = &gm->layers[i];
+        st = put_vector(&l->attn_norm, host + g->attn_norm, hp->head_dim, false);
+        if (!st)
+            st = put_vector(&l->ffn_norm, host + g->ffn_norm, hp->head_dim, false);
+        if (!st && l->bq.data) {
+            float *b = host + g->bias;
+            if (!(st = put_vector(&l->bq, b, hp->head_dim, hp->rope_neox)) &&
+                !(st = put_vector(&l->bk, b + q_dim, hp->head_dim, hp->rope_neox)))
+                st = put_vector(&l->bv, b + q_dim + kv_dim, hp->head_dim, false);
+        }
+    }
+    if (!st)
+        st = put_vector(&m->out_norm, host + gm->out_norm, hp->head_dim, false);
+    if (!st) {
+        model_rope_table(hp, gm->n_ctx, host + gm->rope);
+        st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DEVICE, "activations",
+                               &gm->act);
+    }
+    free(host);
+    return st;
+}
+
+static glesllm_status create_caches(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
+    uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    gm->k_base = align64(q_dim);
+    gm->v_base = gm->k_base + align64(gm->n_ctx * kv_dim / 2);
+    uint64_t bytes = (gm->v_base + align64(gm->n_ctx * kv_dim / 2)) * 4;
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    if (bytes > limit)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "one layer's KV cache at context %u needs %.1f MiB, over the GPU's "
+                       "storage-block limit of %.0f MiB; use a smaller -c",
+                       gm->n_ctx, bytes / 1048576.0, limit / 1048576.0);
+    /* dynamic: a session file is written back into them */
+    unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "KV cache of layer %u", i);
+        glesllm_status st =
+            gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &gm->layers[i].cache);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    glesllm_status st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL,
+                                          GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
+    if (st)
+        return st;
+    /* a counter a (query, head) */
+    uint32_t counters = attn_counters(&gm->attn, gm->few_n);
+    uint32_t *zeros = calloc(counters, 4);
+    if (!zeros)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the attention counters");
+    st = gpu_buffer_create(gm->ctx, (size_t)counters * 4, zeros, GPU_BUFFER_DEVICE,
+                           "attention counters", &gm->attn_count);
+    free(zeros);
+    if (st)
+        return st;
+    return gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL, GPU_BUFFER_MAPPED,
+                             "sampling candidates", &gm->cand);
+}
+
+/* ---- create / destroy ---------------------------------------------------------- */
+
+static void linear_destroy(gpu_linear *l) { gpu_weight_destroy(&l->w); }
+
+void gpu_model_destroy(gpu_model *gm)
+{
+    if (!gm)
+        return;
+    if (gm->q) {
+        gpu_queue_wait(gm->q, 0);
+        gpu_queue_destroy(gm->q);
+    }
+    for (uint32_t i = 0; gm->layers && i < gm->m->hp.n_layer; i++) {
+        gpu_layer *g = &gm->layers[i];
+        for (uint32_t j = 0; j < g->n_qkv; j++)
+            linear_destroy(&g->qkv[j].l);
+        linear_destroy(&g->wo);
+        linear_destroy(&g->glu);
+        linear_destroy(&g->down);
+        gpu_buffer_destroy(&g->cache);
+    }
+    free(gm->layers);
+    if (gm->out.w.parts != gm->tok_embd.parts) /* (tied: the embeddings') */
+        linear_destroy(&gm->out);
+    gpu_weight_destroy(&gm->tok_embd);
+    get_rows_destroy(&gm->embed);
+    gm_kernels_destroy(gm);
+    attn_destroy(&gm->attn);
+    norm_destroy(&gm->norm);
+    sample_destroy(&gm->sample);
+    prefetch_destroy(&gm->prefetch);
+    for (uint32_t i = 0; i < gm->n_logits_all; i++)
+        gpu_buffer_destroy(&gm->logits_all[i]);
+    free(gm->logits_all);
+    gpu_buffer_destroy(&gm->cand);
+    gpu_buffer_destroy(&gm->act);
+    gpu_buffer_destroy(&gm->xt);
+    gpu_buffer_destroy(&gm->tokens);
+    gpu_buffer_destroy(&gm->attn_count);
+    free(gm);
+}
+
+static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t kv = 2ull * hp->n_layer * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
+    uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
+    uint64_t avail = gpu_context_memory_available(gm->ctx);
+    if (avail && need > avail)
+        return err_set(GLESLLM_ERR_GPU_OUT_OF_MEMORY,
+                       "the model needs about %.0f MiB of GPU memory at context %u (weights %.0f, "
+                       "KV cache %.0f) but the GPU has %.0f MiB free; use a smaller -c or a "
+                       "smaller quantization",
+                       need / 1048576.0, gm->n_ctx, weights / 1048576.0, kv / 1048576.0,
+                       avail / 1048576.0);
+    return GLESLLM_OK;
+}
+
+static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
+{
+    const model *m = gm->m;
+    const model_hparams *hp = &m->hp;
+    upload_progress pr = { opt, 0, 0 };
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
+        pr.total += gguf_tensor_at(m->file, i)->size;
+    glesllm_status st = check_memory(gm, pr.total);
+    if (st)
+        return st;
+    if (opt->prefetch) {
+        gm->prefetch_down = opt->prefetch > 0;
+    } else {
+        const model_tensor *d = &m->layers[0].down;
+        const char *why;
+        if ((st = gpu_model_prefetch_choose(gm->ctx, d->rows * model_tensor_row_bytes(d),
+                                            &gm->prefetch_down, &why)))
+            return st;
+    }
+    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
+    if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
+        (st = sample_build(gm->ctx, &gm->sample)) ||
+        (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
+        (st = norm_build(gm->ctx, &gm->norm)))
+        return st;
+    gm->layers = calloc(hp->n_layer, sizeof *gm->layers);
+    if (!gm->layers)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    if ((st = create_act(gm)) || (st = create_caches(gm)))
+        return st;
+    const model_tensor *te = &m->tok_embd;
+    if ((st = gpu_weight_upload(gm->ctx, te->name, te->type, te->rows, te->cols, te->data, 0,
+                                &gm->tok_embd)) ||
+        (st = get_rows_build(gm->ctx, te->type, &gm->embed)))
+        return st;
+    progress(&pr, te->rows * model_tensor_row_bytes(te));
+    gm->weight_bytes += gm->tok_embd.bytes;
+    /* the output head: its own tensor, or the embeddings (tied) */
+    if (!m->tied) {
+        const model_tensor *o = &m->output;
+        if ((st = gpu_weight_upload(gm->ctx, o->name, o->type, o->rows, o->cols, o->data, 0,
+                                    &gm->out.w)))
+            return st;
+        gm->weight_bytes += gm->out.w.bytes;
+        progress(&pr, o->rows * model_tensor_row_bytes(o));
+    } else {
+        gm->out.w = gm->tok_embd; /* (not owned: gpu_model_destroy) */
+    }
+    gm->output = &gm->out.w;
+    matvec_variant head = { MATVEC_STORE }, head_norm = { MATVEC_STORE, true };
+    head.norm_scale = gm->fuse_norm;
+    if ((st = gm_linear_kernels(gm, &gm->out, &head, &head_norm)))
+        return st;
+    for (uint32_t i = 0; i < hp->n_layer; i++)
+        if ((st = upload_layer(gm, i, &pr)))
+            return st;
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_model_options *opt,
+                                gpu_model **out)
+{
+    *out = NULL;
+    if (!opt->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
+    /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
+     * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a several-token
+     * dispatch (2..MATVEC_MAX_NT), GLESLLM_FUSE_NORM=0 gives each norm of a
+     * step its own dispatch instead of splitting it across the matvecs
+     * (bench/RESULTS.md "The norm split across the matvecs"). The kernels'
+     * tuning variables are checked here too (weights_env_check). */
+    long env_small = GPU_SMALL_BATCH, env_nt = 0;
+    int fuse = -1;
+    glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
+    if (est == GLESLLM_OK)
+        est = env_long("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
+    if (est == GLESLLM_OK)
+        est = env_flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &fuse);
+    if (est == GLESLLM_OK)
+        est = weights_env_check();
+    if (est != GLESLLM_OK)
+        return est;
+    gpu_model *gm = calloc(1, sizeof *gm);
+    if (!gm)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    gm->ctx = ctx;
+    gm->m = m;
+    gm->n_ctx = opt->n_ctx;
+    gm->n_batch = opt->n_batch ? opt->n_batch : 512;
+    if (gm->n_batch > opt->n_ctx)
+        gm->n_batch = opt->n_ctx;
+    long n_small = opt->n_small ? opt->n_small : env_small;
+    gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
+    if (gm->n_small > gm->n_batch)
+        gm->n_small = gm->n_batch;
+    gm->n_small_plain = env_small < 0 ? 0 : (uint32_t)env_small;
+    gm->multi_nt = env_nt ? (uint32_t)env_nt : gm_multi_tokens(gm->n_small);
+    gm_multi_sets(gm);
+    gm->graph = arch_graph_of(m->hp.arch);
+    gm->mcfg = matmul_default_config(ctx);
+    gm->mcfg32 = matmul_f32_config(ctx);
+    if (opt->f32_tiles)
+        gm->mcfg = gm->mcfg32;
+    gm->kv = opt->kv;
+    gm->cand_k = 40;
+    gm->fuse_norm = fuse != 0;
+    gm->pen = 1.0f;
+    glesllm_status st = GLESLLM_OK;
+    if (gm->kv == KV_AUTO) {
+        const char *why;
+        st = kv_placement_choose(ctx, &gm->kv, &why);
+    }
+    if (st == GLESLLM_OK)
+        st = create(gm, opt);
+    if (st != GLESLLM_OK) {
+        gpu_model_destroy(gm);
+        return err_prefix(st, "loading the model onto the GPU: ");
+    }
+    *out = gm;
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_n_ctx(const gpu_model *gm) { return gm->n_ctx; }
+uint32_t gpu_model_n_vocab(const gpu_model *gm) { return gm->m->hp.n_vocab; }
+const model *gpu_model_model(const gpu_model *gm) { return gm->m; }
+
+gpu_queue *gpu_model_queue(gpu_model *gm) { return gm->q; }
+kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
+uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
+uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
+
+glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token)
+{
+    if (pos > gm->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "token slot %u is past the context of %u",
+                       pos, gm->n_ctx);
+    if (token < 0 || (uint32_t)token >= gm->m->hp.n_vocab)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "token id %d is outside the model's vocabulary of %u", token,
+                       gm->m->hp.n_vocab);
+    ((uint32_t *)gm->tokens.mapped)[pos] = (uint32_t)token;
+    return GLESLLM_OK;
+}
+
+int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos)
+{
+    return pos <= gm->n_ctx ? (int32_t)((const uint32_t *)gm->tokens.mapped)[pos] : -1;
+}
+
+glesllm_status gpu_model_set_sampling(gpu_model *gm, uint32_t k, float penalty, uint32_t last_n)
+{
+    if (!k || k > GPU_MAX_CANDIDATES || !(penalty > 0.0f))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "sampling: %u candidates (1..%d) and penalty %g (> 0)", k,
+                       GPU_MAX_CANDIDATES, penalty);
+    gm->cand_k = k;
+    gm->pen = penalty;
+    gm->pen_last_n = last_n;
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, float *max,
+                              float *sum_exp)
+{
+    const float *r = gm->cand.mapped;
+    *max = r[0];
+    *sum_exp = r[1];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < gm->cand_k; k++) {
+        if (!(r[2 + 2 * k] > -3.0e38f))
+            break;
+        vals[n] = r[2 + 2 * k];
+        ids[n++] = (int32_t)r[3 + 2 * k];
+    }
+    return n;
+}
+
+uint32_t gpu_model_n_past(const gpu_model *gm) { return gm->n_past; }
+
+glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
+{
+    if (n_past > gm->n_past)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "truncating the cache to %u positions: it holds only %u", n_past,
+                       gm->n_past);
+    gm->n_past = n_past;
+    return GLESLLM_OK;
+}
+
+glesllm_status gpu_model_wait(gpu_model *gm) { return gpu_queue_wait(gm->q, 0); }
+
+glesllm_status gpu_model_wait_prior(gpu_model *gm) { return gpu_queue_wait_prior(gm->q, 0); }
+
+glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint32_t n, void *k,
+                               void *v, bool write)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (layer >= hp->n_layer || pos > gm->n_ctx || n > gm->n_ctx - pos)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "K/V of layer %u, positions %u..%u: outside the model or the context of %u",
+                       layer, pos, pos + n, gm->n_ctx);
+    uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
+    gpu_buffer *b = &gm->layers[layer].cache;
+    size_t ko = (size_t)(gm->k_base * 4 + pos * row), vo = (size_t)(gm->v_base * 4 + pos * row);
+    if (!write) {
+        glesllm_status st = gpu_model_wait(gm);
+        if (!st)
+            st = gpu_buffer_read(gm->ctx, b, ko, k, (size_t)(n * row));
+        return st ? st : gpu_buffer_read(gm->ctx, b, vo, v, (size_t)(n * row));
+    }
+    glesllm_status st = gm_check_past(gm, pos);
+    if (!st)
+        st = gpu_model_wait(gm);
+    if (!st)
+        st = gpu_buffer_write(b, ko, k, (size_t)(n * row));
+    if (!st)
+        st = gpu_buffer_write(b, vo, v, (size_t)(n * row));
+    if (!st)
+        gm->n_past = pos + n;
+    return st;
+}
+
+glesllm_status gpu_model_read_logits(gpu_model *gm, float *out)
+{
+    glesllm_status st = gpu_model_wait(gm);
+    if (st)
+        return st;
+    return gpu_buffer_read(gm->ctx, &gm->act, gm->logits * 4, out, gm->m->hp.n_vocab * 4ull);
+}
+
+glesllm_status gpu_model_read_act(gpu_model *gm, gpu_act_kind kind, bool small, uint32_t row,
+                                  float *out, uint32_t *n)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint32_t len = kind == GPU_ACT_ATTN     ? hp->n_head * hp->head_dim
+                   : kind == GPU_ACT_HIDDEN ? hp->n_ff
+                                            : hp->n_embd;
+    if (small ? row >= gm->n_small : row != 0)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "activations of row %u: a %s has %u", row,
+                       small ? "small prefill" : "step", small ? gm->n_small : 1);
+    uint64_t at = kind == GPU_ACT_ATTN ? (small ? gm->battn : gm->attn_out)
+                  : kind == GPU_ACT_HIDDEN ? (small ? gm->bhid : gm->hidden)
+                                           : (small ? gm->bx : gm->x);
+    at += (uint64_t)row * act_stride(len);
+    *n = len;
+    glesllm_status st = gpu_model_wait(gm);
+    return st ? st : gpu_buffer_read(gm->ctx, &gm->act, at * 4, out, len * 4ull);
+}
+
+uint32_t gpu_model_n_batch(const gpu_model *gm) { return gm->n_batch; }
+uint32_t gpu_model_n_small(const gpu_model *gm) { return gm->n_small; }
+
+glesllm_status gpu_model_read_logits_all(gpu_model *gm, uint32_t first, uint32_t count, float *out)
+{
+    uint32_t nv = gm->m->hp.n_vocab;
+    if (gm->last_small) {
+        if (first > gm->n_small || count > gm->n_small - first)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "logits of positions %u..%u: the last prefill had at most %u", first,
+                           first + count, gm->n_small);
+        glesllm_status st = gpu_model_wait(gm);
+        for (uint32_t i = 0; st == GLESLLM_OK && i < count; i++)
+            st = gpu_buffer_read(gm->ctx, &gm->act, (gm->vlog + (first + i) * act_stride(nv)) * 4,
+                                 out + (size_t)i * nv, (size_t)nv * 4);
+        return st;
+    }
+    if (!gm->logits_all || first > gm->n_batch || count > gm->n_batch - first)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "logits of positions %u..%u: no prefill with GPU_STEP_ALL_LOGITS made them",
+                       first, first + count);
+    glesllm_status st = gpu_model_wait(gm);
+    uint64_t stride = act_stride(nv);
+    float *tmp = stride == nv ? NULL : malloc((size_t)(gm->logits_rows * stride) * 4);
+    if (stride != nv && !tmp)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading logits");
+    /* runs of rows within one buffer, one read each */
+    for (uint32_t i = 0; st == GLESLLM_OK && i < count;) {
+        uint32_t r = first + i, in_buf = r % gm->logits_rows;
+        uint32_t run = gm->logits_rows - in_buf < count - i ? gm->logits_rows - in_buf : count - i;
+        float *dst = tmp ? tmp : out + (size_t)i * nv;
+        st = gpu_buffer_read(gm->ctx, &gm->logits_all[r / gm->logits_rows],
+                             (size_t)(in_buf * stride * 4), dst, (size_t)(run * stride * 4));
+        for (uint32_t k = 0; tmp && k < run; k++)
+            memcpy(out + (size_t)(i + k) * nv, tmp + (size_t)k * stride, (size_t)nv * 4);
+        i += run;
+    }
+    free(tmp);
+    return st;
+}

@@ -1,0 +1,170 @@
+/* Inside the GPU model (model/ only): the uploaded weights, their kernels,
+ * the activation buffer's layout, and the pass that records a layer's ops
+ * for one token, a small batch or a prefill chunk. */
+#ifndef GLESLLM_MODEL_GPU_MODEL_IMPL_H
+#define GLESLLM_MODEL_GPU_MODEL_IMPL_H
+
+#include "model/gpu_model.h"
+#include "ops/attention.h"
+#include "ops/get_rows.h"
+#include "ops/matmul.h"
+#include "ops/matvec.h"
+#include "ops/norm.h"
+#include "ops/prefetch.h"
+#include "ops/sample.h"
+
+#define MAX_KERNELS 96
+#define MAX_SEGMENTS 3
+#define ATTN_FEW_N 16 /* batches of at most this many tokens (or n_small) take attention's `few` */
+
+/* Several-token kernels come in sets by how many tokens they take: a run of
+ * n tokens takes the set of the fewest tokens >= n, so that a short pass
+ * (verifying 1 or 2 drafted tokens) runs kernels whose registers and split
+ * suit it (bench/RESULTS.md "Verifying drafted tokens"). The largest set is
+ * built with the model, the others on first use. */
+#define MULTI_SETS 4
+typedef const matvec_kernel *multi_kernels[MULTI_SETS];
+
+/* A weight and the kernels that read it: one token (k), prefill (mk), and the
+ * several-token sets (vk). */
+typedef struct gpu_linear {
+    gpu_weight w;
+    const matvec_kernel *k;
+    const matmul_kernel *mk;
+    multi_kernels vk;
+} gpu_linear;
+
+/* A run of rows of the fused Q|K|V matrix of one type (Q4_K_M's V is Q6_K). */
+typedef struct segment {
+    gpu_linear l;
+    uint64_t row_base; /* its first row in the fused matrix */
+} segment;
+
+typedef struct gpu_layer {
+    segment qkv[MAX_SEGMENTS];
+    uint32_t n_qkv;
+    gpu_linear wo, glu, down; /* glu: gate and up rows interleaved */
+    gpu_buffer cache;         /* Q scratch | K | V */
+    uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
+} gpu_layer;
+
+struct gpu_pass;
+/* An architecture's graph: records every layer and the output head of a pass. */
+typedef glesllm_status (*arch_graph)(struct gpu_pass *p);
+
+struct gpu_model {
+    gpu_context *ctx;
+    gpu_queue *q;
+    const model *m;
+    arch_graph graph;
+    uint32_t n_ctx;
+    kv_placement kv;
+    gpu_weight tok_embd;
+    gpu_linear out;  /* the output head (lm_head); tied: out.w is tok_embd, not owned */
+    const gpu_weight *output; /* &out.w */
+    get_rows_kernel embed;
+    matvec_kernel kernels[MAX_KERNELS];
+    uint32_t n_kernels;
+    matmul_kernel mkernels[MAX_KERNELS];
+    uint32_t n_mkernels;
+    matmul_config mcfg, mcfg32; /* the prefill tiling; f32 tiles (F32 weights) */
+    attn_kernels attn;
+    norm_kernels norm;
+    sample_kernels sample;
+    prefetch_kernel prefetch;
+    bool prefetch_down; /* the down matrix into L2 beside gate/up (prefetch_choose) */
+    /* prefills of at most n_small tokens: several-token matvecs (multi_nt
+     * tokens a dispatch, in sets), the norm folded in, logits of every
+     * position at vlog in act (n_small rows of act_stride(n_vocab)) */
+    uint32_t n_small, multi_nt;
+    uint32_t n_small_plain;     /* the default's n_small (GPU_STEP_PLAIN: small_limit) */
+    uint32_t set_nt[MULTI_SETS], n_sets; /* the sets' tokens, ascending (multi_nt last) */
+    bool set_built[MULTI_SETS];
+    uint64_t vlog;
+    uint64_t bxp; /* the units of x of a several-token matvec with matvec_config.xg */
+    bool last_small; /* the last prefill took that path */
+    /* RMSNorm split between the kernel that writes x and the matvec that
+     * reads it (matvec_variant norm_out / norm_scale), else its own dispatch */
+    bool fuse_norm;
+    gpu_layer *layers;
+    gpu_buffer act, tokens, cand;
+    gpu_buffer xt; /* the f16-tile matmuls' token tiles (made on the first prefill chunk) */
+    gpu_buffer attn_count; /* attention's chunk counters, a uint a (query, head) */
+    uint32_t cand_k, pen_last_n;
+    float pen;
+    /* float offsets in act */
+    uint64_t out_norm, rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
+    uint64_t sq; /* fuse_norm: the partial sums of squares of x (x times the weight at xn) */
+    uint64_t k_base, v_base; /* uint offsets in a layer's cache */
+    /* prefill: n_batch rows each (float offsets in act) */
+    uint32_t n_batch;
+    uint64_t bx, bxn, bq, battn, bhid;
+    uint32_t few_n; /* batches of at most few_n tokens take attention's `few` */
+    /* logits of every position (GPU_STEP_ALL_LOGITS): n_batch rows of
+     * act_stride(n_vocab) in buffers of logits_rows rows, made on first use */
+    gpu_buffer *logits_all;
+    uint32_t n_logits_all, logits_rows;
+    uint64_t weight_bytes;
+    uint32_t last_dispatches;
+    uint32_t n_past; /* positions [0, n_past) of the cache are valid */
+};
+
+/* kernels.c: the model's kernels, each variant built once (a kernel set). */
+glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_variant *one,
+                                 const matvec_variant *multi);
+glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);
+uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
+uint32_t gm_multi_tokens(uint32_t n_small);
+void gm_multi_sets(gpu_model *gm);
+void gm_kernels_destroy(gpu_model *gm);
+
+/* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
+ * default's), and the batches that take attention's `few`. */
+uint32_t gm_small_limit(const gpu_model *gm, unsigned flags);
+uint32_t gm_few_limit(const gpu_model *gm, unsigned flags);
+
+/* pass.c: an error unless every position before pos is in the cache. */
+glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos);
+
+/* ---- a pass ------------------------------------------------------------------ */
+
+typedef enum pass_kind {
+    PASS_STEP,  /* one token: one-token matvecs, the norm split across them */
+    PASS_SMALL, /* up to n_small tokens: several-token matvecs, the norm folded in */
+    PASS_CHUNK  /* a prefill chunk: tiled matmuls, the norm its own dispatch */
+} pass_kind;
+
+/* The tokens pos0 .. pos0 + n - 1 going through the layers, and what the ops
+ * of the last layer left for the next (the norm's pending weight, where its
+ * partial sums of squares are). pass.c records each op as its kind needs;
+ * the architecture's graph (model/arch/) calls them in the model's order. */
+typedef struct gpu_pass {
+    gpu_model *gm;
+    pass_kind kind;
+    uint32_t pos0, n;
+    unsigned flags;
+    bool last;      /* PASS_CHUNK: the prefill's final chunk */
+    uint64_t norm;  /* the weight (float offset in act) of the norm the next op reads */
+    /* PASS_STEP with fuse_norm: how many partial sums of squares of x the
+     * last kernel that wrote x left at gm->sq; PASS_SMALL: that kernel and
+     * its weight (NULL: the embedding, before any) */
+    uint32_t sq_count;
+    const gpu_linear *wrote_x;
+} gpu_pass;
+
+/* The ops of a transformer layer (pass.c). Each records what its pass kind
+ * needs and leaves x (the residual stream) or the named output in act. */
+glesllm_status pass_embed(gpu_pass *p);
+glesllm_status pass_norm(gpu_pass *p, uint64_t weight);
+glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l);
+glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l);
+typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN } pass_input;
+glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm);
+glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
+glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
+glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm);
+
+/* model/arch/: the graphs. */
+glesllm_status llama_graph(gpu_pass *p);
+
+#endif

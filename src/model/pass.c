@@ -1,0 +1,507 @@
+/* The ops of a layer as each kind of pass records them, and the passes
+ * themselves: gpu_model_step (one token), gpu_model_prefill (small batches
+ * and chunks). An architecture's graph (model/arch/) calls the ops in its
+ * model's order; what differs between one token, a few and many is here.
+ *
+ *   op         PASS_STEP               PASS_SMALL              PASS_CHUNK
+ *   norm       split across the        folded into the next    its own dispatch
+ *              matvecs (or its own)    several-token matvec    over the rows
+ *   linear     one-token matvec        several-token matvecs   tiled matmul
+ *   attention  attention `step`        attention `few`         `few` or `tiles` */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/gpu_model_impl.h"
+
+static const model_hparams *hparams(const gpu_pass *p) { return &p->gm->m->hp; }
+
+static uint64_t kv_half(const model_hparams *hp) { return (uint64_t)hp->n_head_kv * hp->head_dim / 2; }
+
+static attn_io attention_io(const gpu_model *gm, const gpu_layer *l)
+{
+    attn_io io = { &l->cache, &gm->act, &gm->attn_count, gm->k_base, gm->v_base, gm->partials };
+    return io;
+}
+
+/* ---- the norm's partial sums (the decode step splits the norm) --------------- */
+
+/* Where a one-token matvec built with norm_scale finds the norm's partial
+ * sums: the last kernel that wrote x left them (pass->sq_count of them), or
+ * the embedding did not and rms_prep makes them now. */
+static matvec_args step_norm_args(const gpu_pass *p)
+{
+    const gpu_model *gm = p->gm;
+    matvec_args a = { p->norm, hparams(p)->eps };
+    if (gm->fuse_norm)
+        a.sq_off = gm->sq;
+    a.sq_count = p->sq_count;
+    return a;
+}
+
+/* How a decode step splits the sum of squares before the one-token matvec
+ * that reads x next: the partial sums the norm_out kernel that wrote x
+ * leaves, or rms_prep's. For x_prep.comp of the several-token twin, which
+ * adds them up as that matvec does, so that its sums are the step's to the
+ * bit; left unset (any split) where the parts of the weight would number the
+ * sums otherwise than one after the other, or without fuse_norm. */
+static void step_norm_split(const gpu_pass *p, matvec_args *a)
+{
+    const gpu_model *gm = p->gm;
+    a->sq_rows = 0;
+    a->sq_count = 0;
+    if (!gm->fuse_norm)
+        return;
+    const gpu_linear *wx = p->wrote_x;
+    if (!wx) {
+        a->sq_count = norm_prep_groups(gm->m->hp.n_embd) * NORM_WG;
+        return;
+    }
+    for (uint32_t i = 0; i + 1 < wx->w.n_parts; i++)
+        if (wx->w.parts[i].rows % wx->k->cfg.nr)
+            return;
+    a->sq_rows = wx->k->cfg.nr;
+    a->sq_count = matvec_norm_parts(wx->k, &wx->w);
+}
+
+/* ---- several tokens a dispatch ------------------------------------------------ */
+
+/* the tokens of the run at t0 of a small batch of n: runs of multi_nt */
+static uint32_t multi_run(const gpu_model *gm, uint32_t n, uint32_t t0)
+{
+    return n - t0 < gm->multi_nt ? n - t0 : gm->multi_nt;
+}
+
+/* A several-token matvec over the pass's tokens in runs of multi_nt, each by
+ * the set that fits it: token t's x at x_off + t * act_stride(cols), its y
+ * row y_stride further each (GLU: y_off counts twice), QKV as the args say. */
+static glesllm_status record_multi(gpu_pass *p, const gpu_linear *l, const gpu_buffer *y,
+                                   uint64_t x_off, uint64_t y_off, uint64_t y_stride,
+                                   const matvec_args *base)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint64_t q_stride = act_stride((uint64_t)hp->n_head * hp->head_dim);
+    const matvec_kernel *big = l->vk[gm->n_sets - 1];
+    bool glu = big->var.epilogue == MATVEC_GLU, qkv = big->var.epilogue == MATVEC_QKV;
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < p->n; t0 += gm->multi_nt) {
+        matvec_args a = *base;
+        a.n_tok = multi_run(gm, p->n, t0);
+        const matvec_kernel *k = l->vk[gm_multi_set(gm, a.n_tok)];
+        a.y_stride = y_stride;
+        a.xp_off = gm->bxp;
+        if (qkv) {
+            a.rope_off += (uint64_t)t0 * hp->head_dim;
+            a.k_off += t0 * kv_half(hp);
+            a.v_off += t0 * kv_half(hp);
+            a.q_off += t0 * q_stride;
+        }
+        uint64_t yo = qkv ? y_off : y_off + (glu ? 2 : 1) * t0 * y_stride;
+        st = matvec_record_args(gm->q, k, &l->w, &gm->act, x_off + t0 * act_stride(l->w.cols), y,
+                                yo, &a);
+    }
+    return st;
+}
+
+/* A prefill matmul with the model's buffer for the f16 tiles' token tiles. */
+static glesllm_status chunk_matmul(gpu_model *gm, const gpu_linear *l, const gpu_buffer *y,
+                                   matmul_args a)
+{
+    a.xt = &gm->xt;
+    return matmul_record(gm->q, l->mk, &l->w, &gm->act, y, &a);
+}
+
+/* The buffer of the tokens' tiles the f16-tile matmuls read: a chunk's x for
+ * the widest input (n_embd, n_head x head_dim or n_ff), made once. */
+static glesllm_status make_xt(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t cols = hp->n_embd;
+    if ((uint64_t)hp->n_head * hp->head_dim > cols)
+        cols = (uint64_t)hp->n_head * hp->head_dim;
+    if (hp->n_ff > cols)
+        cols = hp->n_ff;
+    uint64_t bytes = matmul_xt_bytes(&gm->mcfg, gm->n_batch, cols);
+    if (gm->xt.id || !bytes)
+        return GLESLLM_OK;
+    if (bytes > gpu_context_limits(gm->ctx)->max_storage_block_bytes)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "prefill: the matmul's token tiles for a batch of %u tokens (%llu bytes) "
+                       "exceed the GPU's storage-block limit (%llu bytes); use a smaller batch",
+                       gm->n_batch, (unsigned long long)bytes,
+                       (unsigned long long)gpu_context_limits(gm->ctx)->max_storage_block_bytes);
+    return gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, GPU_BUFFER_DEVICE, "matmul token tiles",
+                             &gm->xt);
+}
+
+/* ---- the ops ---------------------------------------------------------------------- */
+
+glesllm_status pass_embed(gpu_pass *p)
+{
+    gpu_model *gm = p->gm;
+    uint64_t emb = act_stride(hparams(p)->n_embd);
+    glesllm_status st = GLESLLM_OK;
+    if (p->kind == PASS_SMALL) /* each run's set, built on its first use */
+        for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < p->n; t0 += gm->multi_nt)
+            st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, p->n, t0)));
+    else if (p->kind == PASS_CHUNK)
+        st = make_xt(gm);
+    if (st)
+        return st;
+    p->wrote_x = NULL;
+    p->sq_count = 0;
+    return get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, p->pos0, p->n, &gm->act,
+                           p->kind == PASS_STEP ? gm->x : gm->bx, emb);
+}
+
+glesllm_status pass_norm(gpu_pass *p, uint64_t weight)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint32_t stride = (uint32_t)act_stride(hp->n_embd);
+    p->norm = weight;
+    switch (p->kind) {
+    case PASS_STEP:
+        if (!gm->fuse_norm)
+            return norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps, stride, weight,
+                                   gm->x, gm->xn, 1);
+        if (p->wrote_x) /* it wrote xn and the partial sums too (norm_out) */
+            return GLESLLM_OK;
+        p->sq_count = norm_prep_groups(hp->n_embd) * NORM_WG;
+        return norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, weight, gm->x, gm->xn,
+                                gm->sq);
+    case PASS_SMALL: /* the next matvec folds it in */
+        return GLESLLM_OK;
+    case PASS_CHUNK:
+        return norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps, stride, weight,
+                               gm->bx, gm->bxn, p->n);
+    }
+    return GLESLLM_OK;
+}
+
+/* The uint of a layer's cache that row g of the fused Q/K/V matrix writes in
+ * a decode step (matvec.comp put_pair: Q to the scratch at 0, K and V to this
+ * position's rows at a's k_off and v_off), and a segment's rows [r0, r1) as
+ * one span in a's y_lo, y_hi: segments of other types (Q4_K_M's Q6_K V)
+ * write apart, so the queue puts no barrier between them. */
+static uint64_t qkv_uint(const model_hparams *hp, const matvec_args *a, uint64_t g)
+{
+    uint64_t q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    return g < q ? g : g < q + kv ? a->k_off + (g - q) / 2 : a->v_off + (g - q - kv) / 2;
+}
+
+glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint64_t rope = gm->rope + (uint64_t)p->pos0 * hp->head_dim;
+    uint64_t k_off = gm->k_base + p->pos0 * kv_half(hp), v_off = gm->v_base + p->pos0 * kv_half(hp);
+    glesllm_status st = GLESLLM_OK;
+    if (p->kind == PASS_STEP) {
+        matvec_args a = step_norm_args(p);
+        a.rope_off = rope;
+        a.bias_off = l->bias;
+        a.k_off = k_off;
+        a.v_off = v_off;
+        for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++) {
+            const segment *s = &l->qkv[i];
+            a.y_lo = qkv_uint(hp, &a, s->row_base);
+            a.y_hi = qkv_uint(hp, &a, s->row_base + s->l.w.rows - 1) + 1;
+            st = matvec_record_args(gm->q, s->l.k, &s->l.w, &gm->act, gm->xn, &l->cache,
+                                    s->row_base, &a);
+        }
+    } else if (p->kind == PASS_SMALL) {
+        matvec_args a = { p->norm, hp->eps, rope, l->bias, k_off, v_off };
+        a.q_off = gm->bq;
+        step_norm_split(p, &a);
+        for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++)
+            st = record_multi(p, &l->qkv[i].l, &l->cache, gm->bx, l->qkv[i].row_base, 0, &a);
+    } else {
+        uint32_t q_dim = hp->n_head * hp->head_dim;
+        for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++) {
+            matmul_args a = { p->n, gm->bxn, gm->bq, act_stride(q_dim), l->qkv[i].row_base, rope,
+                              l->bias, k_off, v_off };
+            /* the segments share x: its tiles made once (when their kernels
+             * tile the tokens alike) */
+            const matmul_config *c0 = &l->qkv[0].l.mk->cfg, *ci = &l->qkv[i].l.mk->cfg;
+            a.xt_made = i > 0 && c0->f16 && ci->f16 && c0->wg == ci->wg && c0->tn == ci->tn;
+            st = chunk_matmul(gm, &l->qkv[i].l, &l->cache, a);
+        }
+    }
+    return st;
+}
+
+glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    attn_io io = attention_io(gm, l);
+    if (p->kind == PASS_STEP)
+        return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, gm->attn_out);
+    uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
+    return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n,
+                             p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
+}
+
+glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm)
+{
+    gpu_model *gm = p->gm;
+    uint64_t emb = act_stride(hparams(p)->n_embd);
+    glesllm_status st;
+    if (p->kind == PASS_STEP) {
+        /* with the split norm it also writes xn = x * next_norm and the
+         * partial sums of squares of x (norm_out) */
+        matvec_args o = { next_norm };
+        o.xg_off = gm->xn;
+        o.sq_off = gm->sq;
+        st = matvec_record_args(gm->q, w->k, &w->w, &gm->act,
+                                in == PASS_ATTN_OUT ? gm->attn_out : gm->hidden, &gm->act, gm->x,
+                                &o);
+        p->sq_count = matvec_norm_parts(w->k, &w->w);
+    } else if (p->kind == PASS_SMALL) {
+        matvec_args none = { 0 };
+        st = record_multi(p, w, &gm->act, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb,
+                          &none);
+    } else {
+        matmul_args a = { p->n, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb };
+        st = chunk_matmul(gm, w, &gm->act, a);
+    }
+    p->wrote_x = w;
+    return st;
+}
+
+glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    if (p->kind == PASS_STEP) {
+        matvec_args a = step_norm_args(p);
+        return matvec_record_args(gm->q, w->k, &w->w, &gm->act, gm->xn, &gm->act, 2 * gm->hidden,
+                                  &a);
+    }
+    if (p->kind == PASS_SMALL) {
+        matvec_args a = { p->norm, hp->eps };
+        step_norm_split(p, &a);
+        return record_multi(p, w, &gm->act, gm->bx, 2 * gm->bhid, act_stride(hp->n_ff), &a);
+    }
+    matmul_args a = { p->n, gm->bxn, gm->bhid, act_stride(hp->n_ff) };
+    return chunk_matmul(gm, w, &gm->act, a);
+}
+
+glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
+{
+    gpu_model *gm = p->gm;
+    return p->kind == PASS_STEP && gm->prefetch_down ? prefetch_record(gm->q, &gm->prefetch, &w->w)
+                                                      : GLESLLM_OK;
+}
+
+/* ---- the output head ----------------------------------------------------------------- */
+
+static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,
+                                         uint32_t slot)
+{
+    uint32_t nv = gm->m->hp.n_vocab;
+    return sample_record_argmax(gm->q, &gm->sample, &gm->act, &gm->tokens, nv, logits,
+                                (uint32_t)act_stride(nv), rows, gm->argmax_part, slot);
+}
+
+static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
+{
+    uint32_t nv = gm->m->hp.n_vocab;
+    uint32_t window = gm->pen_last_n < pos + 1 ? gm->pen_last_n : pos + 1;
+    glesllm_status st = GLESLLM_OK;
+    if (gm->pen != 1.0f && window)
+        st = sample_record_penalty(gm->q, &gm->sample, &gm->act, &gm->tokens, nv, gm->logits,
+                                   pos + 1 - window, window, gm->pen);
+    if (!st)
+        st = sample_record_topk(gm->q, &gm->sample, &gm->act, &gm->cand, nv, gm->logits,
+                                gm->lists, gm->cand_k);
+    return st;
+}
+
+/* The argmax of the logits (into slot `slot`) or the candidates of the token
+ * at `pos`, as the flags ask. */
+static glesllm_status record_pick(gpu_model *gm, unsigned flags, uint32_t pos)
+{
+    if (flags & GPU_STEP_ARGMAX)
+        return record_argmax_rows(gm, gm->logits, 1, pos + 1);
+    if (flags & GPU_STEP_CANDIDATES)
+        return record_candidates(gm, pos);
+    return GLESLLM_OK;
+}
+
+/* What `flags` asks for the last of a batch's tokens: its logits as a decode
+ * step makes them (so that they are the step's to the bit), and their argmax
+ * or candidates. */
+static glesllm_status record_last_logits(gpu_pass *p, uint64_t out_norm)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    if (!(p->flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES)))
+        return GLESLLM_OK;
+    uint64_t row = gm->bx + (uint64_t)(p->n - 1) * act_stride(hp->n_embd);
+    matvec_args a = { out_norm, hp->eps };
+    glesllm_status st;
+    if (gm->fuse_norm) {
+        a.sq_off = gm->sq;
+        a.sq_count = norm_prep_groups(hp->n_embd) * NORM_WG;
+        st = norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, out_norm, row, gm->xn,
+                              gm->sq);
+    } else {
+        st = norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps,
+                             (uint32_t)act_stride(hp->n_embd), out_norm, row, gm->xn, 1);
+    }
+    if (!st)
+        st = matvec_record_args(gm->q, gm->out.k, gm->output, &gm->act, gm->xn, &gm->act,
+                                gm->logits, &a);
+    return st ? st : record_pick(gm, p->flags, p->pos0 + p->n - 1);
+}
+
+glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint64_t vs = act_stride(hp->n_vocab);
+    glesllm_status st = GLESLLM_OK;
+    switch (p->kind) {
+    case PASS_STEP:
+        if (p->flags) {
+            st = pass_norm(p, out_norm);
+            matvec_args a = step_norm_args(p);
+            if (!st)
+                st = matvec_record_args(gm->q, gm->out.k, gm->output, &gm->act, gm->xn, &gm->act,
+                                        gm->logits, &a);
+        }
+        return st ? st : record_pick(gm, p->flags, p->pos0);
+    case PASS_SMALL:
+        if (p->flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL)) {
+            matvec_args a = { out_norm, hp->eps };
+            step_norm_split(p, &a);
+            st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
+            if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
+                st = record_argmax_rows(gm, gm->vlog, p->n, p->pos0 + 1);
+        }
+        return st ? st : record_last_logits(p, out_norm);
+    case PASS_CHUNK:
+        if (p->flags & GPU_STEP_ALL_LOGITS) {
+            uint64_t emb = act_stride(hp->n_embd);
+            st = pass_norm(p, out_norm);
+            for (uint32_t t0 = 0, b = 0; !st && t0 < p->n; t0 += gm->logits_rows, b++) {
+                uint32_t cnt = p->n - t0 < gm->logits_rows ? p->n - t0 : gm->logits_rows;
+                matmul_args a = { cnt, gm->bxn + t0 * emb, 0, vs };
+                st = chunk_matmul(gm, &gm->out, &gm->logits_all[b], a);
+            }
+        }
+        return st || !p->last ? st : record_last_logits(p, out_norm);
+    }
+    return st;
+}
+
+/* ---- the passes ----------------------------------------------------------------------- */
+
+glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos)
+{
+    if (pos > gm->n_past)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "position %u: the cache holds only positions 0..%d; process the ones "
+                       "between first", pos, (int)gm->n_past - 1);
+    return GLESLLM_OK;
+}
+
+/* One pass through the architecture's graph, submitted. */
+static glesllm_status run_pass(gpu_model *gm, pass_kind kind, uint32_t pos0, uint32_t n,
+                               unsigned flags, bool last)
+{
+    gpu_pass p = { gm, kind, pos0, n, flags, last };
+    glesllm_status st = gm->graph(&p);
+    return st ? st : gpu_queue_submit(gm->q);
+}
+
+glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
+{
+    if (pos >= gm->n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "position %u is past the context of %u", pos,
+                       gm->n_ctx);
+    glesllm_status st = gm_check_past(gm, pos);
+    if (st)
+        return st;
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    st = run_pass(gm, PASS_STEP, pos, 1, flags, true);
+    gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    if (!st) /* later positions were computed from another token at pos */
+        gm->n_past = pos + 1;
+    return st;
+}
+
+static glesllm_status make_logits_all(gpu_model *gm)
+{
+    if (gm->logits_all)
+        return GLESLLM_OK;
+    uint64_t row = act_stride(gm->m->hp.n_vocab) * 4;
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    uint64_t per = limit / row;
+    if (!per)
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "one row of logits exceeds the storage-block limit");
+    if (per > gm->n_batch)
+        per = gm->n_batch;
+    gm->logits_rows = (uint32_t)per;
+    uint32_t n = (gm->n_batch + gm->logits_rows - 1) / gm->logits_rows;
+    gm->logits_all = calloc(n, sizeof *gm->logits_all);
+    if (!gm->logits_all)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    for (; gm->n_logits_all < n; gm->n_logits_all++) {
+        glesllm_status st = gpu_buffer_create(gm->ctx, (size_t)(per * row), NULL, GPU_BUFFER_DEVICE,
+                                              "logits of every position",
+                                              &gm->logits_all[gm->n_logits_all]);
+        if (st)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
+static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
+{
+    if (n <= gm_small_limit(gm, flags)) {
+        gm->last_small = true;
+        return run_pass(gm, PASS_SMALL, pos, n, flags, true);
+    }
+    if (flags & GPU_STEP_ARGMAX_ALL)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the argmax of every position: %u tokens, more than the %u of a small "
+                       "batch", n, gm->n_small);
+    gm->last_small = false;
+    if (flags & GPU_STEP_ALL_LOGITS) {
+        if (n > gm->n_batch)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "logits of every position: %u tokens, more than the batch of %u", n,
+                           gm->n_batch);
+        glesllm_status st = make_logits_all(gm);
+        if (st)
+            return st;
+    }
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t done = 0; st == GLESLLM_OK && done < n;) {
+        uint32_t c = n - done < gm->n_batch ? n - done : gm->n_batch;
+        st = run_pass(gm, PASS_CHUNK, pos + done, c, flags, done + c == n);
+        done += c;
+    }
+    return st;
+}
+
+glesllm_status gpu_model_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
+{
+    if (!n || pos >= gm->n_ctx || n > gm->n_ctx - pos)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "prefill of %u tokens at position %u: past the context of %u", n, pos,
+                       gm->n_ctx);
+    glesllm_status st = gm_check_past(gm, pos);
+    if (st)
+        return st;
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    st = record_prefill(gm, pos, n, flags);
+    gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    if (!st)
+        gm->n_past = pos + n;
+    return st;
+}

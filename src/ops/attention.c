@@ -1,0 +1,168 @@
+/* Attention over the KV cache. See attention.h. */
+#include "ops/attention.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+#define CHUNK_MAX 256u   /* positions a work group at most */
+#define ONE_CHUNK 64u    /* one chunk up to this many positions */
+#define CHUNK_MIN 16u    /* and at least this many a chunk past them */
+#define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
+#define ATTN_WG 128u
+
+/* The prefill kernel's tiles (queries x positions): the first of the list
+ * whose shared memory fits. Small tiles leave room for several work groups a
+ * multiprocessor (bench/RESULTS.md "Prefill attention"). */
+static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
+{
+    const attn_shape *s = &k->s;
+    uint32_t hd = s->head_dim, wg = ATTN_WG, max_shared = gpu_context_limits(ctx)->max_shared_bytes;
+    static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        uint32_t bq = tiles[i][0], bkv = tiles[i][1];
+        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
+        if (bytes > max_shared)
+            continue;
+        uint32_t lpq = 1;
+        while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
+            lpq *= 2;
+        char defs[256];
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
+                 wg, hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq);
+        glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
+        if (st == GLESLLM_OK)
+            k->tile_q = bq;
+        return st;
+    }
+    return err_set(GLESLLM_ERR_UNSUPPORTED,
+                   "prefill attention: a head dimension of %u does not fit in %u bytes of shared "
+                   "memory",
+                   hd, max_shared);
+}
+
+glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *out)
+{
+    memset(out, 0, sizeof *out);
+    out->s = *s;
+    /* at most n_ctx / CHUNK_MAX + 1 chunks of CHUNK_MAX, or ATTN_GROUPS /
+     * n_head + 1 smaller ones */
+    out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
+    const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
+    char defs[256];
+    snprintf(defs, sizeof defs,
+             "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
+             "ONE_CHUNK %u%s",
+             ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg);
+    glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
+    if (st)
+        return st;
+    strncat(defs, "\nMULTI 1", sizeof defs - strlen(defs) - 1);
+    if ((st = gpu_program_build(ctx, "attention.comp", defs, &out->few)) ||
+        (st = build_tiles(ctx, out)))
+        attn_destroy(out);
+    return st;
+}
+
+void attn_destroy(attn_kernels *k)
+{
+    gpu_program_destroy(&k->step);
+    gpu_program_destroy(&k->few);
+    gpu_program_destroy(&k->tiles);
+}
+
+uint64_t attn_partials_floats(const attn_kernels *k, uint32_t n_queries)
+{
+    return (uint64_t)n_queries * k->s.n_head * k->max_chunks * (k->s.head_dim + 2ull);
+}
+
+uint32_t attn_counters(const attn_kernels *k, uint32_t n_queries)
+{
+    return n_queries * k->s.n_head;
+}
+
+/* The chunks over len positions: *chunk positions each, *n_chunks of them.
+ * Past ONE_CHUNK positions the range is cut so that the heads make about
+ * ATTN_GROUPS work groups, each chunk CHUNK_MIN..CHUNK_MAX positions. */
+static glesllm_status chunks(const attn_kernels *k, uint32_t len, uint32_t *chunk,
+                             uint32_t *n_chunks)
+{
+    *chunk = len;
+    *n_chunks = 1;
+    if (len > ONE_CHUNK) {
+        uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
+        uint32_t c = (len + want - 1) / want;
+        *chunk = c < CHUNK_MIN ? CHUNK_MIN : c > CHUNK_MAX ? CHUNK_MAX : c;
+        *n_chunks = (len + *chunk - 1) / *chunk;
+    }
+    if (*n_chunks > k->max_chunks)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: %u chunks, room for %u",
+                       *n_chunks, k->max_chunks);
+    return GLESLLM_OK;
+}
+
+/* A dispatch over the cache and the activations (and, counted, the chunk
+ * counters), a work group a head in x. */
+static gpu_dispatch dispatch(const attn_kernels *k, const attn_io *io, const gpu_program *prog,
+                             const uint32_t *params, uint32_t n_params, bool counted)
+{
+    gpu_dispatch d = { 0 };
+    d.prog = prog;
+    d.bindings[0] = (gpu_binding){ 0, io->cache, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 1, io->act, 0, 0, GPU_READ_WRITE };
+    d.bindings[2] = (gpu_binding){ 2, io->count, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = counted ? 3 : 2;
+    memcpy(d.params, params, n_params * sizeof *params);
+    d.n_params = n_params;
+    d.groups[0] = k->s.n_head;
+    d.groups[1] = d.groups[2] = 1;
+    return d;
+}
+
+glesllm_status attn_record_step(gpu_queue *q, const attn_kernels *k, const attn_io *io,
+                                uint32_t len, uint64_t out_off)
+{
+    uint32_t chunk, n_chunks;
+    glesllm_status st = chunks(k, len, &chunk, &n_chunks);
+    if (st != GLESLLM_OK)
+        return st;
+    uint32_t p[] = { len, chunk, n_chunks, (uint32_t)out_off, (uint32_t)io->partials,
+                     (uint32_t)io->k_base, (uint32_t)io->v_base };
+    gpu_dispatch d = dispatch(k, io, &k->step, p, 7, true);
+    d.groups[1] = n_chunks;
+    return gpu_queue_dispatch(q, &d);
+}
+
+glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn_io *io,
+                                 uint32_t pos0, uint32_t n, bool few, uint64_t q_off,
+                                 uint64_t out_off, uint32_t q_stride)
+{
+    if (few) {
+        /* a work group a (query, head, chunk), each reading its positions' K
+         * and V itself (bench/RESULTS.md "Verifying drafted tokens"); the
+         * grid takes the most chunks of any query */
+        uint32_t chunk, n_chunks = 1;
+        for (uint32_t t = 0; t < n; t++) {
+            uint32_t nc;
+            glesllm_status st = chunks(k, pos0 + t + 1, &chunk, &nc);
+            if (st != GLESLLM_OK)
+                return st;
+            n_chunks = nc > n_chunks ? nc : n_chunks;
+        }
+        uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
+        uint32_t p[] = { pos0 + 1, want, k->max_chunks, (uint32_t)out_off,
+                         (uint32_t)io->partials, (uint32_t)io->k_base, (uint32_t)io->v_base,
+                         (uint32_t)q_off, q_stride };
+        gpu_dispatch d = dispatch(k, io, &k->few, p, 9, true);
+        d.groups[1] = n_chunks;
+        d.groups[2] = n;
+        return gpu_queue_dispatch(q, &d);
+    }
+    uint32_t p[] = { n, pos0, (uint32_t)q_off, (uint32_t)out_off, q_stride,
+                     (uint32_t)io->k_base, (uint32_t)io->v_base };
+    gpu_dispatch d = dispatch(k, io, &k->tiles, p, 7, false);
+    d.groups[1] = (n + k->tile_q - 1) / k->tile_q;
+    return gpu_queue_dispatch(q, &d);
+}

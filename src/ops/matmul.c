@@ -1,0 +1,279 @@
+/* Matrix-matrix kernels of prefill: tiling and recording. See matmul.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "ops/matmul.h"
+
+/* x_tiles.comp's work group (one invocation a uvec4 of the tiles) */
+#define XT_WG 128u
+
+uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
+{
+    if (!c->f16)
+        return 0;
+    uint64_t bn = c->wg / 16 * c->tn;
+    /* a tile: bn tokens x 32 values (a unit of the activation row) as f16 */
+    return (n_tok + bn - 1) / bn * bn * act_stride(cols) * 2;
+}
+
+uint32_t matmul_split(const matmul_config *c)
+{
+    return c->f16 && c->split > 1 ? c->split : 1;
+}
+
+uint32_t matmul_shared_bytes(const matmul_config *c)
+{
+    /* f16: a row's values of a part (32 / split) in uvec4 of 8 values (dup:
+     * 4) and one of padding, a token's values of a part in f16 */
+    uint32_t vals = 32u / matmul_split(c);
+    if (c->f16)
+        return 16u * c->tm * (vals / (c->dup ? 4u : 8u) + 1u) * 16u +
+               c->wg / 16u * c->tn * vals * 2u;
+    return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
+}
+
+static matmul_config default_tiles(gpu_context *ctx, bool f16)
+{
+    const gpu_limits *L = gpu_context_limits(ctx);
+    /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
+     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations with f32
+     * tiles; with f16 tiles 8 x 8 (4 x 8 below 4096 rows, the units in
+     * halves above 4224: matmul_config_for) since their shared-memory loads
+     * were halved (session 31: pp512 of
+     * Mistral-7B Q4_0 2850 -> 2987 tok/s, Q4_K_M 2657 -> 2871). f16
+     * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
+     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
+     * product a weight times a pair of tokens (session 10); every shared
+     * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
+     * prefill logits move from decode's by a few 1e-3 of the largest. */
+    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16 };
+    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
+     * the tiles in mediump (f16 arithmetic where the driver has it: faster on
+     * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
+     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5), each a
+     * weight times a pair of tokens, 3 the same with the weights' values
+     * doubled, each product a pair times a pair (matmul_config.dup: the
+     * default with f16 tiles) */
+    unsigned v[4] = { 0, 0, 0, 0 };
+    if (env_uints("GLESLLM_MATMUL", v, 3, 4) >= 3) { /* else weights_env_check's error */
+        c.wg = v[0];
+        c.tm = v[1];
+        c.tn = v[2];
+        c.half = v[3] == 1;
+        c.f16 = v[3] == 2 || v[3] == 3;
+        c.dup = v[3] == 3;
+        c.by_rows = false;
+    }
+    if (c.wg > L->max_invocations)
+        c.wg = 128;
+    while (matmul_shared_bytes(&c) > L->max_shared_bytes * 3 / 4 && (c.tm > 4 || c.tn > 4)) {
+        if (c.tm > 4)
+            c.tm = 4;
+        else
+            c.tn = 4;
+    }
+    return c;
+}
+
+matmul_config matmul_default_config(gpu_context *ctx)
+{
+    return default_tiles(ctx, gpu_context_caps(ctx)->f16_types);
+}
+
+matmul_config matmul_f32_config(gpu_context *ctx)
+{
+    matmul_config c = default_tiles(ctx, false);
+    c.f16 = false; /* (GLESLLM_MATMUL's 2 and 3 too) */
+    c.dup = false;
+    return c;
+}
+
+matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
+{
+    /* 8 rows a thread make 128-row blocks: a 512-token product has rows / 16
+     * work groups. NVIDIA's GL driver gives a multiprocessor's groups about
+     * 48 KiB of shared memory together (bench/RESULTS.md, session 13), so
+     * with the weights' values doubled (dup, the default with f16 tiles;
+     * 22.5 KiB a group) a multiprocessor holds 2 groups, and with each unit
+     * in two halves (split 2, 12 KiB) 3. An H200 (132 multiprocessors) then
+     * runs 264 or 396 groups at once; the step where a 512-token product
+     * takes longer was measured at 4224 -> 4352 rows (2 a multiprocessor)
+     * and 6272 -> 6400 (3) (bench/RESULTS.md, session 33). The rule:
+     *  - fewer than 4096 rows (SmolLM's 576-3072): 4 rows a thread, twice
+     *    the groups, one unit at a time;
+     *  - 4096-4224 rows (O, down: 256 groups, one wave of 2 a
+     *    multiprocessor): 8 rows, one unit at a time; split 2 loses there
+     *    (4096 x 14336 Q4_0 1114 -> 1147 us);
+     *  - more (Q/K/V 6144: 384 groups, one wave of 3; gate/up 28672): 8
+     *    rows, split 2.
+     * On an H200, 512 tokens, us (session 33): 28672 x 4096 split 1 -> 2,
+     * Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 -> 2338, Q8_0 2325 ->
+     * 2188; 6144 x 4096 4 rows -> 8 rows split 2, Q4_0 547 -> 483, Q4_K
+     * 546 -> 468, Q6_K 647 -> 523, Q8_0 581 -> 503. pp512 of Mistral-7B
+     * Q4_0 3465 -> 3533 (gate/up) -> 3557 tok/s (Q/K/V), Q4_K_M 3303 ->
+     * 3393 -> 3451, Q8_0 3306 -> 3378 -> 3408. (Session 32: 4 rows -> 8
+     * with dup at 4096 x 14336 Q4_0 1355 -> 1108 us.) */
+    matmul_config r = *c;
+    if (!c->by_rows)
+        return r;
+    if (rows < 4096)
+        r.tm = 4;
+    else if (rows > 4224 && c->dup)
+        r.split = 2;
+    return r;
+}
+
+glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
+                            const matvec_variant *var, matmul_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    matvec_variant v = var ? *var : (matvec_variant){ MATVEC_STORE };
+    if (!quant_gpu_layout_of(type))
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matmul for tensor type %s",
+                       ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
+    const gpu_limits *L = gpu_context_limits(ctx);
+    if (v.norm || !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
+        (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) || cfg->split > 2 ||
+        (cfg->split == 2 && !cfg->f16) || matmul_shared_bytes(cfg) > L->max_shared_bytes)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matmul: invalid tiling (wg %u, tm %u, tn %u, split %u: 1, or 2 with f16 "
+                       "tiles; %u bytes of shared memory of %u; no folded norm)",
+                       cfg->wg, cfg->tm, cfg->tn, cfg->split > 1 ? cfg->split : 1u,
+                       matmul_shared_bytes(cfg),
+                       L->max_shared_bytes);
+    /* f16 tiles without the f16 types: the same kernel in f32 (the tests
+     * check its indexing on llvmpipe) */
+    bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
+    char tdef[32], epi[128], defines[384];
+    weight_type_define(type, tdef, sizeof tdef);
+    matvec_epilogue_defines(&v, epi, sizeof epi);
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s", tdef,
+             cfg->wg, cfg->tm, cfg->tn, matmul_split(cfg),
+             f16_f32     ? "\nF16_TILES_F32 1"
+             : cfg->f16  ? "\nF16_TILES 1"
+             : cfg->half ? "\nHALF_TILES 1"
+                         : "",
+             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi);
+    /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
+     * copied as they are by every row block, instead of each row block
+     * loading x as f32 and converting it (half the bytes, no conversions in
+     * the staging). Same sums: the same roundings to f16, the same order. On
+     * an H200 (bench/RESULTS.md, session 30), 512 tokens, the tiles' pass
+     * included, us: 14336x4096 Q4_0 1360 -> 1297, Q4_K 1454 -> 1347, Q6_K
+     * 1590 -> 1524, Q8_0 1473 -> 1410; 4096x14336 Q4_0 1568 -> 1386; pp512
+     * of Mistral-7B Q4_0 2658 -> 2834 tok/s, Q4_K_M 2439 -> 2652, with the
+     * same greedy ids. (The copy with a bounds test on each uvec4, which
+     * never fails, gained only 0.4% on Q4_0.) */
+    glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
+    if (st == GLESLLM_OK && cfg->f16) {
+        char pdef[48];
+        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, XT_WG);
+        st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
+        if (st != GLESLLM_OK)
+            gpu_program_destroy(&out->prog);
+    }
+    if (st != GLESLLM_OK)
+        return st;
+    snprintf(out->prog.name, sizeof out->prog.name, "matmul %s", weight_type_label(type));
+    if (cfg->f16)
+        snprintf(out->prep.name, sizeof out->prep.name, "x tiles");
+    out->type = type;
+    out->cfg = *cfg;
+    out->var = v;
+    return GLESLLM_OK;
+}
+
+void matmul_destroy(matmul_kernel *k)
+{
+    gpu_program_destroy(&k->prog);
+    gpu_program_destroy(&k->prep);
+    memset(k, 0, sizeof *k);
+}
+
+glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
+                             const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a)
+{
+    if (k->type != w->type)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matmul kernel for %s given tensor %s (%s)",
+                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t xs = act_stride(w->cols), n = a->n_tok;
+    uint64_t y_row = e == MATVEC_GLU ? (a->row_base + w->rows) / 2 : e == MATVEC_QKV ? 0 : w->rows;
+    uint64_t y_end = n ? a->y_off + (n - 1) * a->y_stride + y_row : 0;
+    uint64_t x_end = n ? a->x_off + n * xs : 0;
+    if (!n || a->x_off % 4 || x_end * 4 > x->size ||
+        (e == MATVEC_QKV ? (a->y_off + n * a->y_stride) * 4 > x->size : y_end * 4 > y->size) ||
+        x_end >= (1ull << 32) || y_end >= (1ull << 32))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matmul %s over %llu tokens: x (offset %llu, %zu bytes) or y (offset %llu, "
+                       "%zu bytes) out of range",
+                       w->name, (unsigned long long)n, (unsigned long long)a->x_off, x->size,
+                       (unsigned long long)a->y_off, y->size);
+    uint32_t bm = 16 * k->cfg.tm, bn = k->cfg.wg / 16 * k->cfg.tn;
+    uint64_t units = weight_units_per_row(w->type, w->cols);
+    if (k->cfg.f16) {
+        uint64_t need = matmul_xt_bytes(&k->cfg, (uint32_t)n, w->cols);
+        if (!a->xt || a->xt->size < need)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "matmul %s over %llu tokens: the f16 tiles need a buffer of %llu bytes "
+                           "for the tokens' tiles (matmul_args.xt)",
+                           w->name, (unsigned long long)n, (unsigned long long)need);
+        if (!a->xt_made) {
+            gpu_dispatch d;
+            memset(&d, 0, sizeof d);
+            d.prog = &k->prep;
+            d.bindings[0] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
+            d.bindings[1] = (gpu_binding){ 3, a->xt, 0, 0, GPU_WRITE };
+            d.n_bindings = 2;
+            d.params[0] = (uint32_t)units;
+            d.params[1] = (uint32_t)w->cols;
+            d.params[2] = (uint32_t)(a->x_off / 4);
+            d.params[4] = (uint32_t)n;
+            d.n_params = 5;
+            weight_grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + XT_WG - 1) / XT_WG);
+            glesllm_status st = gpu_queue_dispatch(q, &d);
+            if (st != GLESLLM_OK)
+                return st;
+        }
+    }
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        gpu_dispatch d;
+        weight_part_dispatch(&d, &k->prog, w, p, x, y,
+                      e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
+        if (e == MATVEC_QKV)
+            d.bindings[1].access = GPU_READ_WRITE;
+        d.params[0] = (uint32_t)p->rows;
+        d.params[1] = (uint32_t)((e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + p->row0);
+        d.params[2] = (uint32_t)(a->x_off / 4);
+        d.params[3] = (uint32_t)a->rope_off;
+        d.params[4] = (uint32_t)n;
+        d.params[5] = (uint32_t)a->y_off;
+        d.params[6] = (uint32_t)a->y_stride;
+        d.params[7] = (uint32_t)a->bias_off;
+        d.params[14] = (uint32_t)a->k_off;
+        d.params[15] = (uint32_t)a->v_off;
+        d.n_params = 16;
+        /* the tiles are read, but the last part counts as writing them, so
+         * that the queue places a barrier before whatever writes them next
+         * (the next product's x_tiles) */
+        if (k->cfg.f16)
+            d.bindings[d.n_bindings++] = (gpu_binding){
+                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
+            };
+        d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
+        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
+        d.groups[2] = 1;
+        if (d.groups[0] > 65535 || d.groups[1] > 65535)
+            return err_set(GLESLLM_ERR_UNSUPPORTED, "matmul %s: %u x %u work groups", w->name,
+                           d.groups[0], d.groups[1]);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}

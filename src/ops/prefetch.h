@@ -1,0 +1,32 @@
+/* ops/: reading a weight into the GPU's L2 cache beside the kernel before it
+ * (glsl/prefetch.comp), so that the next kernel finds it there. It pays only
+ * where the cache is large (discrete GPUs) and the matrix large enough to
+ * outweigh a dispatch (bench/RESULTS.md "Prefetching the FFN down matrix"). */
+#ifndef GLESLLM_OPS_PREFETCH_H
+#define GLESLLM_OPS_PREFETCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+#include "ops/weight.h"
+
+#define PREFETCH_MIN (8ull << 20)  /* matrices of fewer bytes are not worth it */
+#define PREFETCH_MAX (32ull << 20) /* a matrix's first bytes read at most */
+
+typedef struct prefetch_kernel {
+    gpu_program prog;
+    gpu_buffer sink; /* declared read, never written: no barrier before the next kernel */
+    uint32_t wg;
+} prefetch_kernel;
+
+/* Whether to prefetch a matrix of `bytes` (PREFETCH_MAX at most) and why:
+ * set > 0 on, < 0 off, 0 by the GPU (dedicated memory: a discrete GPU with a
+ * large cache) and the size. */
+void prefetch_choose(gpu_context *ctx, int set, uint64_t bytes, bool *out, const char **why);
+
+glesllm_status prefetch_build(gpu_context *ctx, prefetch_kernel *out);
+void prefetch_destroy(prefetch_kernel *k);
+glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w);
+
+#endif
