@@ -1,5 +1,5 @@
-/* Loading a model for a command (a GGUF file or the built-in demo), and the
- * number parsing every command shares. See cli.h. */
+/* Loading a model for a command (a GGUF file or the built-in demo). See
+ * cli.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,43 +9,6 @@
 #include "cli/cli.h"
 #include "common/util.h"
 #include "model/demo_model.h"
-
-/* what the last cli_parse_long/cli_parse_float call that failed wanted, for
- * the caller's message ("" after one that succeeded) */
-static char parse_want[96];
-
-bool cli_parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        snprintf(parse_want, sizeof parse_want, " (a whole number from %ld to %ld)", lo, hi);
-        return false;
-    }
-    parse_want[0] = '\0';
-    *out = v;
-    return true;
-}
-
-bool cli_parse_float(const char *s, float lo, float hi, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        snprintf(parse_want, sizeof parse_want, " (a number from %g to %g)", lo, hi);
-        return false;
-    }
-    parse_want[0] = '\0';
-    *out = v;
-    return true;
-}
-
-const char *cli_parse_want(void)
-{
-    return parse_want;
-}
 
 static void load_progress(void *ud, uint64_t done, uint64_t total)
 {

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/generate.h"
+#include "engine/decode_loop.h"
 
 typedef struct draft_costs {
     double draft_s;                        /* seconds a drafted token; 0: not measured */

@@ -24,7 +24,7 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "engine/draft_length.h"
-#include "engine/generate.h"
+#include "engine/speculative.h"
 
 typedef struct spec {
     gpu_model *gm, *dm;
