@@ -44,6 +44,8 @@
 #define N_CMP 3u /* tokens every kernel below takes */
 
 static gpu_context *ctx;
+/* the engine's tuning, from the environment (tuning_from_env) */
+static tuning tune = TUNING_DEFAULT;
 static gpu_queue *queue;
 static bool glu, norm, norm_scale, add, tails; /* --glu, --norm, --norm-scale, --add, --tails */
 
@@ -55,8 +57,8 @@ static void run_kernel(int i, uint32_t type, const gpu_weight *w, const gpu_buff
                        const gpu_buffer *by, uint64_t rows, uint64_t cols, uint64_t xp_off)
 {
     uint32_t nt = i ? sets[i - 1] : 1;
-    matvec_config cfg = i ? matvec_multi_config(ctx, type, nt, rows, cols)
-                          : matvec_default_config(ctx, type, rows, cols);
+    matvec_config cfg = i ? matvec_multi_config(ctx, &tune, type, nt, rows, cols)
+                          : matvec_default_config(ctx, &tune, type, rows, cols);
     if (glu && cfg.nr % 2)
         cfg.nr = 2; /* (as the model's get_matvec) */
     matvec_variant var = { glu ? MATVEC_GLU : add ? MATVEC_ADD : MATVEC_STORE };
@@ -65,7 +67,7 @@ static void run_kernel(int i, uint32_t type, const gpu_weight *w, const gpu_buff
     var.norm = norm || (norm_scale && i);
     var.norm_scale = norm_scale && !i;
     matvec_kernel k;
-    if (matvec_build(ctx, type, &cfg, &var, &k))
+    if (matvec_build(ctx, &tune, type, &cfg, &var, &k))
         die("building a kernel");
     uint64_t xs = act_stride(cols), out = glu ? rows / 2 : rows;
     for (uint32_t t = 0; t < (i ? 1u : N_CMP); t++) {
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
             return 2;
         }
     gpu_options opt;
-    if (weights_env_check() || gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) ||
+    if (tuning_from_env(&tune) || gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) ||
         gpu_queue_create(ctx, &queue))
         die("GPU");
     printf("largest difference between two kernels' outputs (3 tokens), over the largest output\n");

@@ -26,6 +26,8 @@
 #include "bench_util.h"
 
 static gpu_context *ctx;
+/* the engine's tuning, from the environment (tuning_from_env) */
+static tuning tune = TUNING_DEFAULT;
 static gpu_queue *queue;
 
 /* Non-tensor-core rates of the cards this was measured on (vendor figures). */
@@ -71,7 +73,7 @@ static double time_matmul(uint32_t type, uint64_t rows, uint64_t cols, uint32_t 
         gpu_buffer_create(ctx, yn * sizeof(float), NULL, 0, "y", &by) != GLESLLM_OK)
         die("buffers");
     free(x);
-    matmul_config dflt = matmul_default_config(ctx);
+    matmul_config dflt = matmul_default_config(ctx, &tune);
     matmul_config cfg = matmul_config_for(&dflt, rows); /* the engine's for these rows */
     matmul_kernel k;
     matvec_variant var = { MATVEC_STORE };
@@ -144,7 +146,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (weights_env_check() != GLESLLM_OK) /* GLESLLM_MATMUL */
+    if (tuning_from_env(&tune) != GLESLLM_OK) /* GLESLLM_MATMUL */
         die("environment");
     gpu_options opt;
     if (gpu_options_from_env(&opt) != GLESLLM_OK || gpu_context_create(&opt, &ctx) != GLESLLM_OK ||

@@ -57,6 +57,8 @@ static const uint64_t all_shapes[][2] = { { 4096, 4096 }, { 1024, 4096 }, { 1433
 #define MAX_COPIES 512
 
 static gpu_context *ctx;
+/* the engine's tuning, from the environment (tuning_from_env) */
+static tuning tune = TUNING_DEFAULT;
 static gpu_queue *queue;
 static double target_ms = 200;
 static uint32_t n_tokens = 1; /* --tokens: the multi-token matvec of that many */
@@ -273,7 +275,7 @@ static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
     var.norm = norm_x && n_tokens > 1;
     var.norm_scale = norm_x && n_tokens <= 1;
     var.nt = n_tokens;
-    if (matvec_build(ctx, t->type, cfg, &var, &k))
+    if (matvec_build(ctx, &tune, t->type, cfg, &var, &k))
         die("matvec kernel");
     mv_arg a = { &k, t->w, t->copies, &t->x, t->y };
     double ms = time_rounds(record_mv, &a) / t->copies;
@@ -287,7 +289,7 @@ static double measure(bench_tensor *t, const matvec_config *cfg, double *us)
 static void open_gpu(double *copy, const char **renderer)
 {
     gpu_options opt;
-    if (weights_env_check()) /* GLESLLM_MATVEC, GLESLLM_MULTI, ... */
+    if (tuning_from_env(&tune)) /* GLESLLM_MATVEC, GLESLLM_MULTI, ... */
         die("environment");
     if (gpu_options_from_env(&opt) || gpu_context_create(&opt, &ctx) || gpu_queue_create(ctx, &queue))
         die("GPU");
@@ -421,7 +423,7 @@ int main(int argc, char **argv)
                 /* one token: x staged once a work group where the default
                  * does it (the kernel drops it past 128 lanes a row) */
                 bool x_once = n_tokens <= 1 &&
-                              matvec_default_config(ctx, t->type, t->rows, t->cols).x_once;
+                              matvec_default_config(ctx, &tune, t->type, t->rows, t->cols).x_once;
                 for (uint32_t wg = 128; wg <= 512 && wg <= maxwg; wg *= 2)
                     for (uint32_t tpr = tpr0; tpr <= wg && tpr <= 256; tpr *= 2)
                         for (uint32_t nr = 1; nr <= 8; nr *= 2)
@@ -457,8 +459,8 @@ int main(int argc, char **argv)
                             }
                 /* the default again, last: drift within the process shows here */
                 matvec_config cfg =
-                    n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
-                                 : matvec_default_config(ctx, t->type, t->rows, t->cols);
+                    n_tokens > 1 ? matvec_multi_config(ctx, &tune, t->type, n_tokens, t->rows, t->cols)
+                                 : matvec_default_config(ctx, &tune, t->type, t->rows, t->cols);
                 double us, gbs = measure(t, &cfg, &us);
                 printf("| %llux%llu | %s | %u | %u | %u | %d%s | %u | %.2f | %.0f | %.0f%% | "
                        "default, measured last\n",
@@ -496,8 +498,8 @@ int main(int argc, char **argv)
             bench_tensor *t = malloc(sizeof *t);
             tensor_make(t, formats[f], shapes[s][0], shapes[s][1]);
             matvec_config cfg =
-                n_tokens > 1 ? matvec_multi_config(ctx, t->type, n_tokens, t->rows, t->cols)
-                             : matvec_default_config(ctx, t->type, t->rows, t->cols);
+                n_tokens > 1 ? matvec_multi_config(ctx, &tune, t->type, n_tokens, t->rows, t->cols)
+                             : matvec_default_config(ctx, &tune, t->type, t->rows, t->cols);
             if (force.wg)
                 cfg.wg = force.wg;
             if (force.tpr)

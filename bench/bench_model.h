@@ -20,20 +20,29 @@ typedef struct bench_model {
     gpu_model *gm;
 } bench_model;
 
-/* Opens `path` with the GPU options from the environment and a cache of
- * `mo` (mo.n_ctx positions); on failure prints "prog: what: error" to stderr
+/* Opens `path` with the GPU options and the engine's tuning from the
+ * environment and a cache of `mo` (mo.n_ctx positions; its tuning, where
+ * NULL, the environment's); on failure prints "prog: what: error" to stderr
  * and exits with status 1. */
 static inline void bench_model_open(const char *prog, const char *path, const gpu_model_options *mo,
                                     bench_model *b)
 {
     gpu_options go;
-    const char *what = "the model";
-    glesllm_status st = gguf_open(path, &b->f);
+    static tuning tune;
+    gpu_model_options o = *mo;
+    const char *what = "the environment";
+    glesllm_status st = tuning_from_env(&tune);
+    if (!o.tuning)
+        o.tuning = &tune;
+    if (!st)
+        what = "the model";
+    if (!st)
+        st = gguf_open(path, &b->f);
     if (!st && (st = model_open(b->f, &b->m)) == GLESLLM_OK) {
         what = "the GPU";
         if (!(st = gpu_options_from_env(&go)) && !(st = gpu_context_create(&go, &b->ctx))) {
             what = "loading the model";
-            st = gpu_model_create(b->ctx, &b->m, mo, &b->gm);
+            st = gpu_model_create(b->ctx, &b->m, &o, &b->gm);
         }
     }
     if (st) {

@@ -19,14 +19,13 @@
 
 static gpu_context *ctx;
 static gpu_queue *queue;
+/* the tuning every kernel here is configured and built with: the engine's
+ * choices unless a test forces one */
+static tuning T;
 
-void setUp(void) {}
+void setUp(void) { T = TUNING_DEFAULT; }
 /* a failed test leaves no path forced for the next */
-void tearDown(void)
-{
-    unsetenv("GLESLLM_F16_DOT");
-    unsetenv("GLESLLM_F16_SUBN");
-}
+void tearDown(void) { T = TUNING_DEFAULT; }
 
 /* f32 accumulation in a different order than the double reference: the
  * error of a row is bounded by n * 2^-24 * sum |w x| and is near
@@ -134,7 +133,7 @@ static void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t se
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matvec_kernel k;
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, &T, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_record(queue, &k, &gw, &bx, x_off, &by, y_off),
@@ -301,7 +300,7 @@ static void check_batched(const mv_case *c, const matmul_config *cfg, const matv
         matvec_variant var = { add ? MATVEC_ADD : MATVEC_STORE, norm };
         var.nt = nt;
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-                                      mv ? matvec_build(ctx, c->type, mv, &var, &mk)
+                                      mv ? matvec_build(ctx, &T, c->type, mv, &var, &mk)
                                          : matmul_build(ctx, c->type, cfg, &var, &k),
                                       glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
@@ -398,7 +397,7 @@ static void default_split_all(int subgroup)
         int n;
         shapes_for(formats[f], cs, &n);
         for (int i = 0; i < n; i++) {
-            matvec_config cfg = matvec_default_config(ctx, cs[i].type, cs[i].rows, cs[i].cols);
+            matvec_config cfg = matvec_default_config(ctx, &T, cs[i].type, cs[i].rows, cs[i].cols);
             cfg.subgroup = subgroup > 0;
             if (subgroup && cfg.tpr < subgroup * sg)
                 cfg.tpr = subgroup * sg <= cfg.wg ? subgroup * sg : cfg.tpr;
@@ -417,9 +416,9 @@ static void test_matvec_every_format_default_split(void) { default_split_all(0);
  * one of the default products (f16 or f32, check_matvec). */
 static void test_fetch_ahead(void)
 {
-    static const char *const ahead[] = { "1", "2", "4" };
+    static const int ahead[] = { 1, 2, 4 };
     for (size_t a = 0; a < sizeof ahead / sizeof ahead[0]; a++) {
-        setenv("GLESLLM_FETCH_AHEAD", ahead[a], 1);
+        T.fetch_ahead = ahead[a];
         for (size_t f = 0; f < N_FORMATS; f++) {
             if (is_float(formats[f]))
                 continue;
@@ -430,7 +429,7 @@ static void test_fetch_ahead(void)
                 check_batched(&mc, NULL, &eight, 1, true, 1, MATVEC_REL_TOL, 7800 + f);
         }
     }
-    unsetenv("GLESLLM_FETCH_AHEAD");
+    T.fetch_ahead = TUNE_AUTO;
 }
 
 /* other work splits: one lane per row, many rows per thread, the widest */
@@ -478,7 +477,7 @@ static void every_format_three_ways(void (*check)(const mv_case *c, size_t t, ui
 static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t n_toks[] = { 1, 5, 70 };
-    matmul_config cfg = matmul_default_config(ctx);
+    matmul_config cfg = matmul_default_config(ctx, &T);
     cfg.f16 = false; /* f32 tiles (the default's f16 ones: test_matmul_f16_tiles) */
     check_batched_mm(c, &cfg, n_toks[t], MATVEC_REL_TOL, seed);
 }
@@ -497,7 +496,7 @@ static void test_matmul_every_format(void) { every_format_three_ways(matmul_defa
 static void multi_token(const mv_case *c, size_t t, uint64_t seed)
 {
     const uint32_t nts[] = { 2, 8, MATVEC_MULTI_NT }, n_toks[] = { 2, 5, MATVEC_MULTI_NT };
-    matvec_config mv = matvec_multi_config(ctx, c->type, nts[t], c->rows, c->cols);
+    matvec_config mv = matvec_multi_config(ctx, &T, c->type, nts[t], c->rows, c->cols);
     /* x from memory, then staged in shared memory (fewer lanes a row where
      * the limits leave no room for TPR units of every token) */
     uint32_t room = gpu_context_limits(ctx)->max_shared_bytes;
@@ -505,12 +504,12 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
     while (mv.wg > mv.tpr && matvec_shared_bytes(&mv, nts[t], false) > room)
         mv.wg /= 2;
     check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
-    mv = matvec_multi_config(ctx, c->type, nts[t], c->rows, c->cols);
+    mv = matvec_multi_config(ctx, &T, c->type, nts[t], c->rows, c->cols);
     mv.xsh = true;
     mv.xg = false;
     while (mv.tpr > 1 && matvec_shared_bytes(&mv, nts[t], true) > room)
         mv.tpr /= 2;
-    mv.subgroup = mv.subgroup && matvec_default_config(ctx, c->type, c->rows, c->cols).tpr == mv.tpr;
+    mv.subgroup = mv.subgroup && matvec_default_config(ctx, &T, c->type, c->rows, c->cols).tpr == mv.tpr;
     if (matvec_shared_bytes(&mv, nts[t], true) <= room)
         check_batched(c, NULL, &mv, nts[t], t == 2, n_toks[t], MATVEC_REL_TOL, seed);
     /* many rows (gate/up), long rows (down): their splits on this tensor, with
@@ -518,7 +517,7 @@ static void multi_token(const mv_case *c, size_t t, uint64_t seed)
      * sanitizer run short), and many rows' own split for 2 tokens */
     static const uint64_t ffn[2][2] = { { 28672, 4096 }, { 4096, 14336 } };
     for (int f = 0; f < 2 && (nts[t] == MATVEC_MULTI_NT || (nts[t] == 2 && f == 0)); f++) {
-        mv = matvec_multi_config(ctx, c->type, nts[t], ffn[f][0], ffn[f][1]);
+        mv = matvec_multi_config(ctx, &T, c->type, nts[t], ffn[f][0], ffn[f][1]);
         TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
         if (mv.xb > 1) /* (with the norm, as gate/up and lm_head have it) */
             check_batched(c, NULL, &mv, nts[t], true, n_toks[t], MATVEC_REL_TOL, seed + 1 + f);
@@ -532,14 +531,14 @@ static void test_matvec_multi_token_every_format(void)
     quant_gpu_plan twenty;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, quant_gpu_plan_make(GGML_TYPE_Q4_0, 20, 256, &twenty));
     mv_case split = { GGML_TYPE_Q4_0, 70, 256, twenty.bytes + 15 };
-    matvec_config mv = matvec_multi_config(ctx, split.type, 4, split.rows, split.cols);
+    matvec_config mv = matvec_multi_config(ctx, &T, split.type, 4, split.rows, split.cols);
     mv.subgroup = false;
     check_batched(&split, NULL, &mv, 4, true, 3, MATVEC_REL_TOL, 9999);
     /* the norm with one token, as a decode step has it */
     mv_case one = { GGML_TYPE_Q8_0, 40, 512, 0 };
-    mv = matvec_multi_config(ctx, one.type, MATVEC_MULTI_NT, one.rows, one.cols);
+    mv = matvec_multi_config(ctx, &T, one.type, MATVEC_MULTI_NT, one.rows, one.cols);
     check_batched(&one, NULL, &mv, MATVEC_MULTI_NT, true, 1, MATVEC_REL_TOL, 9998);
-    mv = matvec_default_config(ctx, one.type, one.rows, one.cols);
+    mv = matvec_default_config(ctx, &T, one.type, one.rows, one.cols);
     check_batched(&one, NULL, &mv, 1, true, 1, MATVEC_REL_TOL, 9997);
 }
 
@@ -678,11 +677,11 @@ static void test_split_tensors(void)
         uint64_t part = five.bytes + 15;
         TEST_ASSERT_EQUAL_UINT64(5, quant_gpu_rows_within(formats[f], cols, part));
         mv_case mc = { formats[f], 23, cols, part };
-        matvec_config cfg = matvec_default_config(ctx, mc.type, mc.rows, mc.cols);
+        matvec_config cfg = matvec_default_config(ctx, &T, mc.type, mc.rows, mc.cols);
         cfg.subgroup = false;
         check_matvec(&mc, &cfg, 4000 + f);
         check_get_rows(&mc, 4100 + f);
-        matmul_config mcfg = matmul_default_config(ctx);
+        matmul_config mcfg = matmul_default_config(ctx, &T);
         mcfg.f16 = false;
         check_batched_mm(&mc, &mcfg, 9, MATVEC_REL_TOL, 4200 + f);
     }
@@ -694,7 +693,7 @@ static void test_split_by_storage_block_limit(void)
 {
     const gpu_limits *L = gpu_context_limits(ctx);
     mv_case mc = { GGML_TYPE_F32, 9000, 4096, 0 }; /* 147 MB */
-    matvec_config cfg = matvec_default_config(ctx, mc.type, mc.rows, mc.cols);
+    matvec_config cfg = matvec_default_config(ctx, &T, mc.type, mc.rows, mc.cols);
     cfg.subgroup = false;
     check_matvec(&mc, &cfg, 77);
     if (L->max_storage_block_bytes <= ((uint64_t)128 << 20)) {
@@ -717,15 +716,16 @@ static void test_split_by_storage_block_limit(void)
  * kernel fail to build */
 static void test_forced_multi_split_shrinks_whole(void)
 {
-    setenv("GLESLLM_MULTI", "128,16,2,8", 1);
-    matvec_config mv = matvec_multi_config(ctx, GGML_TYPE_Q4_0, MATVEC_MAX_NT, 4096, 4096);
-    unsetenv("GLESLLM_MULTI");
+    T.n_multi = 4;
+    memcpy(T.multi, (uint32_t[]){ 128, 16, 2, 8 }, sizeof T.multi);
+    matvec_config mv = matvec_multi_config(ctx, &T, GGML_TYPE_Q4_0, MATVEC_MAX_NT, 4096, 4096);
+    T = TUNING_DEFAULT;
     TEST_ASSERT_EQUAL_UINT32(16, mv.tpr);
     TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
     matvec_kernel k;
     matvec_variant var = { MATVEC_STORE };
     var.nt = MATVEC_MAX_NT;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &mv, &var, &k),
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &mv, &var, &k),
                                   glesllm_last_error());
     matvec_destroy(&k);
 }
@@ -741,7 +741,7 @@ static void test_bad_shapes_are_errors(void)
                           gpu_weight_upload(ctx, "iq", GGML_TYPE_IQ2_XXS, 1, 256, blk, 0, &gw));
     matvec_kernel k;
     matvec_config bad = { 128, 48, 1, false };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &bad, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &bad, NULL, &k));
 }
 
 /* GLESLLM_F16_DOT=1: every quantized format's matvecs through F16_DOT's
@@ -767,7 +767,7 @@ static void test_f16_dot_path(void)
     bool f16 = gpu_context_caps(ctx)->f16_types, subn = false;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_context_f16_subnormals(ctx, &subn),
                                   glesllm_last_error());
-    setenv("GLESLLM_F16_DOT", "1", 1);
+    T.f16_dot = TUNE_ON;
     /* the levels as integers (GLESLLM_F16_SUBN=0) and as f16 subnormals for
      * every format (=1, where the driver keeps them); the default takes one
      * of the two per format, and =1 is an error where they are not kept: both
@@ -775,8 +775,8 @@ static void test_f16_dot_path(void)
     const size_t n_cases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < (subn ? 2 : 1) * n_cases; i++) {
         const mv_case *c = &cases[i % n_cases];
-        setenv("GLESLLM_F16_SUBN", i < n_cases ? "0" : "1", 1);
-        matvec_config cfg = matvec_default_config(ctx, c->type, c->rows, c->cols);
+        T.f16_subn = i < n_cases ? TUNE_OFF : TUNE_ON;
+        matvec_config cfg = matvec_default_config(ctx, &T, c->type, c->rows, c->cols);
         check_matvec(c, &cfg, 7100 + i);
         check_batched(c, NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 7200 + i); /* with the norm */
         matvec_config odd = { 64, 16, 3, false }; /* rows left over in the last thread */
@@ -798,10 +798,10 @@ static void test_f16_dot_path(void)
          * xg_default), then staged (GLESLLM_MULTI_XG=0) */
         for (int xg = 1; xg >= 0; xg--) {
             if (!xg)
-                setenv("GLESLLM_MULTI_XG", "0", 1);
+                T.multi_xg = TUNE_OFF;
             matvec_config mv =
-                matvec_multi_config(ctx, c->type, MATVEC_MULTI_NT, c->rows, c->cols);
-            unsetenv("GLESLLM_MULTI_XG");
+                matvec_multi_config(ctx, &T, c->type, MATVEC_MULTI_NT, c->rows, c->cols);
+            T.multi_xg = TUNE_AUTO;
             TEST_ASSERT_EQUAL_INT(xg, mv.xg);
             if (mv.xsh || mv.xg) {
                 check_batched(c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT,
@@ -813,8 +813,8 @@ static void test_f16_dot_path(void)
                  * tokens' units loaded at once) and of 3 without the norm
                  * (xg_x_ahead: each token's units loaded during the sums of
                  * the one before), as many and fewer */
-                matvec_config m5 = matvec_multi_config(ctx, c->type, 5, c->rows, c->cols);
-                matvec_config m3 = matvec_multi_config(ctx, c->type, 3, c->rows, c->cols);
+                matvec_config m5 = matvec_multi_config(ctx, &T, c->type, 5, c->rows, c->cols);
+                matvec_config m3 = matvec_multi_config(ctx, &T, c->type, 3, c->rows, c->cols);
                 TEST_ASSERT_TRUE(m5.xg && m3.xg);
                 check_batched(c, NULL, &m5, 5, true, 5, MATVEC_REL_TOL, 7450 + i);
                 check_batched(c, NULL, &m5, 5, false, 4, MATVEC_REL_TOL, 7550 + i);
@@ -825,7 +825,7 @@ static void test_f16_dot_path(void)
                  * by default with subgroups of a known order, here without
                  * them), with and without the norm, as many tokens and
                  * fewer */
-                matvec_config one = matvec_default_config(ctx, c->type, c->rows, c->cols);
+                matvec_config one = matvec_default_config(ctx, &T, c->type, c->rows, c->cols);
                 if (one.tpr >= 64) {
                     matvec_config v5 = m5, v9 = mv;
                     v5.tpr = v9.tpr = 32;
@@ -847,7 +847,7 @@ static void test_f16_dot_path(void)
             }
         }
     }
-    unsetenv("GLESLLM_F16_SUBN"); /* the default */
+    T.f16_subn = TUNE_AUTO; /* the default */
     /* many rows with x made once a work group (weights.c x_once_split: 2
      * rows a thread, 4 for Q4_0, Q4_K, Q2_K and Q3_K; Q4_0 and Q4_K with 32
      * lanes a row of 4096 columns and a row loaded ahead, fetch_ahead_rows),
@@ -858,7 +858,7 @@ static void test_f16_dot_path(void)
                                     { GGML_TYPE_Q2_K, 8195, 2048, 0 } };
     static const uint32_t many_nr[] = { 4, 4, 2, 4 };
     for (int i = 0; i < 4; i++) {
-        matvec_config cfg = matvec_default_config(ctx, many[i].type, many[i].rows, many[i].cols);
+        matvec_config cfg = matvec_default_config(ctx, &T, many[i].type, many[i].rows, many[i].cols);
         if (f16 || gpu_context_limits(ctx)->max_shared_bytes > 16384) {
             TEST_ASSERT_TRUE(cfg.x_once);
             TEST_ASSERT_EQUAL_UINT32(many_nr[i], cfg.nr);
@@ -868,8 +868,8 @@ static void test_f16_dot_path(void)
         check_batched(&many[i], NULL, &cfg, 1, true, 1, MATVEC_REL_TOL, 8100 + (uint64_t)i);
     }
     matvec_kernel k;
-    matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
+    matvec_config cfg = matvec_default_config(ctx, &T, GGML_TYPE_Q4_0, 64, 256);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals); /* by default where kept */
     /* with f16 products (here GLESLLM_F16_DOT=1); f32 pairs' staged row takes more
@@ -893,24 +893,24 @@ static void test_f16_dot_path(void)
         gpu_weight_destroy(&gw);
     }
     matvec_destroy(&k);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q2_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q2_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
     matvec_destroy(&k);
-    cfg = matvec_default_config(ctx, GGML_TYPE_Q4_K, 64, 256);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
+    cfg = matvec_default_config(ctx, &T, GGML_TYPE_Q4_K, 64, 256);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q4_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(subn, k.f16_subnormals);
     matvec_destroy(&k);
     matvec_config pairs = { 64, 16, 2, false };
     matvec_variant glu = { MATVEC_GLU };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_K, &pairs, &glu, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q4_K, &pairs, &glu, &k));
     TEST_ASSERT_FALSE(k.f16_subnormals); /* Q4_K's gate/up: not by default */
     matvec_destroy(&k);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q5_K, &cfg, NULL, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q5_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
     TEST_ASSERT_FALSE(k.f16_subnormals); /* Q5_K: not by default (weights.c f16_subn_choice) */
     matvec_destroy(&k);
-    setenv("GLESLLM_F16_SUBN", "1", 1);
-    glesllm_status st = matvec_build(ctx, GGML_TYPE_Q5_K, &cfg, NULL, &k); /* not by default */
+    T.f16_subn = TUNE_ON;
+    glesllm_status st = matvec_build(ctx, &T, GGML_TYPE_Q5_K, &cfg, NULL, &k); /* not by default */
     if (subn) {
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, st);
         TEST_ASSERT_TRUE(k.f16_subnormals);
@@ -919,24 +919,52 @@ static void test_f16_dot_path(void)
         TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, st);
         TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_SUBN"));
     }
-    setenv("GLESLLM_F16_SUBN", "on", 1);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
-                          matvec_build(ctx, GGML_TYPE_Q4_K, &cfg, NULL, &k));
-    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_SUBN"));
-    unsetenv("GLESLLM_F16_SUBN");
-    setenv("GLESLLM_X_ONCE", "0", 1); /* each slot makes its pairs, as before */
-    TEST_ASSERT_FALSE(matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256).x_once);
-    unsetenv("GLESLLM_X_ONCE");
-    setenv("GLESLLM_F16_DOT", "0", 1);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
+    T.f16_subn = TUNE_AUTO;
+    T.x_once = TUNE_OFF; /* each slot makes its pairs */
+    TEST_ASSERT_FALSE(matvec_default_config(ctx, &T, GGML_TYPE_Q4_0, 64, 256).x_once);
+    T.x_once = TUNE_AUTO;
+    T.f16_dot = TUNE_OFF;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &cfg, NULL, &k));
     TEST_ASSERT_FALSE(k.f16_products);
     TEST_ASSERT_FALSE(k.x_once); /* (cfg asks for it: f32 products have no pairs) */
     matvec_destroy(&k);
-    setenv("GLESLLM_F16_DOT", "yes", 1);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
-                          matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, NULL, &k));
-    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "GLESLLM_F16_DOT"));
-    unsetenv("GLESLLM_F16_DOT");
+    T.f16_dot = TUNE_AUTO;
+}
+
+/* The tuning is read from the environment at the edge (the CLI, bench):
+ * each variable's values, and a value it does not take is an error naming
+ * it, with the defaults left in the struct */
+static void test_tuning_from_env(void)
+{
+    static const char *const names[] = { "GLESLLM_F16_DOT", "GLESLLM_F16_SUBN", "GLESLLM_X_ONCE",
+                                         "GLESLLM_MULTI", "GLESLLM_FETCH_AHEAD" };
+    tuning t;
+    setenv("GLESLLM_F16_DOT", "0", 1);
+    setenv("GLESLLM_F16_SUBN", "1", 1);
+    setenv("GLESLLM_MULTI", "128,16,2,8", 1);
+    setenv("GLESLLM_FETCH_AHEAD", "2", 1);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, tuning_from_env(&t), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(TUNE_OFF, t.f16_dot);
+    TEST_ASSERT_EQUAL_INT(TUNE_ON, t.f16_subn);
+    TEST_ASSERT_EQUAL_INT(TUNE_AUTO, t.x_once);
+    TEST_ASSERT_EQUAL_UINT32(4, t.n_multi);
+    TEST_ASSERT_EQUAL_UINT32(8, t.multi[3]);
+    TEST_ASSERT_EQUAL_INT(2, t.fetch_ahead);
+    static const char *const bad[][2] = { { "GLESLLM_F16_DOT", "yes" },
+                                          { "GLESLLM_F16_SUBN", "on" },
+                                          { "GLESLLM_X_ONCE", "2" },
+                                          { "GLESLLM_MULTI", "128,16,2,3" },
+                                          { "GLESLLM_FETCH_AHEAD", "3" } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
+            unsetenv(names[j]);
+        setenv(bad[i][0], bad[i][1], 1);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, tuning_from_env(&t));
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), bad[i][0]), glesllm_last_error());
+        TEST_ASSERT_EQUAL_INT(TUNE_AUTO, t.f16_dot);
+    }
+    for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
+        unsetenv(names[j]);
 }
 
 /* The RMSNorm split across two kernels, as in a decode step: a +y matvec
@@ -979,10 +1007,10 @@ static void check_split_norm(uint32_t ptype, uint32_t ctype, const matvec_config
     matvec_kernel kp, kc;
     matvec_variant pv = { MATVEC_ADD }, cv = { MATVEC_STORE };
     pv.norm_out = cv.norm_scale = true;
-    matvec_config ccfg = matvec_default_config(ctx, ctype, rows, n);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, ptype, pcfg, &pv, &kp),
+    matvec_config ccfg = matvec_default_config(ctx, &T, ctype, rows, n);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, &T, ptype, pcfg, &pv, &kp),
                                   glesllm_last_error());
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, ctype, &ccfg, &cv, &kc),
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, &T, ctype, &ccfg, &cv, &kc),
                                   glesllm_last_error());
     matvec_args pa = { g_off };
     pa.xg_off = xg_off;
@@ -1072,7 +1100,7 @@ static void test_split_norm(void)
                               GGML_TYPE_Q6_K };
     for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
         uint32_t t = some[f];
-        matvec_config def = matvec_default_config(ctx, t, 512, 256);
+        matvec_config def = matvec_default_config(ctx, &T, t, 512, 256);
         check_split_norm(t, t, &def, 0, 8000 + f);
         /* 3 rows a slot over parts of 70 rows: slots cross no part, and
          * the last slot of each part is short */
@@ -1083,13 +1111,13 @@ static void test_split_norm(void)
     }
     /* the variants' rules */
     matvec_kernel k;
-    matvec_config cfg = matvec_default_config(ctx, GGML_TYPE_Q4_0, 64, 256);
+    matvec_config cfg = matvec_default_config(ctx, &T, GGML_TYPE_Q4_0, 64, 256);
     matvec_variant bad = { MATVEC_STORE };
     bad.norm_out = true; /* not a +y kernel */
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, &bad, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &cfg, &bad, &k));
     matvec_variant both = { MATVEC_STORE, true };
     both.norm_scale = true;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, GGML_TYPE_Q4_0, &cfg, &both, &k));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, matvec_build(ctx, &T, GGML_TYPE_Q4_0, &cfg, &both, &k));
 }
 
 int main(void)
@@ -1103,6 +1131,7 @@ int main(void)
     RUN_TEST(test_fetch_ahead);
     RUN_TEST(test_matvec_subgroup_path);
     RUN_TEST(test_f16_dot_path);
+    RUN_TEST(test_tuning_from_env);
     RUN_TEST(test_matmul_every_format);
     RUN_TEST(test_matmul_tilings_and_half);
     RUN_TEST(test_matmul_f16_tiles);

@@ -29,9 +29,14 @@ static bool f16_tiles;   /* their prefill tiles: the default (f16 where the driv
 void setUp(void) {}
 void tearDown(void) {}
 
+/* the engine's tuning of every model loaded here: f32 products (main), the
+ * rest the engine's choices unless a test sets them */
+static tuning tune;
+
 static gpu_model_options options(uint32_t n_ctx)
 {
     gpu_model_options opt = { n_ctx };
+    opt.tuning = &tune;
     opt.n_batch = n_batch;
     opt.n_small = n_small;
     /* f32 prefill tiles: the comparisons below hold prefill to decode and to
@@ -152,10 +157,10 @@ static void test_f32_qwen2_matches_cpu(void)
 
 static void test_norm_as_its_own_dispatch(void)
 {
-    setenv("GLESLLM_FUSE_NORM", "0", 1);
+    tune.fuse_norm = TUNE_OFF;
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
     check_against_reference(&s, 32, 8, 1);
-    unsetenv("GLESLLM_FUSE_NORM");
+    tune.fuse_norm = TUNE_AUTO;
 }
 
 /* Reading the FFN down matrix into the cache beside gate/up (on by default
@@ -212,7 +217,7 @@ static void test_quantized_formats_match_cpu(void)
  * on an H200). */
 static void test_f16_products_match_cpu(void)
 {
-    setenv("GLESLLM_F16_DOT", "1", 1);
+    tune.f16_dot = TUNE_ON;
     ref_tol = 3e-3;
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
     check_against_reference(&s, 32, 8, 1);
@@ -222,9 +227,9 @@ static void test_f16_products_match_cpu(void)
     /* x's pairs made by each slot of lanes instead of once a work group
      * (weights.c x_once_default: above, the default), the fused kernels of a
      * step included */
-    setenv("GLESLLM_X_ONCE", "0", 1);
+    tune.x_once = TUNE_OFF;
     check_against_reference(&s, 32, 8, 1);
-    unsetenv("GLESLLM_X_ONCE");
+    tune.x_once = TUNE_AUTO;
     ref_tol = 1e-4;
     /* small batches through the multi-token matvecs (x made ready once a
      * dispatch, weights.c xg_default; the QKV and GLU epilogues, the norm
@@ -239,7 +244,7 @@ static void test_f16_products_match_cpu(void)
     check_prefill(&l, 16, 0, pieces, 3);
     prefill_tol = 1e-4;
     prefill_gap = 1e-3;
-    setenv("GLESLLM_F16_DOT", "0", 1);
+    tune.f16_dot = TUNE_OFF;
 }
 
 static void test_long_context_splits_attention(void)
@@ -765,13 +770,13 @@ static void check_against_llama_cpp(const char *dir, const char *path, const cha
 static void test_shared_models_match_llama_cpp(void)
 {
     TEST_NEEDS_SHARED(dir);
-    unsetenv("GLESLLM_F16_DOT"); /* the path users run (the near-tie rule covers f16 products) */
+    tune.f16_dot = TUNE_AUTO; /* the path users run (the near-tie rule covers f16 products) */
     for (size_t i = 0; i < sizeof shared_models / sizeof shared_models[0]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/models/%s.gguf", dir, shared_models[i]);
         check_against_llama_cpp(dir, path, shared_models[i], false, NULL);
     }
-    setenv("GLESLLM_F16_DOT", "0", 1);
+    tune.f16_dot = TUNE_OFF;
 }
 
 /* How often llama.cpp's teacher-forced argmax on its file `a` agrees with the
@@ -807,7 +812,7 @@ static void test_our_quantizations_match_llama_cpp(void)
                   { QUANT_FTYPE_Q4_K_M, "tiny-spm-q4_k_m", false } };
     char in[1024], out[256], msg[256];
     snprintf(in, sizeof in, "%s/models/tiny-spm-f32.gguf", dir);
-    unsetenv("GLESLLM_F16_DOT");
+    tune.f16_dot = TUNE_AUTO;
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {
         snprintf(out, sizeof out, "/tmp/glesllm-test-model-%ld-%s.gguf", (long)getpid(),
                  quant_ftype_name(mixes[i].ftype));
@@ -844,7 +849,7 @@ static void test_our_quantizations_match_llama_cpp(void)
         TEST_ASSERT_TRUE_MESSAGE(to_f >= noise - 0.1, msg);
         printf("%s\n", msg);
     }
-    setenv("GLESLLM_F16_DOT", "0", 1);
+    tune.f16_dot = TUNE_OFF;
 }
 
 int main(void)
@@ -853,7 +858,8 @@ int main(void)
     /* f32 products in the matvecs, so the GPU is held to the CPU reference
      * and prefill to decode at 1e-4 (the f16 products, on by default where
      * the driver has f16 types: test_f16_products_match_cpu) */
-    setenv("GLESLLM_F16_DOT", "0", 1);
+    tune = TUNING_DEFAULT;
+    tune.f16_dot = TUNE_OFF;
     ctx = test_open_gpu();
     if (!ctx)
         return 1;

@@ -779,9 +779,8 @@ int main(void)
 {
     UNITY_BEGIN();
     RUN_TEST(test_acceptance_rule_gives_the_target_distribution);
-    /* the matvecs users run (GLESLLM_F16_DOT unset): a batch's sums are the
+    /* the matvecs users run (the default tuning): a batch's sums are the
      * steps' to the bit (test_pass_equals_steps_to_the_bit) */
-    unsetenv("GLESLLM_F16_DOT");
     ctx = test_open_gpu();
     if (!ctx)
         return 1;

@@ -61,7 +61,11 @@ typedef struct cli_model {
 
 enum { CLI_NEED_VOCAB = 1 };
 int cli_model_open(const char *path, unsigned need, cli_model *cm);
+/* Opens the GPU with the options and the engine's tuning the environment
+ * sets (gpu_options_from_env, tuning_from_env); cli_tuning is that tuning,
+ * which cli_model_upload passes down. */
 int cli_open_gpu(gpu_context **ctx);
+const tuning *cli_tuning(void);
 /* Uploads with a load progress bar on a terminal (n_batch, n_small 0: the
  * defaults of gpu_model_options). */
 int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch,

@@ -62,11 +62,17 @@ int cli_model_open(const char *path, unsigned need, cli_model *cm)
     return 0;
 }
 
+/* the engine's tuning from the environment, read with the GPU's options */
+static tuning cli_tune = TUNING_DEFAULT;
+
+const tuning *cli_tuning(void) { return &cli_tune; }
+
 int cli_open_gpu(gpu_context **ctx)
 {
     gpu_options go;
     glesllm_status st;
-    if ((st = gpu_options_from_env(&go)) || (st = gpu_context_create(&go, ctx)))
+    if ((st = gpu_options_from_env(&go)) || (st = tuning_from_env(&cli_tune)) ||
+        (st = gpu_context_create(&go, ctx)))
         return cli_fail("opening the GPU", st);
     return 0;
 }
@@ -75,6 +81,7 @@ int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n
                      int32_t n_small)
 {
     gpu_model_options mo = { n_ctx, KV_AUTO, load_progress, NULL, n_batch, n_small };
+    mo.tuning = &cli_tune;
     glesllm_status st = gpu_model_create(ctx, &cm->m, &mo, &cm->gm);
     if (st) {
         if (isatty(2))

@@ -34,7 +34,10 @@ static const char *yes_no(bool b) { return b ? "yes" : "no"; }
 static int info_gpu(void)
 {
     gpu_options opt;
+    tuning tune;
     glesllm_status st = gpu_options_from_env(&opt);
+    if (st == GLESLLM_OK)
+        st = tuning_from_env(&tune);
     if (st != GLESLLM_OK)
         return cli_fail("bad environment", st);
     gpu_context *ctx = NULL;
@@ -102,17 +105,15 @@ static int info_gpu(void)
         printf("GPU memory:          not reported by the driver\n");
     kv_placement kv;
     const char *why;
-    if (kv_placement_choose(ctx, &kv, &why) == GLESLLM_OK)
+    if (kv_placement_choose(ctx, &tune, &kv, &why) == GLESLLM_OK)
         printf("KV cache:            %s buffers (%s; GLESLLM_KV=device|mapped overrides)\n",
                kv_placement_name(kv), why);
     else
         printf("KV cache:            %s\n", glesllm_last_error());
     bool pf;
-    if (gpu_model_prefetch_choose(ctx, PREFETCH_MIN, &pf, &why) == GLESLLM_OK)
-        printf("FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides)\n", pf ? "on" : "off",
-               why);
-    else
-        printf("FFN prefetch:        %s\n", glesllm_last_error());
+    gpu_model_prefetch_choose(ctx, &tune, PREFETCH_MIN, &pf, &why);
+    printf("FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides)\n", pf ? "on" : "off",
+           why);
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)
         printf("program cache:       on (%s)\n", dir);

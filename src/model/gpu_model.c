@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
 #include "common/error.h"
 #include "model/gpu_model_impl.h"
 #include "quant/quant.h"
@@ -29,18 +28,13 @@ const char *kv_placement_name(kv_placement p)
     return p == KV_MAPPED ? "mapped" : p == KV_DEVICE ? "device" : "auto";
 }
 
-glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why)
+glesllm_status kv_placement_choose(gpu_context *ctx, const tuning *tune, kv_placement *out,
+                                   const char **why)
 {
     const gpu_caps *C = gpu_context_caps(ctx);
-    const char *env = getenv("GLESLLM_KV");
-    if (env && *env) {
-        if (strcmp(env, "device") == 0)
-            *out = KV_DEVICE;
-        else if (strcmp(env, "mapped") == 0)
-            *out = KV_MAPPED;
-        else
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "GLESLLM_KV=%s: expected 'device' or 'mapped'", env);
+    const tuning *t = tuning_or_default(tune);
+    if (t->kv != TUNE_AUTO) {
+        *out = t->kv == TUNE_KV_MAPPED ? KV_MAPPED : KV_DEVICE;
         if (*out == KV_MAPPED && !C->buffer_storage)
             return err_set(GLESLLM_ERR_UNSUPPORTED,
                            "GLESLLM_KV=mapped needs GL_EXT_buffer_storage, which this driver lacks");
@@ -51,8 +45,8 @@ glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const ch
         *out = KV_DEVICE;
         *why = "no GL_EXT_buffer_storage for persistent mapping";
     } else if (C->memory_total) {
-        /* Measured on an H200 (../shared/DESIGN.md): a mapped buffer lives in
-         * host memory and reads at 51 GB/s against 2860 GB/s on the device. */
+        /* a mapped buffer lives in host memory there (../shared/DESIGN.md:
+         * 51 GB/s against 2860 GB/s on an H200) */
         *out = KV_DEVICE;
         *why = "the driver reports dedicated GPU memory (a discrete GPU reads mapped storage "
                "over the bus)";
@@ -63,14 +57,12 @@ glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const ch
     return GLESLLM_OK;
 }
 
-glesllm_status gpu_model_prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
-                                         const char **why)
+void gpu_model_prefetch_choose(gpu_context *ctx, const tuning *tune, uint64_t down_bytes, bool *out,
+                               const char **why)
 {
-    int set;
-    glesllm_status st = env_flag("GLESLLM_PREFETCH", "0 or 1", &set);
-    if (st == GLESLLM_OK)
-        prefetch_choose(ctx, set < 0 ? 0 : set ? 1 : -1, down_bytes, out, why);
-    return st;
+    const tuning *t = tuning_or_default(tune);
+    prefetch_choose(ctx, t->prefetch == TUNE_AUTO ? 0 : t->prefetch == TUNE_ON ? 1 : -1,
+                    down_bytes, out, why);
 }
 
 /* ---- weights ----------------------------------------------------------------- */
@@ -435,9 +427,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     } else {
         const model_tensor *d = &m->layers[0].down;
         const char *why;
-        if ((st = gpu_model_prefetch_choose(gm->ctx, d->rows * model_tensor_row_bytes(d),
-                                            &gm->prefetch_down, &why)))
-            return st;
+        gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
+                                  &gm->prefetch_down, &why);
     }
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
@@ -485,52 +476,43 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     *out = NULL;
     if (!opt->n_ctx)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "context size must be at least 1");
-    /* for benchmarks: GLESLLM_SMALL_BATCH=N stands in for a default n_small
-     * (0 or less: off), GLESLLM_MULTI_NT=N sets the tokens of a several-token
-     * dispatch (2..MATVEC_MAX_NT), GLESLLM_FUSE_NORM=0 gives each norm of a
-     * step its own dispatch instead of splitting it across the matvecs
-     * (bench/RESULTS.md "The norm split across the matvecs"). The kernels'
-     * tuning variables are checked here too (weights_env_check). */
-    long env_small = GPU_SMALL_BATCH, env_nt = 0;
-    int fuse = -1;
-    glesllm_status est = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &env_small);
-    if (est == GLESLLM_OK)
-        est = env_long("GLESLLM_MULTI_NT", 2, MATVEC_MAX_NT, &env_nt);
-    if (est == GLESLLM_OK)
-        est = env_flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &fuse);
-    if (est == GLESLLM_OK)
-        est = weights_env_check();
-    if (est != GLESLLM_OK)
-        return est;
+    const tuning *t = tuning_or_default(opt->tuning);
+    /* the tuning's small_batch stands in for the default n_small (0 or less:
+     * none), its multi_nt for the tokens of a several-token dispatch; its
+     * fuse_norm off gives each norm of a step its own dispatch instead of
+     * splitting it across the matvecs (bench/RESULTS.md "The norm split
+     * across the matvecs") */
+    long dflt_small = t->small_batch == TUNE_SMALL_AUTO ? GPU_SMALL_BATCH : t->small_batch;
     gpu_model *gm = calloc(1, sizeof *gm);
     if (!gm)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     gm->ctx = ctx;
     gm->m = m;
+    gm->tune = *t;
     gm->n_ctx = opt->n_ctx;
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;
-    long n_small = opt->n_small ? opt->n_small : env_small;
+    long n_small = opt->n_small ? opt->n_small : dflt_small;
     gm->n_small = n_small < 0 ? 0 : (uint32_t)n_small;
     if (gm->n_small > gm->n_batch)
         gm->n_small = gm->n_batch;
-    gm->n_small_plain = env_small < 0 ? 0 : (uint32_t)env_small;
-    gm->multi_nt = env_nt ? (uint32_t)env_nt : gm_multi_tokens(gm->n_small);
+    gm->n_small_plain = dflt_small < 0 ? 0 : (uint32_t)dflt_small;
+    gm->multi_nt = t->multi_nt ? t->multi_nt : gm_multi_tokens(gm->n_small);
     gm_multi_sets(gm);
     gm->graph = arch_graph_of(m->hp.arch);
-    gm->mcfg = matmul_default_config(ctx);
-    gm->mcfg32 = matmul_f32_config(ctx);
+    gm->mcfg = matmul_default_config(ctx, t);
+    gm->mcfg32 = matmul_f32_config(ctx, t);
     if (opt->f32_tiles)
         gm->mcfg = gm->mcfg32;
     gm->kv = opt->kv;
     gm->cand_k = 40;
-    gm->fuse_norm = fuse != 0;
+    gm->fuse_norm = t->fuse_norm != TUNE_OFF;
     gm->pen = 1.0f;
     glesllm_status st = GLESLLM_OK;
     if (gm->kv == KV_AUTO) {
         const char *why;
-        st = kv_placement_choose(ctx, &gm->kv, &why);
+        st = kv_placement_choose(ctx, &gm->tune, &gm->kv, &why);
     }
     if (st == GLESLLM_OK)
         st = create(gm, opt);

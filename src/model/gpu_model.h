@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/tuning.h"
 #include "gpu/gpu.h"
 #include "model/model.h"
 #include "ops/sample.h"
@@ -24,17 +25,20 @@
 typedef enum kv_placement { KV_AUTO = 0, KV_DEVICE, KV_MAPPED } kv_placement;
 
 /* Where the KV cache goes on this GPU and why (for `glesllm info --gpu`):
- * GLESLLM_KV=device|mapped overrides; else mapped storage where the GPU
- * shares memory with the CPU, device buffers where the driver reports
- * dedicated memory (a discrete GPU reads mapped storage over the bus). */
-glesllm_status kv_placement_choose(gpu_context *ctx, kv_placement *out, const char **why);
+ * the tuning's kv (GLESLLM_KV=device|mapped) where set; else mapped storage
+ * where the GPU shares memory with the CPU, device buffers where the driver
+ * reports dedicated memory (a discrete GPU reads mapped storage over the
+ * bus). t may be NULL. */
+glesllm_status kv_placement_choose(gpu_context *ctx, const tuning *t, kv_placement *out,
+                                   const char **why);
 const char *kv_placement_name(kv_placement p);
 
 /* Whether a decode step reads each layer's FFN down matrix into the GPU's
  * cache while the gate/up matvec before it runs (ops/prefetch.h), and why:
- * GLESLLM_PREFETCH=0|1 overrides; else prefetch_choose's rule. */
-glesllm_status gpu_model_prefetch_choose(gpu_context *ctx, uint64_t down_bytes, bool *out,
-                                         const char **why);
+ * the tuning's prefetch (GLESLLM_PREFETCH=0|1) where set; else
+ * prefetch_choose's rule. t may be NULL. */
+void gpu_model_prefetch_choose(gpu_context *ctx, const tuning *t, uint64_t down_bytes, bool *out,
+                               const char **why);
 
 typedef struct gpu_model_options {
     uint32_t n_ctx;         /* context length (KV cache positions) */
@@ -52,6 +56,7 @@ typedef struct gpu_model_options {
                                decode's to f32 rounding */
     int32_t prefetch;       /* the FFN down matrix into the cache beside gate/up:
                                0 prefetch_choose, > 0 on, < 0 off */
+    const tuning *tuning;   /* NULL: the engine's choices (TUNING_DEFAULT) */
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8

@@ -57,6 +57,7 @@ struct gpu_model {
     gpu_queue *q;
     const model *m;
     arch_graph graph;
+    tuning tune;
     uint32_t n_ctx;
     kv_placement kv;
     gpu_weight tok_embd;

@@ -24,8 +24,8 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
                                  const matvec_variant *var, const matvec_kernel **out)
 {
-    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, type, var->nt, rows, cols)
-                                    : matvec_default_config(gm->ctx, type, rows, cols);
+    matvec_config cfg = var->nt > 1 ? matvec_multi_config(gm->ctx, &gm->tune, type, var->nt, rows, cols)
+                                    : matvec_default_config(gm->ctx, &gm->tune, type, rows, cols);
     if ((var->epilogue == MATVEC_GLU || var->epilogue == MATVEC_QKV) && cfg.nr % 2)
         cfg.nr = 2;
     for (uint32_t i = 0; i < gm->n_kernels; i++) {
@@ -38,7 +38,7 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
     if (gm->n_kernels == MAX_KERNELS)
         return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matvec variants",
                        MAX_KERNELS);
-    glesllm_status st = matvec_build(gm->ctx, type, &cfg, var, &gm->kernels[gm->n_kernels]);
+    glesllm_status st = matvec_build(gm->ctx, &gm->tune, type, &cfg, var, &gm->kernels[gm->n_kernels]);
     if (st != GLESLLM_OK)
         return st;
     *out = &gm->kernels[gm->n_kernels++];

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "ops/matmul.h"
@@ -36,36 +35,28 @@ uint32_t matmul_shared_bytes(const matmul_config *c)
     return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
 }
 
-static matmul_config default_tiles(gpu_context *ctx, bool f16)
+static matmul_config default_tiles(gpu_context *ctx, const tuning *tune, bool f16)
 {
+    const tuning *t = tuning_or_default(tune);
     const gpu_limits *L = gpu_context_limits(ctx);
-    /* Measured on an H200, pp512 (bench/RESULTS.md): 128 invocations of 8 rows
-     * x 4 tokens beat 8 x 8 (register pressure) and 256 invocations with f32
-     * tiles; with f16 tiles 8 x 8 (4 x 8 below 4096 rows, the units in
-     * halves above 4224: matmul_config_for) since their shared-memory loads
-     * were halved (session 31: pp512 of
-     * Mistral-7B Q4_0 2850 -> 2987 tok/s, Q4_K_M 2657 -> 2871). f16
-     * tiles where the driver has the types (GL_NV_gpu_shader5): on an H100
-     * pp512 of a Mistral-7B-shape Q4_0 1436 -> 2320 tok/s, 2527 with each
-     * product a weight times a pair of tokens (session 10); every shared
-     * model still gives llama.cpp's greedy ids (bench/RESULTS.md), while
-     * prefill logits move from decode's by a few 1e-3 of the largest. */
+    /* 128 invocations of 8 rows x 4 tokens (f32 tiles) or 8 x 8 (f16 tiles,
+     * where the driver has the types, each product a pair of weights times a
+     * pair of tokens), the largest that did not run out of registers; f16
+     * tiles move prefill logits from decode's by a few 1e-3 of the largest
+     * (bench/RESULTS.md "Prefill tiles"). */
     matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16 };
-    /* GLESLLM_MATMUL=wg,tm,tn[,half]: for benchmarks; half 0 f32 tiles, 1 puts
-     * the tiles in mediump (f16 arithmetic where the driver has it: faster on
-     * mobile GPUs, about 3 decimal digits per product), 2 in f16 with the
-     * products of each 32-value unit added in f16 (GL_NV_gpu_shader5), each a
+    /* forced: wg, tm, tn[, kind]: kind 0 f32 tiles, 1 mediump tiles (f16
+     * arithmetic where the driver has it), 2 f16 tiles with each product a
      * weight times a pair of tokens, 3 the same with the weights' values
-     * doubled, each product a pair times a pair (matmul_config.dup: the
-     * default with f16 tiles) */
-    unsigned v[4] = { 0, 0, 0, 0 };
-    if (env_uints("GLESLLM_MATMUL", v, 3, 4) >= 3) { /* else weights_env_check's error */
-        c.wg = v[0];
-        c.tm = v[1];
-        c.tn = v[2];
-        c.half = v[3] == 1;
-        c.f16 = v[3] == 2 || v[3] == 3;
-        c.dup = v[3] == 3;
+     * doubled (matmul_config.dup: the default with f16 tiles) */
+    if (t->n_matmul >= 3) {
+        uint32_t kind = t->n_matmul > 3 ? t->matmul[3] : 0;
+        c.wg = t->matmul[0];
+        c.tm = t->matmul[1];
+        c.tn = t->matmul[2];
+        c.half = kind == 1;
+        c.f16 = kind == 2 || kind == 3;
+        c.dup = kind == 3;
         c.by_rows = false;
     }
     if (c.wg > L->max_invocations)
@@ -79,44 +70,27 @@ static matmul_config default_tiles(gpu_context *ctx, bool f16)
     return c;
 }
 
-matmul_config matmul_default_config(gpu_context *ctx)
+matmul_config matmul_default_config(gpu_context *ctx, const tuning *t)
 {
-    return default_tiles(ctx, gpu_context_caps(ctx)->f16_types);
+    return default_tiles(ctx, t, gpu_context_caps(ctx)->f16_types);
 }
 
-matmul_config matmul_f32_config(gpu_context *ctx)
+matmul_config matmul_f32_config(gpu_context *ctx, const tuning *t)
 {
-    matmul_config c = default_tiles(ctx, false);
-    c.f16 = false; /* (GLESLLM_MATMUL's 2 and 3 too) */
+    matmul_config c = default_tiles(ctx, t, false);
+    c.f16 = false; /* (a forced kind 2 or 3 too) */
     c.dup = false;
     return c;
 }
 
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
 {
-    /* 8 rows a thread make 128-row blocks: a 512-token product has rows / 16
-     * work groups. NVIDIA's GL driver gives a multiprocessor's groups about
-     * 48 KiB of shared memory together (bench/RESULTS.md, session 13), so
-     * with the weights' values doubled (dup, the default with f16 tiles;
-     * 22.5 KiB a group) a multiprocessor holds 2 groups, and with each unit
-     * in two halves (split 2, 12 KiB) 3. An H200 (132 multiprocessors) then
-     * runs 264 or 396 groups at once; the step where a 512-token product
-     * takes longer was measured at 4224 -> 4352 rows (2 a multiprocessor)
-     * and 6272 -> 6400 (3) (bench/RESULTS.md, session 33). The rule:
-     *  - fewer than 4096 rows (SmolLM's 576-3072): 4 rows a thread, twice
-     *    the groups, one unit at a time;
-     *  - 4096-4224 rows (O, down: 256 groups, one wave of 2 a
-     *    multiprocessor): 8 rows, one unit at a time; split 2 loses there
-     *    (4096 x 14336 Q4_0 1114 -> 1147 us);
-     *  - more (Q/K/V 6144: 384 groups, one wave of 3; gate/up 28672): 8
-     *    rows, split 2.
-     * On an H200, 512 tokens, us (session 33): 28672 x 4096 split 1 -> 2,
-     * Q4_0 2203 -> 2085, Q4_K 2240 -> 2102, Q6_K 2369 -> 2338, Q8_0 2325 ->
-     * 2188; 6144 x 4096 4 rows -> 8 rows split 2, Q4_0 547 -> 483, Q4_K
-     * 546 -> 468, Q6_K 647 -> 523, Q8_0 581 -> 503. pp512 of Mistral-7B
-     * Q4_0 3465 -> 3533 (gate/up) -> 3557 tok/s (Q/K/V), Q4_K_M 3303 ->
-     * 3393 -> 3451, Q8_0 3306 -> 3378 -> 3408. (Session 32: 4 rows -> 8
-     * with dup at 4096 x 14336 Q4_0 1355 -> 1108 us.) */
+    /* 8 rows a thread make 128-row blocks, and NVIDIA's driver gives a
+     * multiprocessor about 48 KiB of shared memory for its groups: with dup
+     * a multiprocessor holds 2 groups, with each unit in two halves (split
+     * 2) 3. So fewer than 4096 rows take 4 rows a thread (twice the groups),
+     * 4096-4224 rows (one wave of 2 a multiprocessor) 8 rows one unit at a
+     * time, more 8 rows and split 2 (bench/RESULTS.md "Prefill tiles"). */
     matmul_config r = *c;
     if (!c->by_rows)
         return r;
@@ -160,14 +134,8 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
              cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi);
     /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
      * copied as they are by every row block, instead of each row block
-     * loading x as f32 and converting it (half the bytes, no conversions in
-     * the staging). Same sums: the same roundings to f16, the same order. On
-     * an H200 (bench/RESULTS.md, session 30), 512 tokens, the tiles' pass
-     * included, us: 14336x4096 Q4_0 1360 -> 1297, Q4_K 1454 -> 1347, Q6_K
-     * 1590 -> 1524, Q8_0 1473 -> 1410; 4096x14336 Q4_0 1568 -> 1386; pp512
-     * of Mistral-7B Q4_0 2658 -> 2834 tok/s, Q4_K_M 2439 -> 2652, with the
-     * same greedy ids. (The copy with a bounds test on each uvec4, which
-     * never fails, gained only 0.4% on Q4_0.) */
+     * loading x as f32 and converting it: half the bytes, no conversions,
+     * the same sums (bench/RESULTS.md "Prefill tiles"). */
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st == GLESLLM_OK && cfg->f16) {
         char pdef[48];

@@ -37,13 +37,13 @@ uint32_t matmul_split(const matmul_config *c);
 uint32_t matmul_shared_bytes(const matmul_config *c);
 
 /* The largest tiles the context's limits allow (shared memory, invocations). */
-matmul_config matmul_default_config(gpu_context *ctx);
+matmul_config matmul_default_config(gpu_context *ctx, const tuning *t);
 /* The same with f32 tiles (F32 weights, or f16 tiles turned off). */
-matmul_config matmul_f32_config(gpu_context *ctx);
+matmul_config matmul_f32_config(gpu_context *ctx, const tuning *t);
 
 /* The tiling for a product of `rows` rows: c itself, or with by_rows 4 rows
  * a thread below 4096 rows and the unit in two halves (split 2) above 4224
- * (weights.c has the measurements). */
+ * (matmul.c says why). */
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
 
 typedef struct matmul_kernel {

@@ -1,31 +1,14 @@
 /* Matrix-vector kernels: their work splits, variants and recording. See
- * matvec.h. */
+ * matvec.h. The figures behind each choice are in bench/RESULTS.md under the
+ * topic each comment names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "ops/matvec.h"
 
-
-#define MATVEC_SPLIT_USE "wg,tpr,nr (work-group size, lanes a row, rows a thread)"
-#define MULTI_SPLIT_USE                                                                       \
-    "wg,tpr,nr[,xb] (work-group size, lanes a row, rows a thread, and invocations on one unit " \
-    "of x: a power of two up to 64)"
-#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
-#define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
-#define MULTI_XSH_USE "0 (every token's x from memory) or 1 (staged in shared memory)"
-#define MULTI_XG_USE                                                                      \
-    "0 (x staged by the several-token kernels) or 1 (made ready once a dispatch, where " \
-    "they take f16 products: the default)"
-#define XG_VL_USE                                                                         \
-    "0 (a several-token lane for each of the one-token kernel's) or 1 (a subgroup's lanes " \
-    "a row, each for several: the default)"
-#define X_ONCE_USE                                                                      \
-    "0 (each slot's lanes make x's f16 pairs) or 1 (once a work group, every quantized " \
-    "format: the default)"
 /* X_ONCE: the most units a row (4096 columns) whose x a work group stages,
  * and the bytes of that row in shared memory (matvec.comp XO_V uvec4 a unit:
  * 5 in f16 pairs, 9 in f32 pairs under F16_DOT_F32); longer rows keep each
@@ -33,54 +16,135 @@
 #define X_ONCE_UNITS 128u
 #define X_ONCE_BYTES(f32_pairs) (X_ONCE_UNITS * ((f32_pairs) ? 9u : 5u) * 16u)
 
-typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
-static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                                     const matvec_variant *v, f16_dot_mode *out);
+/* ---- how a kernel multiplies ------------------------------------------------ */
 
-glesllm_status weights_env_check(void)
+typedef enum { F16_DOT_OFF, F16_DOT_ON, F16_DOT_PAIRS_F32 } f16_dot_mode;
+
+/* How a matvec multiplies (matvec.comp F16_DOT): for the quantized formats,
+ * in f16 with one token, and with several where x is staged (XSH) or made
+ * ready (XG); in f32 pairs (the same code) on a driver without f16 types. On
+ * by default everywhere, because only this kernel's several-token form (XG)
+ * sums as its one-token form does, to the bit, so that a verifying pass gives
+ * the ids of plain decoding (bench/RESULTS.md "f16 products"). */
+static f16_dot_mode f16_dot_choice(gpu_context *ctx, const tuning *t, uint32_t type,
+                                   const matvec_config *cfg, const matvec_variant *v)
 {
-    unsigned v[4];
-    if (env_uints("GLESLLM_MATVEC", v, 3, 3) < 0)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "GLESLLM_MATVEC=%s is not known; use " MATVEC_SPLIT_USE,
-                       getenv("GLESLLM_MATVEC"));
-    int n = env_uints("GLESLLM_MULTI", v, 3, 4);
-    if (n < 0 || (n == 4 && (!v[3] || v[3] > 64 || (v[3] & (v[3] - 1)))))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "GLESLLM_MULTI=%s is not known; use " MULTI_SPLIT_USE,
-                       getenv("GLESLLM_MULTI"));
-    n = env_uints("GLESLLM_MATMUL", v, 3, 4);
-    if (n < 0 || (n == 4 && v[3] > 3))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "GLESLLM_MATMUL=%s is not known; use " MATMUL_TILES_USE,
-                       getenv("GLESLLM_MATMUL"));
-    n = env_uints("GLESLLM_FETCH_AHEAD", v, 1, 1);
-    if (n < 0 || (n == 1 && (v[0] > 8 || (v[0] & (v[0] - 1)))))
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "GLESLLM_FETCH_AHEAD=%s is not known; use " FETCH_AHEAD_USE,
-                       getenv("GLESLLM_FETCH_AHEAD"));
-    int flag;
-    glesllm_status st = env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &flag);
-    if (st == GLESLLM_OK)
-        st = env_flag("GLESLLM_MULTI_XG", MULTI_XG_USE, &flag);
-    if (st == GLESLLM_OK)
-        st = env_flag("GLESLLM_XG_VL", XG_VL_USE, &flag);
-    if (st != GLESLLM_OK)
-        return st;
-    return env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &flag);
+    bool f16 = gpu_context_caps(ctx)->f16_types;
+    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh || cfg->xg) && t->f16_dot != TUNE_OFF)
+        return f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
+    return F16_DOT_OFF;
 }
 
-/* GLESLLM_MATVEC=wg,tpr,nr / GLESLLM_MULTI=wg,tpr,nr[,xb]: a split forced for
- * benchmarks, xb 1 unless given (anything else: weights_env_check's error) */
-static bool split_from_env(const char *name, unsigned most, matvec_config *c)
+/* Whether a kernel with f16 products takes its levels as f16 subnormals
+ * (matvec.comp F16_SUBN): a field masked in place and read as a half is the
+ * level times 2^-24, which saves the subtraction that makes it an integer.
+ * Needs a driver that keeps f16 subnormals. By default for the formats where
+ * it measured faster: every quantized format but Q5_K, Q5_0 and Q8_0, and
+ * Q4_K's one-token kernels but its gate/up (bench/RESULTS.md "f16 products"). */
+static glesllm_status f16_subn_choice(gpu_context *ctx, const tuning *t, uint32_t type,
+                                      const matvec_variant *v, f16_dot_mode dot, bool *out)
 {
-    unsigned v[4] = { 0, 0, 0, 1 };
-    if (env_uints(name, v, 3, most) < 3)
+    *out = false;
+    bool by_default = type == GGML_TYPE_Q4_K
+                          ? v->nt <= 1 && v->epilogue != MATVEC_GLU
+                          : type != GGML_TYPE_Q5_K && type != GGML_TYPE_Q5_0 &&
+                                type != GGML_TYPE_Q8_0;
+    if (dot == F16_DOT_OFF || t->f16_subn == TUNE_OFF || (t->f16_subn == TUNE_AUTO && !by_default))
+        return GLESLLM_OK;
+    bool kept = false;
+    glesllm_status st = gpu_context_f16_subnormals(ctx, &kept);
+    if (st != GLESLLM_OK)
+        return st;
+    if (!kept && t->f16_subn == TUNE_ON)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "GLESLLM_F16_SUBN=1: this driver flushes f16 subnormals to zero; unset "
+                       "it (the kernels then take their levels as integers)");
+    *out = kept;
+    return GLESLLM_OK;
+}
+
+/* Whether a kernel with f16 products may add the f16 sums of a unit's two
+ * halves in f16 before they go to f32 (matvec.comp H_MERGE, for the formats
+ * whose halves share one map): two conversions and two f32 operations less a
+ * row's unit. Not for Q4_K's one-token gate/up, nor several-token kernels
+ * with the norm folded in, which ran slower so (bench/RESULTS.md "f16
+ * products"). */
+static bool halves_merged(uint32_t type, const matvec_variant *v)
+{
+    return v->nt > 1 ? !v->norm : !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
+}
+
+/* the formats whose high half comes as 16 x the level (weights.glsl W_H_SAME 1/16) */
+static bool high_times_16(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K;
+}
+
+/* The K-quants: the formats of 256-value blocks (quant_gpu.h) */
+static bool is_kquant(uint32_t type)
+{
+    const quant_gpu_layout *L = quant_gpu_layout_of(type);
+    return L && L->block == 256;
+}
+
+/* Whether a kernel's row loop is unrolled (matvec.comp's NO_UNROLL off):
+ * with several tokens always (the per-token sums stay in registers); with
+ * one, for the K-quants but Q4_K, whose rows NVIDIA's compiler otherwise
+ * kept in local memory, while the other formats ran slower unrolled (more
+ * registers) (bench/RESULTS.md "One-token matvec splits"). */
+static bool matvec_unrolled(const tuning *t, uint32_t type, const matvec_variant *v)
+{
+    if (v->nt > 1)
+        return true;
+    if (t->unroll != TUNE_AUTO)
+        return t->unroll == TUNE_ON;
+    return is_kquant(type) && type != GGML_TYPE_Q4_K;
+}
+
+/* Rows whose units a one-token kernel loads at once, before it decodes and
+ * sums them (matvec.comp's FETCH_ROWS; a divisor of nr): all of a thread's
+ * rows, but 2 for Q8_0, whose 36 bytes a unit held for 8 rows left fewer
+ * groups resident (bench/RESULTS.md "One-token matvec splits"). */
+static uint32_t fetch_rows(uint32_t type, uint32_t nr)
+{
+    uint32_t n = type == GGML_TYPE_Q8_0 ? 2 : nr;
+    return n && n <= nr && nr % n == 0 ? n : nr;
+}
+
+/* One-token kernels of the quantized formats: how many rows a group holds
+ * when each group's words are loaded before the group before is summed
+ * (matvec.comp FETCH_AHEAD; 0: not ahead). By default only where it was
+ * faster in the decode step, not just alone: Q4_K's kernels of 8 rows a
+ * thread (1 row a group, 2 for gate/up) and the X_ONCE kernels of 4 rows of
+ * Q4_0 and Q4_K (bench/RESULTS.md "One-token matvec splits"). */
+static uint32_t fetch_ahead_rows(const tuning *t, uint32_t type, const matvec_config *c,
+                                 const matvec_variant *v)
+{
+    uint32_t nr = c->nr, want = 0;
+    if (t->fetch_ahead != TUNE_AUTO)
+        want = (uint32_t)t->fetch_ahead;
+    else if (nr == 8 && type == GGML_TYPE_Q4_K)
+        want = v->epilogue == MATVEC_GLU ? 2 : 1;
+    else if (nr == 4 && c->x_once && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K))
+        want = 1;
+    if (quant_gpu_is_float(type))
+        return 0;
+    while (want > 1 && nr % want)
+        want /= 2;
+    return want;
+}
+
+/* ---- one token: the decode step's split -------------------------------------- */
+
+/* A split forced by the tuning (wg, tpr, nr[, xb]; xb 1 unless given) */
+static bool split_forced(const uint32_t *v, uint32_t n, matvec_config *c)
+{
+    if (n < 3)
         return false;
     c->wg = v[0];
     c->tpr = v[1];
     c->nr = v[2];
-    c->xb = v[3];
+    c->xb = n > 3 ? v[3] : 1;
     return true;
 }
 
@@ -92,60 +156,22 @@ static bool subgroup_fits(gpu_context *ctx, uint32_t tpr)
 }
 
 /* Whether a one-token kernel of `type` makes x's f16 pairs once a work group
- * (matvec.comp X_ONCE): where it takes f16 products (f16_dot_choice, whose
- * errors for a bad GLESLLM_F16_DOT it leaves to matvec_build), every
- * quantized format unless GLESLLM_X_ONCE=0. Each slot's lanes made their
- * units' pairs themselves before: with 2 slots a work group and 8 rows a
- * thread about a quarter of the kernel's instructions. With the split of
- * x_once_split, measured on an H100 in the decode step (bench/RESULTS.md
- * session 41, tg128 tokens/s): see x_once_split. (Session 40 took it for Q4_0
- * only: with the splits it had then, Q4_K_M and Q8_0 steps were slower.) */
-static bool x_once_default(gpu_context *ctx, uint32_t type)
+ * (matvec.comp X_ONCE) instead of each slot of lanes making its own: where it
+ * takes f16 products, every quantized format (bench/RESULTS.md "One-token
+ * matvec splits"). */
+static bool x_once_default(gpu_context *ctx, const tuning *t, uint32_t type)
 {
-    int once;
-    if (env_flag("GLESLLM_X_ONCE", X_ONCE_USE, &once) != GLESLLM_OK || once == 0)
-        return false;
     const matvec_config one = { 0 };
     const matvec_variant store = { MATVEC_STORE };
-    f16_dot_mode dot;
-    return f16_dot_choice(ctx, type, &one, &store, &dot) == GLESLLM_OK && dot != F16_DOT_OFF;
+    return t->x_once != TUNE_OFF && f16_dot_choice(ctx, t, type, &one, &store) != F16_DOT_OFF;
 }
 
-/* X_ONCE's split, from the split above (the lanes a row kept): 4 slots of
- * lanes a work group (256 invocations at least) share each staged unit, and
- * 8192 rows or more (an FFN's gate/up, the output) take 2 rows a thread, 4
- * for Q4_0, Q4_K, Q2_K and Q3_K, and Q4_0's and Q4_K's lanes take 4 units of
- * a row instead of 2 (32 lanes for 4096 columns; with a row loaded ahead,
- * fetch_ahead_rows). Measured on an H100 (bench/RESULTS.md session 41),
- * the split above -> session 40's X_ONCE split (8 slots; for many rows 256
- * invocations of 32 lanes, 8 rows) -> this one:
- * - in the decode step (bench_decode --profile, Mistral-7B shapes, us a
- *   kernel), where a kernel is bound by its loads in flight more than alone:
- *   gate/up 28672x4096 Q4_K 56.8 -> 63.1 -> 50.5 (52.5 with 4 rows), Q8_0
- *   83.9 -> 91.6 -> 69.0 (73.5), Q4_0 54 -> 53 -> 46 (48 with 2); output
- *   32000x4096 Q6_K 97.2 -> 97.4 -> 60-69 (72.7); Q/K/V 6144x4096 Q8_0 30.5
- *   -> 29.4 -> 27.4; O 4096x4096 Q4_K 20.4 -> 20.9 -> 17.9, Q8_0 24.8 ->
- *   25.1 -> 22.3. Decode tg128: Q4_0 238 -> 258 tok/s, Q4_K_M 216 -> 232,
- *   Q8_0 165 -> 180 (from each slot's own pairs);
- * - Q2_K and Q3_K (no such model to run) by bench_matvec, 2 / 4 / 8 rows a
- *   thread: 14336x4096 back to back, % of copy, Q2_K 45 / 63 / 65, Q3_K 52
- *   / 68 / 62; gate/up chained with the norm, us, Q2_K 40.5 / 31.8 / 35.0,
- *   Q3_K 45.8 / 38.9 / 55.9.
- * Then (session 42, H200 / H100), Q4_K's 64 lanes and 2 rows a thread ->
- * 32 lanes, 4 rows and a row ahead: Mistral-7B Q4_K_M tg48 246-249 -> 261-264
- * / 231-232 -> 242 tok/s (gate/up 48.2 -> 45.5 / 50.6 -> 49.5 us in the
- * step), 14336x4096 back to back 59% -> 90-92% / 71% -> 90% of the copy
- * kernel; Q4_0's 64 lanes -> 32 (4 rows, a row ahead): tg48 290.1 -> 294.4 /
- * 261.3 -> 264.7, 14336x4096 87% -> 99% / 91% -> 96% (64 lanes and a row
- * ahead: tg48 292.9 / 264.7). The same for Q8_0 (tg48 202.3 -> 194.4 on the
- * H200, 203.6 with 2 rows ahead) and the Q6_K output matrix (290.1 -> 288.9
- * for Mistral-7B Q4_0) gained nothing in the step: they keep 64 lanes and 2
- * rows.
- * Rows of more than X_ONCE_UNITS units (an FFN's down, 4096x14336, 256 lanes
- * a row) keep each slot's pairs: staged in chunks of 128 units with at most
- * 128 lanes a row it was slower (session 40, H200, chained, Q4_0 / Q4_K /
- * Q6_K / Q8_0, 19.9 / 20.6 / 28.4 / 26.7 -> at best 20.6 / 21.4 / 33.1 /
- * 31.1 us); matvec_default_config leaves them out. */
+/* X_ONCE's split: 4 slots of lanes a work group (256 invocations at least)
+ * share each staged unit; 8192 rows or more (an FFN's gate/up, the output)
+ * take 2 rows a thread, 4 for Q4_0, Q4_K, Q2_K and Q3_K, and Q4_0's and
+ * Q4_K's lanes take 4 units of a row instead of 2. Rows of more than
+ * X_ONCE_UNITS units (an FFN's down) keep each slot's pairs: staged in chunks
+ * they were slower (bench/RESULTS.md "One-token matvec splits"). */
 static void x_once_split(const gpu_limits *L, uint32_t type, uint64_t rows, matvec_config *c)
 {
     bool q4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
@@ -160,20 +186,19 @@ static void x_once_split(const gpu_limits *L, uint32_t type, uint64_t rows, matv
         c->wg /= 2;
 }
 
-matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols)
+matvec_config matvec_default_config(gpu_context *ctx, const tuning *tune, uint32_t type,
+                                    uint64_t rows, uint64_t cols)
 {
+    const tuning *t = tuning_or_default(tune);
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
-    /* Measured on an H100 with every matvec waiting for the one before, as
-     * in a decode step (bench_matvec --chain, bench/RESULTS.md session 8): a
-     * kernel running alone is bound by how many loads are in flight, so a
-     * lane takes at most 2 units of a row (tpr the power of two >= units / 2,
-     * up to 256: 64 for 4096 columns, 256 for 14336), or 1 where that still
-     * makes at most 128Ki lanes (small models), and a thread takes up to 8
-     * rows while the dispatch keeps >= 64Ki lanes; two rows' lanes a work
-     * group, 128 invocations at least. (Split for throughput instead, back to
-     * back: 32 lanes, 8 rows; 14336x4096 Q4_0 at 65% of copy speed, but each
-     * matvec of a step ran 1.5-3x longer than with the split here.) */
+    /* In a decode step each matvec waits for the one before, so a kernel is
+     * bound by how many loads it has in flight: a lane takes at most 2 units
+     * of a row (tpr the power of two >= units / 2, up to 256), or 1 where
+     * that still makes at most 128Ki lanes (small models), and a thread up
+     * to 8 rows while the dispatch keeps >= 64Ki lanes; two rows' lanes a
+     * work group, 128 invocations at least (bench/RESULTS.md "One-token
+     * matvec splits"). */
     uint32_t units = weight_units_per_row(type, cols), most = L->max_invocations / 2;
     c.tpr = 16;
     while (c.tpr < (units + 1) / 2 && c.tpr < 256 && c.tpr < most)
@@ -184,10 +209,10 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
         c.nr /= 2;
     c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
-    c.x_once = units <= X_ONCE_UNITS && x_once_default(ctx, type);
+    c.x_once = units <= X_ONCE_UNITS && x_once_default(ctx, t, type);
     if (c.x_once)
         x_once_split(L, type, rows, &c);
-    split_from_env("GLESLLM_MATVEC", 3, &c);
+    split_forced(t->matvec, t->n_matvec, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
     c.xg = false;
@@ -197,64 +222,33 @@ matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t ro
     return c;
 }
 
-/* Whether a several-token kernel pads its partial sums (matvec.comp
- * PART_PAD): the XG kernels of 9 tokens or more. On an H200 (bench/RESULTS.md
- * session 44; Q4_0, bench_matvec --chain, us, plain -> padded), 9 tokens:
- * gate/up 28672x4096 112.3 -> 103.4, down 4096x14336 61.0 -> 58.3, Q/K/V
- * 6144x4096 34.9 -> 31.7, O 4096x4096 25.4 -> 23.8; 3 tokens 52.0 -> 49.0
- * (gate/up); but 2 tokens lost (down 25.8 -> 30.9) and 5 lost badly (gate/up
- * 79 -> 132, down 44 -> 118), with the pad or the new order alone as well:
- * not understood, the driver's code for those kernels is not visible. */
+/* ---- several tokens: verifying drafted tokens, short prompts ------------------- */
+
+/* The several-token XG kernels' variants below were each measured kernel by
+ * kernel and in the verifying pass (bench/RESULTS.md "Verifying drafted
+ * tokens"); where a variant lost for some token counts it is left out there.
+ * Partial sums padded (matvec.comp PART_PAD): the kernels of 9 tokens or more. */
 static bool part_padded(const matvec_config *c, uint32_t nt)
 {
     return c->xg && nt >= 9;
 }
 
-/* Whether a several-token XG kernel loads its weights as coherent
- * (weights.glsl W_COHERENT): with 4 tokens or more (the sets of 5 and of
- * 9). On an H200 (bench/RESULTS.md session 48; Q4_0, bench_matvec --chain,
- * us, plain -> coherent), 9 tokens: gate/up 28672x4096 107.4 -> 101.4
- * (twice), Q/K/V 6144x4096 33.0 -> 32.9, down 4096x14336 60.7 -> 60.9, O
- * 4096x4096 25.0 -> 25.3; verifying 8 drafted tokens of Mistral-7B Q4_0 8.69
- * -> 8.52 ms. 5 tokens level (gate/up 81.0 -> 81.2), and so were 2 and 3
- * (not taken there). With x's units and the weights both small enough to
- * stay in L1 (a test hook), the 9-token gate/up took 85 us: the rest is the
- * loop's own. */
+/* weights loaded as coherent (weights.glsl W_COHERENT): 4 tokens or more */
 static bool xg_w_coherent(const matvec_config *c, uint32_t nt)
 {
     return c->xg && nt >= 4;
 }
 
-/* Whether a several-token XG kernel loads each token's units of x during the
- * token before's sums, and the rows' words of a unit where it decodes them
- * (matvec.comp XG_AHEAD): those of 3 tokens without the norm (down, O). On
- * an H200 (bench/RESULTS.md session 48; Q4_0, chained, us, coherent weights
- * both), 3 tokens: down 38.9 -> 31.0, O 17.3 -> 16.3, but gate/up 53.7 ->
- * 60.2 and Q/K/V 21.6 -> 21.9 (with the norm). 9 tokens: gate/up 101.4 ->
- * 106.3, Q/K/V 32.9 -> 34.0; 2 tokens: gate/up 44.0 -> 47.6, the others
- * level. It had the set of 5 too (gate/up 81.2 -> 74.9) until session 53's
- * token groups beat it there (xg_token_group). */
+/* each token's units of x loaded during the sums of the token before
+ * (matvec.comp XG_AHEAD): the kernels of 3 tokens without the norm (down, O) */
 static bool xg_x_ahead(const matvec_config *c, const matvec_variant *v)
 {
     return c->xg && v->nt == 3 && !v->norm;
 }
 
-/* How many tokens' units of x an XG kernel loads at once before their sums
- * (matvec.comp XG_TG; one test and one wait for loads a group instead of a
- * token): 4 in the kernels of 9 tokens or more, all of them in those of 4 to
- * 8 (the set of 5), 2 in those of 2 with the norm (Q/K/V, gate/up), else 1.
- * On an H200 (bench/RESULTS.md session 53; Q4_0, bench_matvec --chain, us):
- * - 9 tokens, 1 -> 4: gate/up 28672x4096 96.2 -> 93.3, Q/K/V 6144x4096 33.3
- *   -> 31.9, down 4096x14336 88.7 -> 85.6, O 4096x4096 24.2 -> 24.0;
- *   verifying 8 drafted tokens of Mistral-7B Q4_0 9.60 -> 9.27 ms. Groups of
- *   2, 3 and 5 gained less; all 9 at once lost (gate/up 125).
- * - 5 tokens, a token ahead (XG_AHEAD) -> 5: gate/up 80.2 -> 70.6, Q/K/V
- *   31.0 -> 26.8, down 49.3 -> 44.6, O 20.6 -> 19.6; verifying 4 drafted
- *   7.28 -> 6.58-6.65 ms. Groups of 1-3 took gate/up 136-138.
- * - 2 tokens, 1 -> 2: Q/K/V 24.0 -> 20.6, gate/up 45.0 -> 45.4; down 29.9
- *   -> 30.5 and O 17.1 -> 18.0 without the norm, so not there.
- * - 3 tokens: groups of 3 and of 2 lost (gate/up 53.1 -> 54.8 / 67.8, down
- *   35.7 -> 42.4 / 36.5). */
+/* how many tokens' units of x are loaded at once before their sums
+ * (matvec.comp XG_TG): 4 from 9 tokens, all of them from 4 to 8, 2 in the
+ * kernels of 2 with the norm, else 1 */
 static uint32_t xg_token_group(const matvec_config *c, const matvec_variant *v)
 {
     if (!c->xg || xg_x_ahead(c, v))
@@ -295,100 +289,51 @@ void matvec_fit_xb(matvec_config *c)
         c->xb /= 2;
 }
 
-/* Whether the several-token kernels of `type` read x ready-made (matvec.comp
- * XG): where they take f16 products (f16_dot_choice), unless
- * GLESLLM_MULTI_XG=0. */
-static bool xg_default(gpu_context *ctx, uint32_t type)
+/* Whether the several-token kernels of `type` read x made ready once a
+ * dispatch (matvec.comp XG, x_prep.comp): where they take f16 products. */
+static bool xg_default(gpu_context *ctx, const tuning *t, uint32_t type)
 {
-    int set;
-    (void)env_flag("GLESLLM_MULTI_XG", MULTI_XG_USE, &set); /* (weights_env_check) */
-    if (set == 0)
+    if (t->multi_xg == TUNE_OFF)
         return false;
     matvec_config c = { 0 };
     c.xg = true;
     matvec_variant v = { MATVEC_STORE };
     v.nt = 2;
-    f16_dot_mode dot;
-    return f16_dot_choice(ctx, type, &c, &v, &dot) == GLESLLM_OK && dot != F16_DOT_OFF;
+    return f16_dot_choice(ctx, t, type, &c, &v) != F16_DOT_OFF;
 }
 
 /* How many of the one-token kernel `one`'s lanes an XG lane of an nt-token
- * kernel stands in for (matvec.comp XG_VL): where that kernel's lanes a row
- * are several subgroups whose adds the probe knows the order of (XG then
- * adds their runs in it), the XG kernel takes a subgroup's count of lanes a
- * row, each walking the units of tpr / subgroup of the one-token kernel's
- * lanes one after another. That pays where the one-token kernel has 128
- * lanes a row or more (an FFN's down: 256, one or two units a lane, far
- * fewer than the XG loop needs to keep its loads in flight) in the kernels
- * of 4 to 8 tokens (the set of 5). On an H200 (bench/RESULTS.md session
- * 51, run 199; Q4_0, chained, us) down 4096x14336 of 5 tokens 89.8 ->
- * 49.3; verifying 4 drafted tokens of Mistral-7B Q4_0 8.62 -> 7.21 ms. Not
- * with 9 tokens or more (down 89 -> 110-115: each stand-in's end is a
- * barrier and its runs' trees; with the stand-ins' units in one loop the
- * same), nor with 3 (verifying 2 drafted 5.36 -> 5.55 ms) or 2.
- * GLESLLM_XG_VL=0: 1 always. */
-static uint32_t xg_stand_ins(gpu_context *ctx, const matvec_config *one, uint32_t nt)
+ * kernel stands in for (matvec.comp XG_VL): a subgroup's lanes a row, each
+ * walking the units of several of the one-token kernel's lanes and adding
+ * their runs in its subgroup add's order (known from the probe). It pays
+ * where that kernel has 128 lanes a row or more (an FFN's down) in the
+ * kernels of 4 to 8 tokens (bench/RESULTS.md "Verifying drafted tokens"). */
+static uint32_t xg_stand_ins(gpu_context *ctx, const tuning *t, const matvec_config *one,
+                             uint32_t nt)
 {
-    int set, order = 0;
-    (void)env_flag("GLESLLM_XG_VL", XG_VL_USE, &set); /* (weights_env_check) */
+    int order = 0;
     uint32_t sg = gpu_context_caps(ctx)->subgroup_size;
-    if (set == 0 || nt < 4 || nt >= 9 || !one->subgroup || !sg || one->tpr < 128 ||
+    if (t->xg_vl == TUNE_OFF || nt < 4 || nt >= 9 || !one->subgroup || !sg || one->tpr < 128 ||
         gpu_context_subgroup_order(ctx, &order) != GLESLLM_OK || !order)
         return 1;
     return one->tpr / sg;
 }
 
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, uint64_t rows,
-                                  uint64_t cols)
+matvec_config matvec_multi_config(gpu_context *ctx, const tuning *tune, uint32_t type, uint32_t nt,
+                                  uint64_t rows, uint64_t cols)
 {
+    const tuning *t = tuning_or_default(tune);
     const gpu_limits *L = gpu_context_limits(ctx);
     matvec_config c;
-    /* Measured on an H100 in the model (bench_verify, glesllm bench -p 8;
-     * bench/RESULTS.md session 8): 256 invocations of 16 lanes a row, each
-     * on 2 rows whose units stay in registers while every token's x passes
-     * by from shared memory: verifying 8 drafted tokens 36.0 -> 25.6 ms
-     * against session 7's 128 x 8 lanes x 4 rows (tuned back to back, where
-     * kernels overlap; in a pass each waits for the one before); 25.6 -> 20.6
-     * ms in session 9 with the partial sums in the staged x's memory (more
-     * groups resident). Where the limits leave less room: 128 invocations, x
-     * from memory, one row a thread, then fewer invocations.
-     * By shape (session 15, bench_matvec --chain, each kernel after the one
-     * before, Q4_0, 9 tokens / 2): many rows (an FFN's gate/up, 28672x4096)
-     * take 128 invocations of 4 lanes a row, the 32 invocations of a warp on
-     * one unit of 32 rows (xb 32: each read of the staged x one address for
-     * the warp), 195 -> 137 / 72.7 -> 71.0 us; long rows (an FFN's down,
-     * 4096x14336) 512 of 32 lanes a row, xb 8, 110 -> 96 / 56.4 -> 44.3 us.
-     * Other shapes gained little (<= 7%, Q8_0 lost): unchanged.
-     * Kernels of 2 or 3 tokens with many rows (gate/up, lm_head) take 8
-     * lanes a row, 4 rows a thread, xb 16 (session 39, H200, chained, 2 / 3
-     * tokens, us): gate/up 28672x4096 Q4_0 70.1 -> 54.7 / 78.7 -> 61.5, Q6_K
-     * 97.9 -> 82.6 / 107.7 -> 93.6; 32000x4096 with the norm Q4_0 71.3 ->
-     * 55.7 / 80.9 -> 62.6. With 5 tokens or more that split is slower (Q4_0
-     * gate/up 91.9 -> 131.5 at 5); the down and Q/K/V shapes gained little or
-     * lost with it. */
-    /* GLESLLM_MULTI_XSH=0: x from memory (an invalid value, which
-     * weights_env_check rejects, counts as unset here) */
-    int xsh;
-    (void)env_flag("GLESLLM_MULTI_XSH", MULTI_XSH_USE, &xsh); /* -1 unless 0 or 1 */
-    /* XG (x_prep.comp makes each token's units of x once a dispatch, every
-     * lane reads its own from memory: no staging, no barriers in the loop):
-     * 256 invocations, 2 rows a thread, 64 lanes a row of at most 4096
-     * columns where there are at most 8192 rows, else 32. On an H200
-     * (bench/RESULTS.md session 43; chained, us, staged -> XG, the prep
-     * included), 9 / 2 tokens, Q4_0: gate/up 28672x4096 114.6 -> 104.1 /
-     * 54.4 -> 38.8, Q/K/V 6144x4096 51.2 -> 28.6 / 22.5 -> 15.5, O 4096x4096
-     * 30.6 -> 21.4 / 15.0 -> 11.0, down 4096x14336 75.7 -> 58.0 / 35.9 ->
-     * 23.5; Q6_K 32000x4096 (lm_head) 147.4 -> 131.9 / 80.5 -> 56.3. Verifying
-     * 8 drafted tokens of Mistral-7B Q4_0 10.89 -> 9.39 ms, Q4_K_M 12.45 ->
-     * 10.17, the same greedy ids. Splits with 4-16 lanes a row or 4 rows a
-     * thread were slower (gate/up 115-150 us).
-     * Since session 50 XG takes the one-token kernel's lanes a row instead
-     * (below), for sums that are a decode step's to the bit: on an H200
-     * (chained, 9 tokens, us, Q4_0) gate/up 95 -> 112, down 70 -> 107 (256
-     * lanes a row, the one-token kernel's), Q/K/V 32 -> 38, O 24 -> 28;
-     * verifying 8 drafted tokens of Mistral-7B Q4_0 9.19 -> 11.71 ms of GPU
-     * time (timestamps after each dispatch). */
-    c.xg = xg_default(ctx, type);
+    /* Staged x (XSH), for the f32 products: 256 invocations of 16 lanes a
+     * row, 2 rows a thread whose units stay in registers while every
+     * token's x passes by from shared memory; many rows (gate/up) take 4
+     * lanes a row with a warp on one unit of 32 rows (xb), long rows (down)
+     * 32 lanes and xb 8, and kernels of 2 or 3 tokens with many rows 8
+     * lanes, 4 rows, xb 16. XG (f16 products, the default): the one-token
+     * kernel's lanes a row, so that a token's sums are a decode step's to
+     * the bit (bench/RESULTS.md "Verifying drafted tokens"). */
+    c.xg = xg_default(ctx, t, type);
     c.wg = L->max_invocations >= 256 ? 256 : 128;
     c.tpr = 16;
     c.nr = 2;
@@ -401,10 +346,10 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
          * units the one-token kernel's lane takes, and xg_lane_sums adds the
          * lanes as it does (its subgroups or its tree); x_prep.comp repeats
          * its sum of squares in a group of its size. */
-        matvec_config one = matvec_default_config(ctx, type, rows, cols);
+        matvec_config one = matvec_default_config(ctx, t, type, rows, cols);
         c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
         c.tpr = one.tpr;
-        c.vl = xg_stand_ins(ctx, &one, nt);
+        c.vl = xg_stand_ins(ctx, t, &one, nt);
         c.tpr /= c.vl;
         if (c.vl > 1 && matvec_shared_bytes(&c, nt, false) > L->max_shared_bytes) {
             c.tpr = one.tpr; /* (its two sets of partial sums do not fit) */
@@ -427,14 +372,13 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
         c.tpr = 4;
         c.xb = 32;
     }
-    bool forced = split_from_env("GLESLLM_MULTI", 4, &c);
+    bool forced = split_forced(t->multi, t->n_multi, &c);
     if (forced)
         c.vl = 1;
-    /* (xg: the partial sums through shared memory first; subgroup adds of
-     * every (row, token) in registers ran gate/up 104 -> 208 us, down 58 ->
-     * 139) */
+    /* (xg: the partial sums go through shared memory first; subgroup adds of
+     * every (row, token) in registers ran twice as long) */
     c.subgroup = subgroup_fits(ctx, c.tpr); /* (xg: the one-token kernel's choice) */
-    c.xsh = xsh != 0 && !c.xg;
+    c.xsh = t->multi_xsh != TUNE_OFF && !c.xg;
     c.x_once = false;
     uint32_t wg = c.wg;
     if (matvec_shared_bytes(&c, nt, c.xsh) > L->max_shared_bytes)
@@ -450,8 +394,6 @@ matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, 
     return c;
 }
 
-
-
 /* The defines of an epilogue (matvec.comp and matmul.comp share them). */
 void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
 {
@@ -465,229 +407,6 @@ void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
                  v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");
 }
 
-/* Whether a kernel's row loop is unrolled (matvec.comp's NO_UNROLL off). With
- * several tokens always (the per-token sums stay in registers). With one,
- * for the K-quants but Q4_K: NVIDIA's compiler left the loop over a thread's
- * rows rolled for the sub-byte formats, their sums in local memory; unrolled,
- * on an H100 (bench/RESULTS.md session 13) Q6_K went from 59% to 71% of the
- * copy kernel (14336x4096), Q2_K 30 -> 37%, while Q4_0's and Q8_0's FFN
- * gate/up in the step ran 7% and 16% slower (more registers, fewer groups
- * resident). Q4_K gained from it then (48 -> 57%, a Q4_K_M step 156 -> 160
- * tok/s), but once the rows' loads went ahead of their sums (w_fetch,
- * fetch_rows) rolled was faster in the step: on an H200 a Q4_K_M step 177.5
- * -> 188.4 tok/s, though alone Q4_K reads at 53% of the copy kernel rolled
- * and 56% unrolled (session 20). GLESLLM_UNROLL=0|1 forces it off or on for
- * every one-token kernel. */
-/* The K-quants: the formats of 256-value blocks (quant_gpu.h) */
-static bool is_kquant(uint32_t type)
-{
-    const quant_gpu_layout *L = quant_gpu_layout_of(type);
-    return L && L->block == 256;
-}
-
-static glesllm_status matvec_unrolled(uint32_t type, const matvec_variant *v, bool *unroll)
-{
-    int set;
-    glesllm_status st = env_flag("GLESLLM_UNROLL",
-                                 "0 (no one-token kernel unrolled), 1 (every one) or leave it "
-                                 "unset (the K-quants')",
-                                 &set);
-    if (st != GLESLLM_OK)
-        return st;
-    *unroll = v->nt > 1 || (set >= 0 ? set == 1 : is_kquant(type) && type != GGML_TYPE_Q4_K);
-    return GLESLLM_OK;
-}
-
-/* Rows whose units a one-token kernel loads at once, before it decodes and
- * sums them (matvec.comp's FETCH_ROWS; a divisor of nr): all of a thread's
- * rows, but 2 for Q8_0, whose 36 bytes a unit held for 8 rows ran slower
- * (fewer groups resident). On an H200 (bench/RESULTS.md session 20), against
- * each row loaded after the one before was summed: 14336x4096 at 60 -> 70% of
- * the copy kernel for Q4_0, 64 -> 70% Q5_0, 51 -> 56% Q4_K, 93 -> 96% Q8_0
- * (fetch 8 rows: 91%); decode 202 -> 223 tok/s for Mistral-7B Q4_0, 159 ->
- * 166 Q8_0 (and Q4_K_M 178 -> 183 with its rows rolled, matvec_unrolled). */
-static uint32_t fetch_rows(uint32_t type, uint32_t nr)
-{
-    uint32_t n = type == GGML_TYPE_Q8_0 ? 2 : nr;
-    return n && n <= nr && nr % n == 0 ? n : nr;
-}
-
-/* One-token kernels, the quantized formats: whether each group of a
- * thread's rows has its words loaded before the group before is decoded and
- * summed (matvec.comp FETCH_AHEAD), and how many rows a group holds then (a
- * divisor of nr, replacing fetch_rows'; 0: not ahead). By default only Q4_K's
- * kernels of 8 rows a thread (the large matrices), 1 row a group, 2 for its
- * gate/up (GLU). On an H200 (bench/RESULTS.md session 36), back to back /
- * each waiting for the one before, us: Q4_K 14336x4096 15.46 / 20.63 -> 14.82
- * / 20.18 (65% -> 68% of the copy kernel), 32000x4096 34.0 / 46.5 -> 32.3 /
- * 44.8, gate/up 28672x4096 chained 46.7 -> 39.8 (2 rows a group); Mistral-7B
- * Q4_K_M tg128 220.4 -> 220.8 and 226.0-226.6 -> 227.1-227.3 on two machines,
- * the same greedy ids; on an H100 Q4_K 74% -> 78% and tg128 207.0 -> 210.9.
- * Every other format measured slower in the decode step although faster
- * alone: Q4_0 (2 rows) 14336x4096 72% -> 76% and its gate/up
- * 38.7 -> 34.3 us chained, yet Mistral-7B Q4_0 tg128 260.2 -> 256.5 (its down
- * matrix slower in the step, 22.8 -> 23.3 us); Q8_0 98% -> 103% alone,
- * tg128 183.2 -> 171.1. With 4 rows a thread (4096x4096) every format was
- * slower. Q2_K, Q3_K, Q5_K and Q6_K: slower chained, or unmeasured in a
- * step. And Q4_0's and Q4_K's kernels of 4 rows a thread with x made once a
- * work group (X_ONCE, x_once_split; the large matrices, and Q/K/V and O of
- * 4096 columns), 1 row a group: measured with x_once_split's new split for
- * the large ones (session 42, the figures there; Q/K/V and O were within
- * 0.5 us either way in the Q4_K_M step on an H200). GLESLLM_FETCH_AHEAD=0
- * turns it off, =N (1, 2, 4 or 8) takes N rows a group ahead for every
- * quantized format (for benchmarks). */
-static uint32_t fetch_ahead_rows(uint32_t type, const matvec_config *c, const matvec_variant *v)
-{
-    uint32_t nr = c->nr;
-    unsigned e[1];
-    uint32_t want = 0;
-    if (env_uints("GLESLLM_FETCH_AHEAD", e, 1, 1) == 1) /* else weights_env_check's error */
-        want = e[0];
-    else if (nr == 8 && type == GGML_TYPE_Q4_K)
-        want = v->epilogue == MATVEC_GLU ? 2 : 1;
-    else if (nr == 4 && c->x_once && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K))
-        want = 1;
-    if (quant_gpu_is_float(type))
-        return 0;
-    while (want > 1 && nr % want)
-        want /= 2;
-    return want;
-}
-
-/* How a matvec multiplies (matvec.comp F16_DOT): in f16 for every quantized
- * format, with one token and, where x is staged (XSH) or made ready (XG),
- * with several; F16_DOT_PAIRS_F32 is the same kernel with f32 pairs, on a
- * driver without f16 types (GL_NV_gpu_shader5). On by default: in f16 where
- * the driver has the types, else in f32 pairs, because only this kernel's
- * several-token form (XG) sums as its one-token form does, to the bit, so
- * that a verifying pass (--draft) gives the ids of plain decoding, near-ties
- * too (the f32 products' several-token kernels stage x and sum in another
- * order: about 1e-5 of the largest logit apart on llvmpipe). On llvmpipe
- * (bench/RESULTS.md session 51) the f32 pairs cost tiny-spm-q4_0 decode about
- * 2% (43.8/42.7 -> 42.5/42.0 tokens/s). Measured on
- * an H200 (bench/RESULTS.md sessions 17-19): one token, Q4_0 14336x4096 17.9
- * -> 16.9 us, Mistral-7B Q4_0 tg128 197.6 -> 203.6 tok/s with the same greedy
- * ids; Q8_0 chained 4096x14336 32.9 -> 28.0 us, Mistral-7B Q8_0 tg128 150.5
- * -> 157.2; the byte-level formats (Q5_0, Q5_1, Q5_K, Q2_K, Q3_K, Q6_K) at
- * 14336x4096 48/51/47/30/30/62% of the copy kernel -> 64/69/55/36/43/71%,
- * Q6_K chained 28672x4096 60.6 -> 54.8 us; Mistral-7B Q4_K_M tg128 172.4 ->
- * 177.1 with the byte formats, 180.4 with Q4_K's smaller matrices too (same
- * ids). Run alone, Q4_K, Q5_K, Q5_1 and Q2_K at 4096x4096 (4 rows a thread)
- * take 3-10% longer in f16; in the Q4_K_M step Q4_K's Q/K/V and O gained.
- * 9 tokens, gate/up 28672x4096 Q4_0 135.7 -> 116.0 us, Q8_0 564.8 -> 129.6,
- * Q6_K 173.5 -> 138.7; verifying 8 drafted tokens 12.97 -> 11.57 ms (Q4_0),
- * 15.09 -> 13.55 (Q8_0). Errors: up to 2.4e-4 of sum |w x| seen for Q4_0;
- * every format within tests/test_matvec.c's F16_DOT_REL_TOL there. */
-static glesllm_status f16_dot_choice(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                                     const matvec_variant *v, f16_dot_mode *out)
-{
-    int set;
-    glesllm_status st = env_flag("GLESLLM_F16_DOT",
-                                 "0 (f32 products), 1 (f16 products for the quantized formats, "
-                                 "f32 pairs where the driver has no f16 types) or leave it unset "
-                                 "(1)",
-                                 &set);
-    if (st != GLESLLM_OK)
-        return st;
-    bool f16 = gpu_context_caps(ctx)->f16_types;
-    *out = F16_DOT_OFF;
-    if (!quant_gpu_is_float(type) && (v->nt <= 1 || cfg->xsh || cfg->xg) && set != 0)
-        *out = f16 ? F16_DOT_ON : F16_DOT_PAIRS_F32;
-    return GLESLLM_OK;
-}
-
-/* Whether a kernel with f16 products (f16_dot_choice) takes its levels as f16
- * subnormals (matvec.comp F16_SUBN): a field masked in place and read as a
- * half is level x 2^-24 (x 2^-20 for a high nibble), so the subtraction of
- * 1024 that makes it an integer goes, about one instruction in five of a
- * unit (x is scaled by 2^15 instead of 1 to match, and the format's fixed
- * offset, where it has one, goes to the f32 map as for the unsigned
- * formats). It needs a driver that keeps f16 subnormals
- * (gpu_context_f16_subnormals). By default for every quantized format but
- * Q5_K, Q5_0 and Q8_0, and for Q4_K's one-token kernels but its gate/up.
- * On one H200 (bench/RESULTS.md session 26, 14336x4096, % of the copy
- * kernel, without -> with): Q4_1 74 -> 78, Q5_1 68 -> 72, Q2_K 36-37 -> 40,
- * Q4_0 71 -> 72 (Mistral-7B Q4_0 tg128 248.3 -> 256.2 tok/s), Q6_K 67 ->
- * 69-71, Q3_K 44 -> 46-47. The signed formats' offset then rides in the f16
- * sums (levels 0..15 instead of -8..7 for Q4_0): about twice the rounding
- * error of those sums, still far below the 8-bit rounding of x in llama.cpp's
- * own quantized dot products, and the shared models of llama.cpp's
- * references agree as closely with every format so (session 27,
- * tests/test_model.c on an H200: worst top-5 logit difference 0.037 -> 0.034
- * Q4_0, 0.030 -> 0.027 Q6_K, 0.040 -> 0.041 Q4_K_M, every teacher-forced
- * position matched; that run read Q6_K at 66 -> 69-70%). Q4_K: its gate/up
- * (GLU) kernel ran slower so in the Mistral-7B Q4_K_M step (57.3 -> 61.3 us
- * on one machine; tg128 216.8 -> 211.5 with it, session 27), its down matrix
- * (4096x14336) faster (25.9 -> 23.8 us), its 4096-column ones level: tg128
- * 216.8 -> 218.7 (three rounds each) with every one-token Q4_K kernel but
- * gate/up (its several-token kernels unmeasured, left out). The other
- * formats' several-token kernels take it too: verifying 8 drafted tokens of
- * Mistral-7B Q4_0 11.48 -> 11.21 ms. Left out: Q5_K (1-3% faster alone, its
- * step unmeasured), Q5_0 and Q8_0 (slower: 68 -> 66, 91-95 -> 90).
- * GLESLLM_F16_SUBN=1 takes every quantized format's levels so (where the
- * driver keeps subnormals), 0 none. */
-static glesllm_status f16_subn_choice(gpu_context *ctx, uint32_t type, const matvec_variant *v,
-                                      f16_dot_mode dot, bool *out)
-{
-    int set;
-    glesllm_status st = env_flag("GLESLLM_F16_SUBN",
-                                 "0 (no levels as f16 subnormals), 1 (every quantized "
-                                 "format's, with f16 products) or leave it unset (those of "
-                                 MATVEC_SUBN_DEFAULT ", where the driver keeps subnormals)",
-                                 &set);
-    if (st != GLESLLM_OK)
-        return st;
-    *out = false;
-    /* (Q4_K: its one-token kernels but gate/up) */
-    bool by_default = type == GGML_TYPE_Q4_K
-                          ? v->nt <= 1 && v->epilogue != MATVEC_GLU
-                          : type != GGML_TYPE_Q5_K && type != GGML_TYPE_Q5_0 &&
-                                type != GGML_TYPE_Q8_0;
-    if (dot == F16_DOT_OFF || set == 0 || (set < 0 && !by_default))
-        return GLESLLM_OK;
-    bool kept = false;
-    st = gpu_context_f16_subnormals(ctx, &kept);
-    if (st != GLESLLM_OK)
-        return st;
-    if (!kept && set == 1)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "GLESLLM_F16_SUBN=1: this driver flushes f16 subnormals to zero; unset "
-                       "it (the kernels then take their levels as integers)");
-    *out = kept;
-    return GLESLLM_OK;
-}
-
-/* Whether a kernel with f16 products (f16_dot_choice) may add the
- * f16 sums of a unit's two halves in f16 before they go to f32 (matvec.comp
- * H_MERGE, which the formats whose two halves share one map take up:
- * weights.glsl W_H_SAME), which saves each row's unit two conversions and
- * two f32 operations. On an H200 (bench/RESULTS.md session 22), 14336x4096 alone
- * went from 54% to 65% of the copy kernel for Q4_K, 66 -> 77% Q4_1, 58 ->
- * 60% Q5_K, Q4_0 and Q8_0 level; decode Mistral-7B Q4_0 242.5 -> 244.1
- * tok/s, Q8_0 178.2 -> 181.6, with the same greedy ids. Q4_K's gate/up
- * (GLU) kernel ran slower in the step (57.4 -> 59.2 us) while its other
- * kernels gained: Q4_K_M 211.0 -> 215.0 with it apart, 209.2 with it merged
- * too (one machine). Several tokens (matvec.comp XM: x staged with one
- * scale a unit): only the kernels without NORM. On an H100 (bench/RESULTS.md
- * session 38, bench_matvec --chain, 9 tokens) 4096x14336 Q4_0 86.2 -> 77.9
- * us, Q8_0 96.9 -> 89.1, 4096x4096 Q4_0 32.4 -> 30.9; 2 tokens level;
- * verifying 8 drafted tokens of Mistral-7B Q4_0 11.29 -> 10.97 ms, the same
- * greedy ids. With NORM (gate/up, Q/K/V: whole units staged, half as many
- * items a block) the H200's 28672x4096 gate/up of 9 tokens went 114 -> 125
- * us and the pass did not gain. */
-static bool halves_merged(uint32_t type, const matvec_variant *v)
-{
-    return v->nt > 1 ? !v->norm : !(type == GGML_TYPE_Q4_K && v->epilogue == MATVEC_GLU);
-}
-
-/* the formats whose high half comes as 16 x the level (weights.glsl W_H_SAME 1/16) */
-static bool high_times_16(uint32_t type)
-{
-    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K;
-}
-
-/* uvec4 a unit of x with xg (x_unit.glsl XO_V): in f16 pairs, in f32 pairs
- * (the most) */
 #define XG_WORDS_F16 5u
 #define XG_WORDS_F32 9u
 
@@ -703,9 +422,10 @@ uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
 
 #define XP_WG 128u /* x_prep.comp's work group */
 
-glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                            const matvec_variant *var, matvec_kernel *out)
+glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
+                            const matvec_config *cfg, const matvec_variant *var, matvec_kernel *out)
 {
+    const tuning *t = tuning_or_default(tune);
     memset(out, 0, sizeof *out);
     matvec_variant v = var ? *var : (matvec_variant){ MATVEC_STORE };
     bool pairs = v.epilogue == MATVEC_GLU || v.epilogue == MATVEC_QKV;
@@ -738,10 +458,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
                            "matvec: the subgroup reduction needs GL_KHR_shader_subgroup and tpr "
                            "a multiple of the subgroup size");
     }
-    f16_dot_mode f16_dot;
-    glesllm_status st = f16_dot_choice(ctx, type, cfg, &v, &f16_dot);
-    if (st != GLESLLM_OK)
-        return st;
+    f16_dot_mode f16_dot = f16_dot_choice(ctx, t, type, cfg, &v);
     /* X_ONCE where it applies (one token, f16 products, at most X_ONCE_UNITS
      * lanes a row); the kernel keeps cfg as asked (get_matvec finds it by
      * that) */
@@ -763,17 +480,12 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "matvec of %u tokens: %u bytes of shared memory, the GPU has %u", v.nt,
                        shared_bytes, L->max_shared_bytes);
-    bool unroll = true;
-    st = matvec_unrolled(type, &v, &unroll);
-    if (st != GLESLLM_OK)
-        return st;
-    /* Q4_0 and Q4_1 nibbles minus their offset in f16 arithmetic, two a
-     * instruction (GL_NV_gpu_shader5; weights.glsl nib_levels). On an H100
-     * (bench/RESULTS.md session 16) Q4_0 14336x4096 went from 63% to 66-67% of
-     * the copy kernel and its FFN matvecs each waiting for the one before 5%
-     * faster; Q4_1 level. Q4_K was slower with it (its unrolled rows: 4096x14336
-     * 50% -> 32%), and so were unrolled Q4_0 rows. Not with the levels as
-     * f16 subnormals (f16_subn_choice), which take no offset off at all. */
+    bool unroll = matvec_unrolled(t, type, &v);
+    /* Q4_0 and Q4_1 nibbles minus their offset in f16 arithmetic, two an
+     * instruction (GL_NV_gpu_shader5; weights.glsl nib_levels): faster for
+     * Q4_0, level for Q4_1, slower for Q4_K and unrolled rows; not with the
+     * levels as f16 subnormals, which take no offset off (bench/RESULTS.md
+     * "f16 products"). */
     /* XG: the levels read, and a unit's halves summed, as the one-token
      * kernel of the same weight does (so its products and their f16 sums are
      * that kernel's, matvec_multi_config) */
@@ -784,7 +496,7 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         lv.norm = false;
     }
     bool f16_subn = false;
-    st = f16_subn_choice(ctx, type, &lv, f16_dot, &f16_subn);
+    glesllm_status st = f16_subn_choice(ctx, t, type, &lv, f16_dot, &f16_subn);
     if (st != GLESLLM_OK)
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
@@ -841,12 +553,9 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, tgd, sizeof defines - strlen(defines) - 1);
     }
     /* Several tokens with x staged, the quantized formats: each block's
-     * units loaded during the block before (matvec.comp XPF). On an H200
-     * (bench/RESULTS.md session 24; Q4_0, bench_matvec --chain, us) 2 tokens:
-     * 4096x14336 40.7 -> 36.4, 4096x4096 16.5 -> 15.8; 9 tokens level (83.2
-     * -> 83.4, 34.2 -> 32.8). Verifying 1-2 drafted tokens (bench_verify) 1-1.5%
-     * faster, 4-16 unchanged. Not with NORM: there the 28672x4096 gate/up of
-     * 9 tokens went 123 -> 131 us and Q6_K's 32000x4096 147 -> 227. */
+     * units loaded during the block before (matvec.comp XPF); not with the
+     * norm folded in, which ran slower so (bench/RESULTS.md "Verifying
+     * drafted tokens"). */
     if (v.nt > 1 && eff.xsh && !v.norm && !quant_gpu_is_float(type))
         strncat(defines, "\nXPF 1", sizeof defines - strlen(defines) - 1);
     if (f16_levels)
@@ -868,16 +577,14 @@ glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config
         strncat(defines, v.norm ? "\nW_AS_ONE 1\nXG_NSCALE 1" : "\nW_AS_ONE 1",
                 sizeof defines - strlen(defines) - 1);
     if (v.norm_scale) {
-        /* The partial sums of squares: an invocation's first vec4 of them
-         * loaded before the units and added after (registers held through
-         * the unit loop), or all loaded at the end. On an H200 (bench/RESULTS.md
-         * session 21) Mistral-7B Q4_0 tg128 ran 236 tok/s loading 2 ahead and
-         * 242 loading none; Q4_K_M 201-204 and 197-198; Q8_0 175 and 173. */
+        /* The partial sums of squares: the K-quants load an invocation's
+         * first vec4 of them before the unit loop, the others all at the end
+         * (bench/RESULTS.md "The norm split across the matvecs"). */
         strncat(defines, is_kquant(type) ? "\nSQ_AHEAD 2" : "\nSQ_AHEAD 0",
                 sizeof defines - strlen(defines) - 1);
     }
     uint32_t fetch = fetch_rows(type, cfg->nr);
-    uint32_t ahead = v.nt <= 1 ? fetch_ahead_rows(type, &eff, &v) : 0;
+    uint32_t ahead = v.nt <= 1 ? fetch_ahead_rows(t, type, &eff, &v) : 0;
     if (ahead) {
         fetch = ahead;
         strncat(defines, "\nFETCH_AHEAD 1", sizeof defines - strlen(defines) - 1);

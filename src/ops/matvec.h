@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/tuning.h"
 #include "gpu/gpu.h"
 #include "ops/weight.h"
 
@@ -40,14 +41,10 @@ typedef struct matvec_config {
 
 /* The configuration used for a rows x cols tensor under the context's limits,
  * and the one for kernels of nt > 1 tokens a dispatch (matvec_variant.nt). */
-matvec_config matvec_default_config(gpu_context *ctx, uint32_t type, uint64_t rows, uint64_t cols);
-matvec_config matvec_multi_config(gpu_context *ctx, uint32_t type, uint32_t nt, uint64_t rows,
-                                  uint64_t cols);
-/* GLESLLM_MATVEC, GLESLLM_MULTI, GLESLLM_MATMUL, GLESLLM_MULTI_XSH and
- * GLESLLM_MULTI_XG, read by the config functions above (which cannot fail: a
- * value they cannot read counts as unset there): an error naming the first
- * that is set to something it does not take. */
-glesllm_status weights_env_check(void);
+matvec_config matvec_default_config(gpu_context *ctx, const tuning *t, uint32_t type,
+                                    uint64_t rows, uint64_t cols);
+matvec_config matvec_multi_config(gpu_context *ctx, const tuning *t, uint32_t type, uint32_t nt,
+                                  uint64_t rows, uint64_t cols);
 /* Halves cfg->xb until wg is a multiple of xb * tpr (a split changed after
  * matvec_multi_config chose xb). */
 void matvec_fit_xb(matvec_config *c);
@@ -56,8 +53,8 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 
 /* The most tokens one multi-token matvec dispatch takes (matvec_variant.nt),
  * and the most the model's small batches use by default: on an H100, kernels
- * of 10 tokens ran level with 9 and kernels of 12 (and 16, session 9) slower
- * for every batch (their registers; bench/RESULTS.md session 12).
+ * of 10 tokens ran level with 9 and larger ones slower for every batch
+ * (their registers; bench/RESULTS.md "Verifying drafted tokens").
  * GLESLLM_MULTI_NT reaches up to MATVEC_MAX_NT. */
 #define MATVEC_MAX_NT 16
 #define MATVEC_MULTI_NT 9
@@ -92,8 +89,8 @@ typedef struct matvec_kernel {
     matvec_config cfg;
     matvec_variant var;
     bool f16_products; /* products (or, F16_DOT_F32 with several tokens, the staged x)
-                          in f16: weights.c f16_dot_choice */
-    bool f16_subnormals; /* levels as f16 subnormals: weights.c f16_subn_choice */
+                          in f16: matvec.c f16_dot_choice */
+    bool f16_subnormals; /* levels as f16 subnormals: matvec.c f16_subn_choice */
     bool x_once;         /* x's f16 pairs made once a work group (matvec_config.x_once,
                             where it applies: matvec_build) */
     bool xg;             /* matvec_config.xg where it applies: each dispatch first runs
@@ -103,14 +100,14 @@ typedef struct matvec_kernel {
     gpu_program prep;
 } matvec_kernel;
 
-/* Whose matvec levels are f16 subnormals by default (weights.c
+/* Whose matvec levels are f16 subnormals by default (matvec.c
  * f16_subn_choice; named in its env-flag message and by `glesllm info --gpu`) */
 #define MATVEC_SUBN_DEFAULT \
     "the quantized formats but Q5_K, Q5_0 and Q8_0 (Q4_K: its one-token kernels but gate/up)"
 
 /* var NULL: MATVEC_STORE. GLU and QKV need cfg->nr even. */
-glesllm_status matvec_build(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                            const matvec_variant *var, matvec_kernel *out);
+glesllm_status matvec_build(gpu_context *ctx, const tuning *t, uint32_t type,
+                            const matvec_config *cfg, const matvec_variant *var, matvec_kernel *out);
 void matvec_destroy(matvec_kernel *k);
 
 /* Records y[y_off + r] (+)= W[r] . x[x_off ..] for every row r (one dispatch
