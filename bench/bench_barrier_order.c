@@ -1,6 +1,6 @@
 /* bench_barrier_order: does a storage barrier order every dispatch before it
  * with the ones after it, or only the last? The decode step relies on the
- * first: the FFN prefetch (forward.c record_prefetch) is dispatched without a
+ * first: the FFN prefetch (ops/prefetch.c prefetch_record) is dispatched without a
  * barrier after the gate/up matvec, and the barrier before the down matvec
  * must still wait for gate/up.
  *

@@ -83,8 +83,8 @@ void main()
     uint h = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_LocalInvocationIndex;
 #ifdef MULTI
     uint q = gl_WorkGroupID.z;
-    // its chunks as a decode step's at this length (forward.c
-    // attention_chunks, param 1 its chunks a head wanted), so that its
+    // its chunks as a decode step's at this length (ops/attention.c
+    // chunks, param 1 its chunks a head wanted), so that its
     // output is the step's to the bit
     uint len = PARAM_U(0) + q, chunk = len;
     if (len > uint(ONE_CHUNK))

@@ -20,7 +20,7 @@
 // 2 WG_SIZE scores, else 1). Then every lane of a query reads the query's
 // BKV scores and keeps the running max and sum itself (the same values in
 // each lane): no serial pass and no barrier between the softmax and the
-// output (forward.c build_prefill_attention has the figures).
+// output (bench/RESULTS.md "Prefill attention").
 #pragma optionNV(unroll all)
 #include "common.glsl"
 

@@ -44,7 +44,7 @@
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
-// types: the tests check its indexing on llvmpipe (weights.c matmul_build)
+// types: the tests check its indexing on llvmpipe (ops/matmul.c matmul_build)
 #define F16_TILES 1
 #define float16_t float
 #define f16vec2 vec2
@@ -103,28 +103,24 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 // values, one 16-byte load a row slot (8 rows: 128 bytes, one pass of the
 // banks), per value one load of the thread's pairs (4 addresses). Before,
 // each value took TN / 2 loads of 4 bytes and the row slots 2 of 8, twice
-// the shared-memory traffic per multiply-add. On an H200 (bench/RESULTS.md,
-// session 31), with 8 tokens a thread instead of 4 (weights.c
-// matmul_default_config), the matmul (512 tokens) at 14336x4096 went 1292
-// -> 1210 us for Q4_0 (1351 -> 1198 Q4_K, 1528 -> 1278 Q6_K, 1402 -> 1250
-// Q8_0); pp512 of Mistral-7B Q4_0 2850 -> 2987 tok/s.
+// the shared-memory traffic per multiply-add (bench/RESULTS.md "Prefill
+// tiles").
 //
 // DUP_W: the weights' tile holds each value twice, (w, w) in a word (rows
 // of 8 + 1 uvec4: values 4 m .. 4 m + 3 in uvec4 m), so that each product
 // is a pair times a pair. NVIDIA's compiler runs a half times a pair (the
-// layout above) at half the rate of a pair times a pair (bench_flops: 64.6
-// against 127.7 TFLOP/s on an H200). The tile is nearly twice the size
+// layout above) at half the rate of a pair times a pair (bench_flops,
+// bench/RESULTS.md "Prefill tiles"). The tile is nearly twice the size
 // (22.5 KiB a group with the tokens' tile, against 14); the default with
-// f16 tiles (weights.c default_tiles): pp512 of Mistral-7B Q4_0 3164 ->
-// 3470 tok/s on an H200 with matmul_config_for's rows a thread
-// (bench/RESULTS.md, session 32). Same products, same order: same sums.
+// f16 tiles (ops/matmul.c default_tiles; bench/RESULTS.md "Prefill tiles").
+// Same products, same order: same sums.
 // VPQ: values a uvec4 of the tile holds; W_AT(a, c): value c of uvec4 a
 // as the operand of its products (of type WVAL): (w, w) with DUP_W, else w.
 // WSPLIT 2: a unit's values go through the tiles in two halves of PVALS 16,
 // rows of 4 + 1 uvec4 with DUP_W (12 KiB a group of 128 x 64 against 22.5):
 // three groups a multiprocessor instead of two (NVIDIA's GL driver gives
 // a multiprocessor's groups about 48 KiB of shared memory together,
-// bench/RESULTS.md session 13), at two more barriers a unit. The products
+// bench/RESULTS.md "Prefill tiles"), at two more barriers a unit. The products
 // and their order are the same: same sums.
 #ifndef WSPLIT
 #define WSPLIT 1
@@ -239,8 +235,7 @@ void store_part(int p)
     for (int m = 0; m < WPER; m++) {
         uint i = t + uint(m * WG_SIZE);
         // (a test the compiler drops where the invocations cover the rows
-        // exactly, the default tiling: pp512 of Mistral-7B Q4_0 2837.6 ->
-        // 2845.5 tok/s on an H200, bench/RESULTS.md session 30)
+        // exactly, the default tiling)
         if (WPER * WG_SIZE == 16 * TM || i < BM) {
 #if defined(F16_TILES) && defined(DUP_W)
             for (int k = 0; k < PVALS / 4; k++) {
@@ -324,9 +319,8 @@ void main()
             for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
                 // The same addresses in two spellings: with WSPLIT a register
                 // plus a constant, which NVIDIA's compiler turned into the
-                // faster code there (28672 x 4096, 512 tokens: Q4_0 2171 ->
-                // 2085 us, Q8_0 2505 -> 2188; Q4_K 4096 x 4096 without WSPLIT
-                // 331 -> 341: bench/RESULTS.md session 33).
+                // faster code there, and not without it (bench/RESULTS.md
+                // "Prefill tiles").
                 uvec4 a[TM];
                 for (int i = 0; i < TM; i++)
 #if WSPLIT > 1

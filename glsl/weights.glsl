@@ -19,7 +19,7 @@
 // dynamically indexed component of a loaded uvec4 can cost a trip through
 // local memory on some compilers; Q2_K and Q3_K add 8-byte words, w_u64).
 // W_COHERENT: the blocks declared coherent. Coherent loads cannot be served
-// from an SM's own cache, so (as measured on NVIDIA: weights.c
+// from an SM's own cache, so (as measured on NVIDIA: ops/matvec.c
 // xg_w_coherent) the weights streaming through no longer evict from it what
 // the kernel reads again (matvec.comp XG: x's units).
 #ifdef W_COHERENT
@@ -63,10 +63,9 @@ uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
 uint w_block(uint row, uint u) { return row * W_NB + u / W_UPB; }
 
 // The 8 bytes at a multiple of 8 (TWO words). Q2_K and Q3_K load them alone
-// (the buffer as 8-byte words too): on an H200 (bench/RESULTS.md session 23)
-// 14336x4096 went from 34% to 37% of the copy kernel for Q2_K, 42 -> 44% Q3_K.
-// Q6_K loads the 16 bytes that hold them and picks a half: alone, 8 bytes
-// made it 68 -> 65% (4096x14336 61 -> 54%).
+// (the buffer as 8-byte words too), faster for them; Q6_K loads the 16 bytes
+// that hold them and picks a half, as 8 bytes alone were slower for it
+// (bench/RESULTS.md "One-token matvec splits").
 #if defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K)
 layout(std430, binding = 0) W_QUAL readonly buffer WeightPairs { uvec2 wd[]; };
 uvec2 w_u64(uint byte_off) { return wd[byte_off >> 3u]; }
@@ -117,15 +116,15 @@ uint nib_hi(uint w) { return (w >> 4u) & 0x0F0F0F0Fu; }
 #define NIB_PAIR_H(bits, off) (unpackFloat2x16((bits) | 0x64006400u) - f16vec2(off))
 #endif
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q4_K)
-// A NIB word as levels with few integer instructions (Q4_0, Q4_1, Q4_K; in
-// an H100 decode step Q4_K_M went 140 -> 150 tok/s against shifting each
-// nibble out, bench/RESULTS.md; not measured apart against lvl8): a nibble
+// A NIB word as levels with few integer instructions (Q4_0, Q4_1, Q4_K;
+// faster in the decode step than shifting each nibble out, bench/RESULTS.md
+// "f16 products"): a nibble
 // masked into the low mantissa bits of an f16 whose exponent makes 1024
 // (0x6400) reads as 1024 + level, exactly, two f16 a word at once, and the
 // f32 subtraction is exact. The high nibbles are masked in place (bits 4..7
 // of each byte), so they come out as 16 * level: the caller's map scales
 // them back (an exact power of two).
-// F16_LEVELS (GL_NV_gpu_shader5, Q4_0/Q4_1; src/model/weights.c says when):
+// F16_LEVELS (GL_NV_gpu_shader5, Q4_0/Q4_1; ops/matvec.c says when):
 // the offsets are taken off in f16 arithmetic instead, two values an
 // instruction, each result exact (an integer below 2^11). Q4_0's levels then
 // come out as level - 8 (16 x that for the high nibbles), its map without an
@@ -177,10 +176,9 @@ uint bit_hi(uint b, int k) { return (b >> uint(4 + k)) & 0x01010101u; }
 
 #ifndef W_IS_FLOAT
 // A unit's words as loaded from memory, not yet decoded (w_fetch), so that a
-// kernel can issue the loads of several rows before it decodes any of them:
-// on an H200, Q4_0's one-token matvec (14336x4096) went from 60% to 70% of
-// the copy kernel with its 8 rows' loads in flight at once (bench/RESULTS.md,
-// session 20). q holds the quant words, s and e the rest, by format:
+// kernel can issue the loads of several rows before it decodes any of them
+// (more loads in flight: bench/RESULTS.md "One-token matvec splits"). q
+// holds the quant words, s and e the rest, by format:
 //   Q4_0, Q4_1  q the NIB words, s.x the scale word (Q4_0: its two halves
 //               hold two blocks' scales)
 //   Q4_K        q the NIB words, s the block's K4 scale words
@@ -490,7 +488,7 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #define W_H_SAME 1.0
 #endif
 // bytes 0 and 2 of a word of levels (Q8_0's + 128) as two f16 levels less
-// off: exact (integers below 2^11). F16_SUBN (matvec.comp; weights.c
+// off: exact (integers below 2^11). F16_SUBN (matvec.comp; ops/matvec.c
 // f16_subn_choice): the masked bits read as they are, level x 2^-24 (a
 // subnormal), no offset taken off (the maps keep it); NIB_PAIR_D the same
 // for a NIB word's masked nibbles (16 x that for the high ones).
@@ -502,14 +500,10 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 #define NIB_PAIR_D(bits, off) NIB_PAIR_H(bits, off)
 #endif
 // One token, F16_SUBN (the kernels with several tokens measured level or
-// slower so: bench/RESULTS.md sessions 34 and 35), Q2_K, Q3_K and Q6_K: w_unit_h_r
-// masks each pair's fields where they lie in the unit's words instead of
-// shifting every field down to bit 0 first (a pair is one to three
-// instructions instead of four or five). On an H200, each waiting for the
-// one before (bench_matvec --chain): 14336x4096 Q2_K 21.4 -> 20.5 us, Q3_K
-// 24.9 -> 23.7, Q6_K 29.4 -> 28.2-28.8; 4096x14336 Q2_K 22.6 -> 20.8, Q6_K
-// 29.0 -> 27.9; back to back within 2%; Mistral-7B Q4_K_M tg128 218.7 ->
-// 220.5 tok/s, the same greedy ids.
+// slower so), Q2_K, Q3_K and Q6_K: w_unit_h_r masks each pair's fields where
+// they lie in the unit's words instead of shifting every field down to bit 0
+// first (a pair is one to three instructions instead of four or five;
+// bench/RESULTS.md "f16 products").
 //   W_TWO_IN_PLACE (Q2_K, Q3_K): a level then reads as level x
 //     2^W_LO_SHIFT(k) (the low half's values 4k..) or x 2^(W_LO_SHIFT(k) + 2)
 //     (the high half's), and x's pairs come times W_XL(k) and W_XH(k) to
@@ -518,7 +512,7 @@ void w_unit(uint row, uint u, out vec4 q[8], out vec4 ab)
 //   W_Q6_IN_PLACE (Q6_K): the high half's levels x 16, its map / 16.
 // a left shift by n, a right one by -n where n < 0
 #define SHL(w, n) ((n) >= 0 ? (w) << uint(n) : (w) >> uint(-(n)))
-// W_AS_ONE (the XG kernels, weights.c): the levels read as the one-token
+// W_AS_ONE (the XG kernels, ops/matvec.c): the levels read as the one-token
 // kernels read them, so that their products are the same f16 values.
 #if defined(F16_SUBN) && defined(NT)
 #if (NT == 1 || defined(W_AS_ONE)) && defined(WTYPE_Q6_K)
@@ -647,9 +641,9 @@ void w_unit_values(uint row, uint u, out vec4 v[8])
 // word (lvl_f16), and never pass through f32. Q4_0 and Q8_0 give the same
 // f16 as rounding the f32 value (level - offset is exact, times the f16
 // scale is one rounding); Q4_K rounds its scale and min to f16 first (one
-// more rounding of ~5e-4). On an H100 the Q4_0 matmul (14336x4096, 512
-// tokens) went 1470 -> 1420 us (bench/RESULTS.md, session 14). Every other
-// format rounds w_unit_values.
+// more rounding of ~5e-4), a little faster in the prefill tiles
+// (bench/RESULTS.md "Prefill tiles"). Every other format rounds
+// w_unit_values.
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q8_0)
 // w_half as a float16_t
 float16_t w_half_f16(uint byte_off)

@@ -1,4 +1,4 @@
-// The several-token matvecs' x made ready once a dispatch (matvec.comp XG):
+// The several-token matvecs' x made ready once a dispatch (matvec_multi.comp XG):
 // each unit (32 values) of each token's x, RMS-normalised first with NORM,
 // as matvec.comp's x_half makes it for one token: the unit divided by its
 // largest magnitude m in f16 pairs (the high half also times XP_HI:
@@ -21,13 +21,13 @@
 // NORM: x times the norm weight as the step's x arrives at its one-token
 // kernel (NORM_SCALE), and 1/rms (x^2's mean over the row, plus eps) in the
 // .w of each unit's last word, for the matvec to scale its sums by at the
-// end (matvec.comp XG_NSCALE). The sum of squares is the step's to the bit:
+// end (matvec_multi.comp XG_NSCALE). The sum of squares is the step's to the bit:
 // the same partial sums, shared out over the invocations as that kernel
 // shares them (WG_SIZE its work group), added in its order (group_sum.glsl;
 // USE_SUBGROUP where it has it).
 // XP_X, XP_M: the pairs scaled to at most XP_X instead of 1, m times XP_M
-// (matvec.comp's SUBN_X and SUBN_M under F16_SUBN). XP_TWO: the pairs also
-// times matvec.comp x_half's W_XL and W_XH (weights.glsl W_TWO_IN_PLACE).
+// (matvec_head.glsl's SUBN_X and SUBN_M under F16_SUBN). XP_TWO: the pairs also
+// times matvec_dot.glsl x_half's W_XL and W_XH (weights.glsl W_TWO_IN_PLACE).
 #ifndef XP_F32
 #extension GL_NV_gpu_shader5 : require
 #else

@@ -1,8 +1,8 @@
 /* The draft length greedy speculative decoding picks (engine/draft_length.h)
  * from given costs: no GPU. Costs are in units of a target step; the pass
  * costs of "h200" are bench_verify's for the Mistral-7B shape (Q4_0) on an
- * H200 (bench/RESULTS.md, session 45): 1.28, 1.50, 1.91 and 2.36 steps for
- * 1, 2, 4 and 8 drafted tokens. */
+ * H200 (bench/RESULTS.md "Verifying drafted tokens"): 1.28, 1.50, 1.91 and
+ * 2.36 steps for 1, 2, 4 and 8 drafted tokens. */
 #include "engine/draft_length.h"
 #include "test_support.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ref_ops.h"
+#include "ops/ref_ops.h"
 #include "test_gpu.h"
 
 static gpu_context *ctx;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "model/ref_ops.h"
+#include "ops/ref_ops.h"
 #include "test_gpu.h"
 
 static gpu_context *ctx;

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/ref_ops.h"
+#include "ops/ref_ops.h"
 #include "test_gpu.h"
 
 void setUp(void) {}

@@ -32,7 +32,7 @@ void tearDown(void) { T = TUNING_DEFAULT; }
  * sqrt(n) * 2^-24 * sum |w x| in practice (n <= 4096 here: ~4e-6). The
  * tolerance is relative to sum |w x| of the row. */
 #define MATVEC_REL_TOL 1e-5
-/* F16_DOT (weights.c f16_dot_choice: the quantized formats, where the driver
+/* F16_DOT (matvec.c f16_dot_choice: the quantized formats, where the driver
  * has f16 types): each value of x, scaled to at most 1, rounded to f16
  * (2^-12 of it), each product of it and a level rounded (2^-12), and the 8
  * products of a half unit a lane added in f16 (7 roundings, each at most
@@ -45,8 +45,8 @@ void tearDown(void) { T = TUNING_DEFAULT; }
  * 10 * 2^-12 = 2.4e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
  * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
  * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) and for the signed ones whose offset
- * stays in the sums (levels as f16 subnormals, weights.c f16_subn_choice);
- * 2.4e-4 the worst seen on an H200 (session 17). */
+ * stays in the sums (levels as f16 subnormals, matvec.c f16_subn_choice);
+ * 2.4e-4 the worst seen on an H200. */
 #define F16_DOT_REL_TOL 3e-3
 /* get_rows dequantizes each value once: a few ulp of the value */
 #define ROWS_REL_TOL 1e-6
@@ -610,7 +610,7 @@ static void test_matmul_f16_tiles(void)
     }
 }
 
-/* matmul_config_for's rule by rows (weights.c has the measurements behind
+/* matmul_config_for's rule by rows (ops/matmul.c says why, bench/RESULTS.md "Prefill tiles" has the measurements behind
  * it) and the shared memory of the tilings it picks; matmul_build refuses a
  * split it has no kernel for */
 static void test_matmul_rows_rule(void)
@@ -749,7 +749,7 @@ static void test_bad_shapes_are_errors(void)
  * indexing, checked at the f32 tolerance with one token; several tokens
  * stage x in f16 even then: F16_DOT_REL_TOL); =0: the f32 products; any
  * other value: an error naming the variable. Each with the levels as
- * integers and as f16 subnormals (GLESLLM_F16_SUBN, weights.c
+ * integers and as f16 subnormals (GLESLLM_F16_SUBN, ops/matvec.c
  * f16_subn_choice; llvmpipe keeps them through unpackHalf2x16). */
 static void test_f16_dot_path(void)
 {
@@ -794,7 +794,7 @@ static void test_f16_dot_path(void)
             check_batched(c, NULL, &odd, 1, true, 1, MATVEC_REL_TOL, 7900 + i); /* the norm */
         }
         /* several tokens, as many and fewer: x made ready once a dispatch
-         * (x_prep.comp, the default with f16 products: weights.c
+         * (x_prep.comp, the default with f16 products: ops/matvec.c
          * xg_default), then staged (GLESLLM_MULTI_XG=0) */
         for (int xg = 1; xg >= 0; xg--) {
             if (!xg)
@@ -809,7 +809,7 @@ static void test_f16_dot_path(void)
                 check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
             }
             if (mv.xg) {
-                /* the set of 5 tokens (weights.c xg_token_group: the five
+                /* the set of 5 tokens (matvec.c xg_token_group: the five
                  * tokens' units loaded at once) and of 3 without the norm
                  * (xg_x_ahead: each token's units loaded during the sums of
                  * the one before), as many and fewer */
@@ -848,7 +848,7 @@ static void test_f16_dot_path(void)
         }
     }
     T.f16_subn = TUNE_AUTO; /* the default */
-    /* many rows with x made once a work group (weights.c x_once_split: 2
+    /* many rows with x made once a work group (matvec.c x_once_split: 2
      * rows a thread, 4 for Q4_0, Q4_K, Q2_K and Q3_K; Q4_0 and Q4_K with 32
      * lanes a row of 4096 columns and a row loaded ahead, fetch_ahead_rows),
      * rows left over in the last work group, with and without the norm */
@@ -907,7 +907,7 @@ static void test_f16_dot_path(void)
     matvec_destroy(&k);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matvec_build(ctx, &T, GGML_TYPE_Q5_K, &cfg, NULL, &k));
     TEST_ASSERT_EQUAL_INT(f16, k.f16_products);
-    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q5_K: not by default (weights.c f16_subn_choice) */
+    TEST_ASSERT_FALSE(k.f16_subnormals); /* Q5_K: not by default (matvec.c f16_subn_choice) */
     matvec_destroy(&k);
     T.f16_subn = TUNE_ON;
     glesllm_status st = matvec_build(ctx, &T, GGML_TYPE_Q5_K, &cfg, NULL, &k); /* not by default */

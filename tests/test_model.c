@@ -210,7 +210,7 @@ static void test_quantized_formats_match_cpu(void)
     }
 }
 
-/* The matvecs' f16 products (weights.c f16_dot_choice: the default where the
+/* The matvecs' f16 products (matvec.c f16_dot_choice: the default where the
  * driver has f16 types; through f32 pairs elsewhere, the same indexing):
  * each matvec within 3e-3 of sum |w x| (test_matvec's F16_DOT_REL_TOL), the
  * logits of these small models within 3e-3 of the largest (7.8e-4 measured
@@ -225,14 +225,14 @@ static void test_f16_products_match_cpu(void)
     s.v_type = s.down_type = GGML_TYPE_Q6_K;
     check_against_reference(&s, 32, 8, 1);
     /* x's pairs made by each slot of lanes instead of once a work group
-     * (weights.c x_once_default: above, the default), the fused kernels of a
+     * (matvec.c x_once_default: above, the default), the fused kernels of a
      * step included */
     tune.x_once = TUNE_OFF;
     check_against_reference(&s, 32, 8, 1);
     tune.x_once = TUNE_AUTO;
     ref_tol = 1e-4;
     /* small batches through the multi-token matvecs (x made ready once a
-     * dispatch, weights.c xg_default; the QKV and GLU epilogues, the norm
+     * dispatch, matvec.c xg_default; the QKV and GLU epilogues, the norm
      * folded into x_prep.comp) against the steps, both with f16 products:
      * the same 3e-3 of the largest logit, argmax where the top two are 1e-2
      * apart */
@@ -427,7 +427,7 @@ static void test_prefill_equals_decode_quantized(void)
  * the same quantized model: each product's factors rounded to 11 bits and
  * each 32-value unit summed in f16 move the logits by a few 1e-3 of the
  * largest (2.3e-3 measured on an H100 with one f16 sum of 32 products a
- * unit; 9.8e-4 with two of 16, session 9); 5e-3 leaves a factor 2. */
+ * unit; 9.8e-4 with two of 16); 5e-3 leaves a factor 2. */
 static void test_prefill_f16_tiles(void)
 {
     if (!gpu_context_caps(ctx)->f16_types)

@@ -437,13 +437,13 @@ static void kv_free(uint16_t *k[2], uint16_t *v[2])
 
 /* A verifying pass's logits and K/V are a decode step's to the bit with the
  * default matvecs (f16 products; f32 pairs on a driver without f16 types, as
- * here: weights.c f16_dot_choice), whose several-token kernels read x made
+ * here: matvec.c f16_dot_choice), whose several-token kernels read x made
  * ready (XG): the same lanes a row and units a lane as the one-token kernels,
  * their sums added in the same order (the subgroups' or the tree's), the
  * norm's sum of squares as the step splits it, each query's attention in the
  * step's chunks (past 64 positions here). So greedy ids with --draft are the
  * target's alone, near-ties too. Every format whose kernels agree so on
- * NVIDIA too (bench/RESULTS.md sessions 50 and 52; Q6_K since 52). */
+ * NVIDIA too (bench/RESULTS.md "Verifying drafted tokens"). */
 static void pass_equals_steps(uint32_t type)
 {
     demo_spec s = fixture_small_spec("llama", type);
@@ -472,9 +472,9 @@ static void pass_equals_steps(uint32_t type)
     TEST_ASSERT_EQUAL_MEMORY_MESSAGE(v[0], v[1], kvn * 2, "a pass's V: not the steps'");
     TEST_ASSERT_EQUAL_MEMORY_MESSAGE(step, pass, (size_t)n * nv * sizeof(float),
                                      "a pass's logits: not the steps'");
-    /* shorter passes, each through another set of kernels (forward.c
+    /* shorter passes, each through another set of kernels (model/kernels.c
      * multi_small_sets: 2, 3, 5 tokens and the 9 of n_small, the last two
-     * with fewer tokens than the set's; weights.c xg_token_group loads
+     * with fewer tokens than the set's; matvec.c xg_token_group loads
      * their units of x in groups of tokens): the first steps', to the bit */
     static const uint32_t shorter[] = { 2, 3, 4, 7 };
     size_t per_pos = kvn / n;

@@ -179,9 +179,9 @@ static glesllm_status check_pair(const gpu_model *gm, const gpu_model *dm)
 }
 
 /* a plain stretch's longest (tokens); its first is as long as the draft
- * catches up on in one small batch (gpu_model_n_small: the multi-token
- * kernels, not the tiled prefill, which on an H200 took the Mistral-7B Q4_0
- * draft 64 ms for 17 tokens, about a step a token) */
+ * catches up on in one small batch (gpu_model_n_small: the several-token
+ * kernels, not the tiled prefill, which costs the draft about a step a token
+ * there; bench/RESULTS.md "Verifying drafted tokens") */
 #define PLAIN_MAX 256
 
 static glesllm_status run(spec *s)

@@ -81,14 +81,14 @@ const char *gpu_context_string(const gpu_context *ctx, unsigned gl_name); /* GL_
 bool gpu_context_limits_min(const gpu_context *ctx);
 /* Whether f16 subnormals survive unpacking and arithmetic (f16 types, else
  * unpackHalf2x16 into f32): probed once with glsl/f16_probe.comp, then
- * remembered. The matvec's F16_SUBN levels need it (model/weights.c). */
+ * remembered. The matvec's F16_SUBN levels need it (ops/matvec.c). */
 glesllm_status gpu_context_f16_subnormals(gpu_context *ctx, bool *out);
 /* In what order subgroupAdd adds a subgroup's values, as its first lane
  * holds the sum: GPU_SG_HALVES (the upper half onto the lower, then again:
  * a butterfly from the widest step), GPU_SG_NEIGHBOURS (from the narrowest),
  * or 0 (neither, or no subgroups). Probed once with glsl/sg_order.comp, then
  * remembered. The several-token matvecs add their lanes so without subgroup
- * operations (model/weights.c matvec_multi_config). */
+ * operations (ops/matvec.c matvec_multi_config). */
 enum { GPU_SG_HALVES = 1, GPU_SG_NEIGHBOURS = 2 };
 glesllm_status gpu_context_subgroup_order(gpu_context *ctx, int *out);
 /* The program cache folder, or NULL when the cache is off. */

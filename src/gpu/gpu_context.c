@@ -255,7 +255,6 @@ const gpu_caps *gpu_context_caps(const gpu_context *ctx) { return &ctx->caps; }
 bool gpu_context_limits_min(const gpu_context *ctx) { return ctx->limits_min; }
 uint64_t gpu_context_allocated(const gpu_context *ctx) { return ctx->allocated; }
 
-
 const char *gpu_context_string(const gpu_context *ctx, unsigned gl_name)
 {
     switch (gl_name) {

@@ -1,6 +1,7 @@
-/* The decode step on the GPU: a model's weights uploaded, its KV cache, and
- * one token's forward pass recorded as a list of dispatches (about five per
- * layer) ending in one fence.
+/* A model on the GPU: its weights uploaded, its KV cache, and its forward
+ * pass (the architecture's graph, model/arch/) recorded as a list of
+ * dispatches ending in one fence, for one token (a decode step, about five
+ * dispatches a layer), a few (a small batch) or a prefill chunk.
  *
  * Per step:  embedding lookup of the token id in the token buffer
  *            per layer: [RMSNorm + Q/K/V + bias + RoPE + K/V cache write]
@@ -89,7 +90,7 @@ typedef enum gpu_step_flags {
                                  of every position p's logits into slot p + 1 (the
                                  greedy check of drafted tokens) */
     GPU_STEP_PLAIN = 32 /* prefill: the kernels a model loaded with the default small
-                           batch (GPU_SMALL_BATCH, GLESLLM_SMALL_BATCH) would take,
+                           batch (GPU_SMALL_BATCH, or the tuning's small_batch) would take,
                            not the small batches of a gpu_model_options.n_small above
                            it: speculative decoding's prompt, so that the target's
                            K/V of it are plain decoding's (the small batches' and the

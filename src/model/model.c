@@ -40,6 +40,19 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
     return GLESLLM_OK;
 }
 
+/* The architectures glesllm runs, and what tells them apart as data: the
+ * rest of a model's description comes from its file. Adding one is an entry
+ * here, its graph (model/arch/) and its entry in gpu_model.c's table. */
+static const struct {
+    const char *name;
+    model_arch arch;
+    bool rope_neox; /* RoPE on pairs half a head apart */
+    bool qkv_bias;  /* attn_q/k/v.bias tensors */
+} archs[] = {
+    { "llama", MODEL_ARCH_LLAMA, false, false },
+    { "qwen2", MODEL_ARCH_QWEN2, true, true },
+};
+
 static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
 {
     model_info mi;
@@ -48,16 +61,17 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
         return st;
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", mi.arch);
-    if (strcmp(mi.arch, "llama") == 0)
-        hp->arch = MODEL_ARCH_LLAMA;
-    else if (strcmp(mi.arch, "qwen2") == 0)
-        hp->arch = MODEL_ARCH_QWEN2;
-    else
+    size_t a_i = 0;
+    while (a_i < sizeof archs / sizeof archs[0] && strcmp(mi.arch, archs[a_i].name) != 0)
+        a_i++;
+    if (a_i == sizeof archs / sizeof archs[0])
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, SmolLM, TinyLlama) and qwen2 models",
                        mi.arch[0] ? mi.arch : "(none: general.architecture is missing)");
-    hp->rope_neox = hp->arch == MODEL_ARCH_QWEN2;
+    hp->arch = archs[a_i].arch;
+    hp->rope_neox = archs[a_i].rope_neox;
+    hp->qkv_bias = archs[a_i].qkv_bias;
     hp->n_layer = mi.n_layers;
     hp->n_embd = mi.n_embd;
     hp->n_ff = mi.n_ff;
@@ -125,7 +139,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
-    bool bias = hp->arch == MODEL_ARCH_QWEN2;
+    bool bias = hp->qkv_bias;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
         struct {

@@ -23,6 +23,7 @@ typedef struct model_hparams {
     float rope_base;   /* theta base */
     float rope_scale;  /* position multiplier: 1 / linear scaling factor */
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
+    bool qkv_bias;     /* Q, K and V have biases */
     int32_t bos, eos;  /* token ids, -1 when the file has none */
 } model_hparams;
 

@@ -32,7 +32,7 @@ static attn_io attention_io(const gpu_model *gm, const gpu_layer *l)
 static matvec_args step_norm_args(const gpu_pass *p)
 {
     const gpu_model *gm = p->gm;
-    matvec_args a = { p->norm, hparams(p)->eps };
+    matvec_args a = { .norm_off = p->norm, .eps = hparams(p)->eps };
     if (gm->fuse_norm)
         a.sq_off = gm->sq;
     a.sq_count = p->sq_count;
@@ -212,16 +212,18 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
                                     s->row_base, &a);
         }
     } else if (p->kind == PASS_SMALL) {
-        matvec_args a = { p->norm, hp->eps, rope, l->bias, k_off, v_off };
-        a.q_off = gm->bq;
+        matvec_args a = { .norm_off = p->norm, .eps = hp->eps, .rope_off = rope,
+                           .bias_off = l->bias, .k_off = k_off, .v_off = v_off, .q_off = gm->bq };
         step_norm_split(p, &a);
         for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++)
             st = record_multi(p, &l->qkv[i].l, &l->cache, gm->bx, l->qkv[i].row_base, 0, &a);
     } else {
         uint32_t q_dim = hp->n_head * hp->head_dim;
         for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++) {
-            matmul_args a = { p->n, gm->bxn, gm->bq, act_stride(q_dim), l->qkv[i].row_base, rope,
-                              l->bias, k_off, v_off };
+            matmul_args a = { .n_tok = p->n, .x_off = gm->bxn, .y_off = gm->bq,
+                              .y_stride = act_stride(q_dim), .row_base = l->qkv[i].row_base,
+                              .rope_off = rope, .bias_off = l->bias, .k_off = k_off,
+                              .v_off = v_off };
             /* the segments share x: its tiles made once (when their kernels
              * tile the tokens alike) */
             const matmul_config *c0 = &l->qkv[0].l.mk->cfg, *ci = &l->qkv[i].l.mk->cfg;
@@ -252,7 +254,7 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
     if (p->kind == PASS_STEP) {
         /* with the split norm it also writes xn = x * next_norm and the
          * partial sums of squares of x (norm_out) */
-        matvec_args o = { next_norm };
+        matvec_args o = { .norm_off = next_norm };
         o.xg_off = gm->xn;
         o.sq_off = gm->sq;
         st = matvec_record_args(gm->q, w->k, &w->w, &gm->act,
@@ -264,7 +266,8 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
         st = record_multi(p, w, &gm->act, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb,
                           &none);
     } else {
-        matmul_args a = { p->n, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb };
+        matmul_args a = { .n_tok = p->n, .x_off = in == PASS_ATTN_OUT ? gm->battn : gm->bhid,
+                           .y_off = gm->bx, .y_stride = emb };
         st = chunk_matmul(gm, w, &gm->act, a);
     }
     p->wrote_x = w;
@@ -281,11 +284,12 @@ glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w)
                                   &a);
     }
     if (p->kind == PASS_SMALL) {
-        matvec_args a = { p->norm, hp->eps };
+        matvec_args a = { .norm_off = p->norm, .eps = hp->eps };
         step_norm_split(p, &a);
         return record_multi(p, w, &gm->act, gm->bx, 2 * gm->bhid, act_stride(hp->n_ff), &a);
     }
-    matmul_args a = { p->n, gm->bxn, gm->bhid, act_stride(hp->n_ff) };
+    matmul_args a = { .n_tok = p->n, .x_off = gm->bxn, .y_off = gm->bhid,
+                       .y_stride = act_stride(hp->n_ff) };
     return chunk_matmul(gm, w, &gm->act, a);
 }
 
@@ -341,7 +345,7 @@ static glesllm_status record_last_logits(gpu_pass *p, uint64_t out_norm)
     if (!(p->flags & (GPU_STEP_LOGITS | GPU_STEP_ARGMAX | GPU_STEP_CANDIDATES)))
         return GLESLLM_OK;
     uint64_t row = gm->bx + (uint64_t)(p->n - 1) * act_stride(hp->n_embd);
-    matvec_args a = { out_norm, hp->eps };
+    matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
     glesllm_status st;
     if (gm->fuse_norm) {
         a.sq_off = gm->sq;
@@ -376,7 +380,7 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
         return st ? st : record_pick(gm, p->flags, p->pos0);
     case PASS_SMALL:
         if (p->flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL)) {
-            matvec_args a = { out_norm, hp->eps };
+            matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
             step_norm_split(p, &a);
             st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
             if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
@@ -389,7 +393,7 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
             st = pass_norm(p, out_norm);
             for (uint32_t t0 = 0, b = 0; !st && t0 < p->n; t0 += gm->logits_rows, b++) {
                 uint32_t cnt = p->n - t0 < gm->logits_rows ? p->n - t0 : gm->logits_rows;
-                matmul_args a = { cnt, gm->bxn + t0 * emb, 0, vs };
+                matmul_args a = { .n_tok = cnt, .x_off = gm->bxn + t0 * emb, .y_stride = vs };
                 st = chunk_matmul(gm, &gm->out, &gm->logits_all[b], a);
             }
         }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "model/ref_ops.h"
+#include "ops/ref_ops.h"
 #include "quant/quant.h"
 
 struct ref_model {
@@ -74,10 +74,7 @@ static const float *get_row(ref_model *r, const model_tensor *t, uint64_t i)
 static void matvec(ref_model *r, const model_tensor *w, const float *x, float *y, int add)
 {
     for (uint64_t i = 0; i < w->rows; i++) {
-        const float *row = get_row(r, w, i);
-        double s = 0.0;
-        for (uint64_t c = 0; c < w->cols; c++)
-            s += (double)row[c] * x[c];
+        double s = ref_dot(get_row(r, w, i), x, (size_t)w->cols);
         y[i] = add ? y[i] + (float)s : (float)s;
     }
 }
@@ -89,20 +86,6 @@ static void add_bias(ref_model *r, const model_tensor *b, float *y)
     const float *v = get_row(r, b, 0);
     for (uint64_t i = 0; i < b->cols; i++)
         y[i] += v[i];
-}
-
-static void rope(const model_hparams *hp, const float *cs, float *v, uint32_t n_heads)
-{
-    uint32_t hd = hp->head_dim, half = hd / 2;
-    for (uint32_t h = 0; h < n_heads; h++) {
-        float *vh = v + (size_t)h * hd;
-        for (uint32_t i = 0; i < half; i++) {
-            uint32_t a = hp->rope_neox ? i : 2 * i, b = hp->rope_neox ? i + half : 2 * i + 1;
-            float c = cs[2 * i], s = cs[2 * i + 1], x0 = vh[a], x1 = vh[b];
-            vh[a] = x0 * c - x1 * s;
-            vh[b] = x0 * s + x1 * c;
-        }
-    }
 }
 
 static float to_f16(float f) { return quant_half_to_float(quant_float_to_half(f)); }
@@ -121,7 +104,6 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
     size_t kv_dim = (size_t)hp->n_head_kv * hd;
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
     const float *cs = r->rope + (size_t)pos * hd;
-    float scale = 1.0f / sqrtf((float)hd);
     for (uint32_t li = 0; li < hp->n_layer; li++) {
         const model_layer *l = &m->layers[li];
         ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, n_embd, hp->eps);
@@ -131,46 +113,20 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
         add_bias(r, &l->bq, r->q);
         add_bias(r, &l->bk, r->kn);
         add_bias(r, &l->bv, r->vn);
-        rope(hp, cs, r->q, hp->n_head);
-        rope(hp, cs, r->kn, hp->n_head_kv);
+        ref_rope(r->q, cs, hp->n_head, hd, hp->rope_neox);
+        ref_rope(r->kn, cs, hp->n_head_kv, hd, hp->rope_neox);
         float *kc = r->k + ((size_t)li * r->n_ctx) * kv_dim;
         float *vc = r->v + ((size_t)li * r->n_ctx) * kv_dim;
         for (size_t i = 0; i < kv_dim; i++) {
             kc[pos * kv_dim + i] = to_f16(r->kn[i]);
             vc[pos * kv_dim + i] = to_f16(r->vn[i]);
         }
-        uint32_t group = hp->n_head / hp->n_head_kv;
-        for (uint32_t h = 0; h < hp->n_head; h++) {
-            const float *qh = r->q + (size_t)h * hd;
-            size_t ko = (size_t)(h / group) * hd;
-            float mx = -INFINITY;
-            for (uint32_t p = 0; p <= pos; p++) {
-                double s = 0.0;
-                for (uint32_t d = 0; d < hd; d++)
-                    s += (double)qh[d] * kc[p * kv_dim + ko + d];
-                r->scores[p] = (float)s * scale;
-                mx = r->scores[p] > mx ? r->scores[p] : mx;
-            }
-            double sum = 0.0;
-            for (uint32_t p = 0; p <= pos; p++) {
-                r->scores[p] = expf(r->scores[p] - mx);
-                sum += r->scores[p];
-            }
-            for (uint32_t d = 0; d < hd; d++) {
-                double o = 0.0;
-                for (uint32_t p = 0; p <= pos; p++)
-                    o += (double)r->scores[p] * vc[p * kv_dim + ko + d];
-                r->att[(size_t)h * hd + d] = (float)(o / sum);
-            }
-        }
+        ref_attention(r->att, r->q, kc, vc, pos + 1, hp->n_head, hp->n_head_kv, hd, r->scores);
         matvec(r, &l->wo, r->att, r->x, 1);
         ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, n_embd, hp->eps);
         matvec(r, &l->gate, r->xn, r->gate, 0);
         matvec(r, &l->up, r->xn, r->up, 0);
-        for (uint32_t i = 0; i < hp->n_ff; i++) {
-            float g = r->gate[i];
-            r->gate[i] = g / (1.0f + expf(-g)) * r->up[i];
-        }
+        ref_silu_mul(r->gate, r->up, hp->n_ff);
         matvec(r, &l->down, r->gate, r->x, 1);
     }
     if (!logits)

@@ -227,7 +227,7 @@ matvec_config matvec_default_config(gpu_context *ctx, const tuning *tune, uint32
 /* The several-token XG kernels' variants below were each measured kernel by
  * kernel and in the verifying pass (bench/RESULTS.md "Verifying drafted
  * tokens"); where a variant lost for some token counts it is left out there.
- * Partial sums padded (matvec.comp PART_PAD): the kernels of 9 tokens or more. */
+ * Partial sums padded (matvec_multi.comp PART_PAD): the kernels of 9 tokens or more. */
 static bool part_padded(const matvec_config *c, uint32_t nt)
 {
     return c->xg && nt >= 9;
@@ -240,14 +240,14 @@ static bool xg_w_coherent(const matvec_config *c, uint32_t nt)
 }
 
 /* each token's units of x loaded during the sums of the token before
- * (matvec.comp XG_AHEAD): the kernels of 3 tokens without the norm (down, O) */
+ * (matvec_multi.comp XG_AHEAD): the kernels of 3 tokens without the norm (down, O) */
 static bool xg_x_ahead(const matvec_config *c, const matvec_variant *v)
 {
     return c->xg && v->nt == 3 && !v->norm;
 }
 
 /* how many tokens' units of x are loaded at once before their sums
- * (matvec.comp XG_TG): 4 from 9 tokens, all of them from 4 to 8, 2 in the
+ * (matvec_multi.comp XG_TG): 4 from 9 tokens, all of them from 4 to 8, 2 in the
  * kernels of 2 with the norm, else 1 */
 static uint32_t xg_token_group(const matvec_config *c, const matvec_variant *v)
 {
@@ -290,7 +290,7 @@ void matvec_fit_xb(matvec_config *c)
 }
 
 /* Whether the several-token kernels of `type` read x made ready once a
- * dispatch (matvec.comp XG, x_prep.comp): where they take f16 products. */
+ * dispatch (matvec_multi.comp XG, x_prep.comp): where they take f16 products. */
 static bool xg_default(gpu_context *ctx, const tuning *t, uint32_t type)
 {
     if (t->multi_xg == TUNE_OFF)
@@ -303,7 +303,7 @@ static bool xg_default(gpu_context *ctx, const tuning *t, uint32_t type)
 }
 
 /* How many of the one-token kernel `one`'s lanes an XG lane of an nt-token
- * kernel stands in for (matvec.comp XG_VL): a subgroup's lanes a row, each
+ * kernel stands in for (matvec_multi.comp XG_VL): a subgroup's lanes a row, each
  * walking the units of several of the one-token kernel's lanes and adding
  * their runs in its subgroup add's order (known from the probe). It pays
  * where that kernel has 128 lanes a row or more (an FFN's down) in the
@@ -505,7 +505,7 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
     weight_type_define(type, tdef, sizeof tdef);
     matvec_epilogue_defines(&v, epi, sizeof epi);
     /* XG: its lanes' sums added in the order of the one-token kernel's
-     * (matvec.comp xg_lane_sums): its subgroups' order without subgroup
+     * (matvec_multi.comp xg_lane_sums): its subgroups' order without subgroup
      * operations where the probe knows it, else their subgroupAdd; its
      * shared-memory tree (halves) without subgroups */
     int sg_order = 0;
@@ -553,7 +553,7 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
         strncat(defines, tgd, sizeof defines - strlen(defines) - 1);
     }
     /* Several tokens with x staged, the quantized formats: each block's
-     * units loaded during the block before (matvec.comp XPF); not with the
+     * units loaded during the block before (matvec_multi.comp XPF); not with the
      * norm folded in, which ran slower so (bench/RESULTS.md "Verifying
      * drafted tokens"). */
     if (v.nt > 1 && eff.xsh && !v.norm && !quant_gpu_is_float(type))
@@ -594,7 +594,8 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
         snprintf(fr, sizeof fr, "\nFETCH_ROWS %u", fetch);
         strncat(defines, fr, sizeof defines - strlen(defines) - 1);
     }
-    st = gpu_program_build(ctx, "matvec.comp", defines, &out->prog);
+    st = gpu_program_build(ctx, v.nt > 1 ? "matvec_multi.comp" : "matvec.comp", defines,
+                           &out->prog);
     if (st != GLESLLM_OK)
         return st;
     out->prep_wg = v.norm && cfg->prep_wg ? cfg->prep_wg : XP_WG;
@@ -639,9 +640,6 @@ void matvec_destroy(matvec_kernel *k)
     gpu_program_destroy(&k->prep);
     memset(k, 0, sizeof *k);
 }
-
-
-
 
 glesllm_status matvec_record(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
                              const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,

@@ -1,4 +1,4 @@
-/* ops/: the matrix-vector kernels (glsl/matvec.comp): y[y_off + r] (+)=
+/* ops/: the matrix-vector kernels (glsl/matvec.comp, glsl/matvec_multi.comp): y[y_off + r] (+)=
  * sum_c W[r][c] x[x_off + c] for one token (a decode step) or a few tokens a
  * dispatch (small batches, verifying drafted tokens), with the epilogues a
  * transformer layer needs (residual add, SiLU gate, Q/K/V with bias, RoPE and
@@ -13,7 +13,7 @@
 #include "gpu/gpu.h"
 #include "ops/weight.h"
 
-/* How a matvec program divides its work (glsl/matvec.comp). */
+/* How a matvec program divides its work (glsl/matvec.comp, glsl/matvec_multi.comp). */
 typedef struct matvec_config {
     uint32_t wg;      /* invocations per work group */
     uint32_t tpr;     /* threads per row: a power of two dividing wg */
@@ -34,7 +34,7 @@ typedef struct matvec_config {
     uint32_t prep_wg; /* xg: x_prep.comp's work group (the one-token kernel's, whose
                          sum of squares it repeats: matvec_multi_config) */
     uint32_t vl;      /* xg: the one-token kernel's lanes each lane stands in for (its
-                         tpr / this tpr, matvec_multi_config; matvec.comp XG_VL), or 1;
+                         tpr / this tpr, matvec_multi_config; matvec_multi.comp XG_VL), or 1;
                          with subgroup, tpr is the subgroup's size (else, as only tests
                          ask, the sums are not the one-token kernel's to the bit) */
 } matvec_config;
@@ -141,7 +141,7 @@ typedef struct matvec_args {
      * (norm_scale), for x_prep.comp to add it up as that kernel does:
      * sq_count partial sums of sq_rows rows each (a norm_out matvec's:
      * matvec_norm_parts and its nr), or sq_rows 0: of the columns g, g +
-     * sq_count, ... (forward.c record_norm_prep's). sq_count 0: any split
+     * sq_count, ... (model/pass.c: rms_prep's). sq_count 0: any split
      * (the norm right, not the step's bits). */
     uint32_t sq_rows;
     /* y_hi > 0: only uints [y_lo, y_hi) of y's buffer are written (the

@@ -1,5 +1,5 @@
 /* quant/: the GPU weight layouts, and the repacking of GGUF rows into them.
- * No GL here: this produces bytes; model/weights.c uploads them.
+ * No GL here: this produces bytes; ops/weight.c uploads them.
  *
  * GLSL twin: glsl/weights.glsl declares the same planes, sizes and value
  * order per format. Change one, change the other (tests/test_matvec.c checks

@@ -1,5 +1,5 @@
 /* Choosing the next token from the candidates the GPU reduced the logits
- * to (model/forward.h, GPU_STEP_CANDIDATES), in llama.cpp's order: repetition
+ * to (model/gpu_model.h, GPU_STEP_CANDIDATES), in llama.cpp's order: repetition
  * penalty (on the GPU), top-k, top-p, min-p, temperature, then a draw from
  * a seeded generator, so a seed always gives the same text.
  *

@@ -1,0 +1,78 @@
+/* The CPU references of the GPU operations. See ref_ops.h. */
+#include "ops/ref_ops.h"
+
+#include <math.h>
+
+void ref_rms_norm(float *y, const float *x, const float *w, size_t rows, size_t n, float eps)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        double ss = 0.0; /* double: the reference should be the more exact side */
+        for (size_t i = 0; i < n; i++)
+            ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+        for (size_t i = 0; i < n; i++)
+            y[r * n + i] = xr[i] * scale * w[i];
+    }
+}
+
+double ref_dot(const float *w, const float *x, size_t n)
+{
+    double s = 0.0;
+    for (size_t c = 0; c < n; c++)
+        s += (double)w[c] * x[c];
+    return s;
+}
+
+void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_dim, bool neox)
+{
+    uint32_t hd = head_dim, half = hd / 2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *vh = v + (size_t)h * hd;
+        for (uint32_t i = 0; i < half; i++) {
+            uint32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            float c = cos_sin[2 * i], s = cos_sin[2 * i + 1], x0 = vh[a], x1 = vh[b];
+            vh[a] = x0 * c - x1 * s;
+            vh[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
+                   uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float *scores)
+{
+    size_t kv_dim = (size_t)n_head_kv * head_dim;
+    uint32_t hd = head_dim, group = n_head / n_head_kv;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (uint32_t h = 0; h < n_head; h++) {
+        const float *qh = q + (size_t)h * hd;
+        size_t ko = (size_t)(h / group) * hd;
+        float mx = -INFINITY;
+        for (uint32_t p = 0; p < len; p++) {
+            double s = 0.0;
+            for (uint32_t d = 0; d < hd; d++)
+                s += (double)qh[d] * k[p * kv_dim + ko + d];
+            scores[p] = (float)s * scale;
+            mx = scores[p] > mx ? scores[p] : mx;
+        }
+        double sum = 0.0;
+        for (uint32_t p = 0; p < len; p++) {
+            scores[p] = expf(scores[p] - mx);
+            sum += scores[p];
+        }
+        for (uint32_t d = 0; d < hd; d++) {
+            double o = 0.0;
+            for (uint32_t p = 0; p < len; p++)
+                o += (double)scores[p] * v[p * kv_dim + ko + d];
+            out[(size_t)h * hd + d] = (float)(o / sum);
+        }
+    }
+}
+
+void ref_silu_mul(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}

@@ -1,0 +1,31 @@
+/* ops/: the CPU references of the GPU operations, in f32 with double sums:
+ * the oracle the kernels are tested against (tests/, model/ref_model.c).
+ * Plain loops, written for clarity, not speed. */
+#ifndef GLESLLM_OPS_REF_OPS_H
+#define GLESLLM_OPS_REF_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* y[r][i] = x[r][i] * w[i] / sqrt(mean_i(x[r][i]^2) + eps), for rows r. */
+void ref_rms_norm(float *y, const float *x, const float *w, size_t rows, size_t n, float eps);
+
+/* sum_c w[c] x[c], in double. */
+double ref_dot(const float *w, const float *x, size_t n);
+
+/* RoPE on n_heads heads of head_dim values at v: pair i (2i, 2i+1, or i and
+ * i + head_dim/2 with neox) rotated by cos_sin[2i], cos_sin[2i + 1]. */
+void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_dim, bool neox);
+
+/* Attention of one query over positions 0..len-1 for every head: q
+ * (n_head x head_dim), k and v rows of kv_dim (n_head_kv x head_dim) values
+ * a position, n_head / n_head_kv query heads to a K/V head; out (n_head x
+ * head_dim); scores: room for len floats. */
+void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
+                   uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float *scores);
+
+/* gate[i] = silu(gate[i]) * up[i] */
+void ref_silu_mul(float *gate, const float *up, size_t n);
+
+#endif
