@@ -273,38 +273,10 @@ void staged_sums(uint k, uint lane, out float sx_lo, out float sx_hi)
 #endif
 #endif
 
-
 #include "group_sum.glsl"
 
 // The sum over the TPR lanes of this invocation's slot; valid in lane 0.
 float slot_sum(float v) { return group_sum(v, uint(TPR)); }
-
-
-// x's unit u of the token at vec4 offset xo (the norm weight applied, and
-// the zero padding of a float row's tail), with the sums of its two halves
-// and the sum of squares of the unit before the norm weight (ss).
-void load_x(uint xo, uint u, out vec4 x[8], out float sx_lo, out float sx_hi, out float ss)
-{
-    for (int k = 0; k < 8; k++)
-        x[k] = xv[xo + u * 8u + uint(k)];
-#ifdef W_IS_FLOAT
-    if ((u + 1u) * 32u > W_COLS) {  // the zero-padded tail of a float row
-        for (int k = 0; k < 8; k++)
-            x[k] = w_x_in_row(u, uint(k), x[k]);
-    }
-#endif
-    ss = 0.0;
-#ifdef NORM
-    for (int k = 0; k < 8; k++)
-        ss += dot(x[k], x[k]);
-    uint no = PARAM_U(3);
-    for (int k = 0; k < 8; k++)
-        x[k] *= xv[no + u * 8u + uint(k)];
-#endif
-    // sums of the unit's two halves of x, for the affine maps' offsets
-    sx_lo = dot(x[0] + x[1] + x[2] + x[3], vec4(1.0));
-    sx_hi = dot(x[4] + x[5] + x[6] + x[7], vec4(1.0));
-}
 
 #include "matvec_dot.glsl"
 #ifdef XG
