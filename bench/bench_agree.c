@@ -45,7 +45,7 @@
 
 static gpu_context *ctx;
 /* the engine's tuning, from the environment (tuning_from_env) */
-static tuning tune = TUNING_DEFAULT;
+static tuning tune = TUNING_DEFAULT_INIT;
 static gpu_queue *queue;
 static bool glu, norm, norm_scale, add, tails; /* --glu, --norm, --norm-scale, --add, --tails */
 

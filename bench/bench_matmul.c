@@ -27,7 +27,7 @@
 
 static gpu_context *ctx;
 /* the engine's tuning, from the environment (tuning_from_env) */
-static tuning tune = TUNING_DEFAULT;
+static tuning tune = TUNING_DEFAULT_INIT;
 static gpu_queue *queue;
 
 /* Non-tensor-core rates of the cards this was measured on (vendor figures). */

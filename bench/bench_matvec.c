@@ -58,7 +58,7 @@ static const uint64_t all_shapes[][2] = { { 4096, 4096 }, { 1024, 4096 }, { 1433
 
 static gpu_context *ctx;
 /* the engine's tuning, from the environment (tuning_from_env) */
-static tuning tune = TUNING_DEFAULT;
+static tuning tune = TUNING_DEFAULT_INIT;
 static gpu_queue *queue;
 static double target_ms = 200;
 static uint32_t n_tokens = 1; /* --tokens: the multi-token matvec of that many */

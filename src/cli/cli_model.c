@@ -63,7 +63,7 @@ int cli_model_open(const char *path, unsigned need, cli_model *cm)
 }
 
 /* the engine's tuning from the environment, read with the GPU's options */
-static tuning cli_tune = TUNING_DEFAULT;
+static tuning cli_tune = TUNING_DEFAULT_INIT;
 
 const tuning *cli_tuning(void) { return &cli_tune; }
 

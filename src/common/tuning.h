@@ -44,11 +44,14 @@ typedef struct tuning {
 enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
 #define TUNE_SMALL_AUTO (-2147483647L - 1)
 
-#define TUNING_DEFAULT                                                                       \
-    ((tuning){ .fetch_ahead = TUNE_AUTO, .f16_dot = TUNE_AUTO, .f16_subn = TUNE_AUTO,         \
-               .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,              \
-               .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,             \
-               .prefetch = TUNE_AUTO, .kv = TUNE_AUTO, .small_batch = TUNE_SMALL_AUTO })
+/* the defaults: TUNING_DEFAULT_INIT initialises a tuning (static ones too),
+ * TUNING_DEFAULT is its value */
+#define TUNING_DEFAULT_INIT                                                                   \
+    { .fetch_ahead = TUNE_AUTO, .f16_dot = TUNE_AUTO, .f16_subn = TUNE_AUTO,                   \
+      .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,                        \
+      .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
+      .prefetch = TUNE_AUTO, .kv = TUNE_AUTO, .small_batch = TUNE_SMALL_AUTO }
+#define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)
 
 /* t, or the defaults when t is NULL */
 const tuning *tuning_or_default(const tuning *t);

@@ -7,7 +7,7 @@
 
 const tuning *tuning_or_default(const tuning *t)
 {
-    static const tuning dflt = TUNING_DEFAULT;
+    static const tuning dflt = TUNING_DEFAULT_INIT;
     return t ? t : &dflt;
 }
 
