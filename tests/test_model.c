@@ -663,9 +663,10 @@ static void test_unsupported_models_are_named(void)
 
 /* ---- llama.cpp's outputs ---------------------------------------------------- */
 
+/* (arch-llama3: Llama 3.1's RoPE frequency factors, rope_freqs.weight) */
 static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32", "tiny-bpe-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
-                                             "tiny-spm-q4_k_m" };
+                                             "tiny-spm-q4_k_m", "arch-llama3" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)

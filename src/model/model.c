@@ -136,6 +136,18 @@ glesllm_status model_open(const gguf_file *f, model *m)
         m->output = m->tok_embd;
         m->tied = true;
     }
+    /* Llama 3.1/3.2's RoPE frequency factors: pair i's angle divided by
+     * factor i (llama.cpp's rope_freqs) */
+    if ((st = get_tensor(f, "rope_freqs.weight", 1, hp->head_dim / 2, true, &m->rope_freqs)))
+        return err_prefix(st, "model: ");
+    if (m->rope_freqs.data) {
+        if (m->rope_freqs.type != GGML_TYPE_F32)
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "model: tensor rope_freqs.weight is of type %s; glesllm reads RoPE "
+                           "frequency factors as F32, as llama.cpp writes them",
+                           ggml_type_name(m->rope_freqs.type));
+        m->hp.rope_freqs = m->rope_freqs.data;
+    }
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
@@ -189,7 +201,7 @@ void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)
     for (uint32_t p = 0; p < n_pos; p++) {
         float theta = (float)p;
         for (uint32_t i = 0; i < half; i++) {
-            float t = hp->rope_scale * theta;
+            float t = hp->rope_scale * (hp->rope_freqs ? theta / hp->rope_freqs[i] : theta);
             cos_sin[((size_t)p * half + i) * 2] = cosf(t);
             cos_sin[((size_t)p * half + i) * 2 + 1] = sinf(t);
             theta *= theta_scale;

@@ -22,6 +22,8 @@ typedef struct model_hparams {
     float eps;         /* RMSNorm epsilon */
     float rope_base;   /* theta base */
     float rope_scale;  /* position multiplier: 1 / linear scaling factor */
+    const float *rope_freqs; /* head_dim / 2 frequency factors (rope_freqs.weight, Llama
+                                3.1/3.2): pair i's angle divided by factor i; NULL: none */
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
     int32_t bos, eos;  /* token ids, -1 when the file has none */
@@ -50,6 +52,7 @@ typedef struct model {
     const gguf_file *file; /* not owned: stays open while the model is used */
     model_hparams hp;
     model_tensor tok_embd, out_norm, output; /* output == tok_embd when tied */
+    model_tensor rope_freqs; /* data NULL when the file has none */
     bool tied;
     model_layer *layers;
 } model;
@@ -61,8 +64,9 @@ glesllm_status model_open(const gguf_file *f, model *out);
 void model_close(model *m);
 
 /* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos, as
- * cos/sin: theta = pos * scale * base^(-2i/head_dim), computed the way
- * llama.cpp does (f32, the power built by repeated multiplication). */
+ * cos/sin: theta = scale * pos * base^(-2i/head_dim) / freqs[i] (freqs: the
+ * factors where the file has them), computed the way llama.cpp does (f32,
+ * the power built by repeated multiplication). */
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin);
 
 #endif
