@@ -110,13 +110,20 @@ struct gpu_model {
     uint32_t n_past; /* positions [0, n_past) of the cache are valid */
 };
 
-/* kernels.c: the model's kernels, each variant built once (a kernel set). */
+/* kernels.c: the model's kernels, each variant built once (a kernel set).
+ *   gm_linear_kernels   l's one-token, prefill and several-token kernels for
+ *                       the variant `one` (the several-token ones from
+ *                       `multi` where given: the output head's norm)
+ *   gm_multi_tokens     the tokens of a several-token dispatch for small
+ *                       batches of n_small; gm_multi_sets the set sizes
+ *   gm_multi_set        the set for a run of n tokens; gm_build_multi_set
+ *                       builds set si's kernels for every weight (first use) */
 glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_variant *one,
                                  const matvec_variant *multi);
-glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);
-uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
 uint32_t gm_multi_tokens(uint32_t n_small);
 void gm_multi_sets(gpu_model *gm);
+uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
+glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);
 void gm_kernels_destroy(gpu_model *gm);
 
 /* The small batches of a prefill with these flags (GPU_STEP_PLAIN: the
