@@ -103,6 +103,10 @@ static void test_info_gpu_with_each_platform(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "GLESLLM_PLATFORM=x11 is not known"), err);
     TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_DEVICE=/dev/dri/renderD250", "info --gpu"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/dev/dri/renderD250"), err);
+    /* a file that is no GPU: Mesa's GBM would open it and render in software */
+    TEST_ASSERT_EQUAL_INT(1, run("GLESLLM_DEVICE=/dev/null", "info --gpu"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/dev/null is not a DRM device node"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
 }
 
 static void test_limits_min_and_no_cache_are_reported(void)

@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "gpu/gpu_internal.h"
+
+#define DRM_MAJOR 226 /* Linux's character major of /dev/dri */
 
 #ifndef EGL_PLATFORM_GBM_KHR
 #define EGL_PLATFORM_GBM_KHR 0x31D7
@@ -160,6 +164,18 @@ static bool open_gbm(const gpu_options *opt, gpu_context *ctx, char *why, size_t
     if (fd < 0) {
         snprintf(why, why_len, "gbm: cannot open render node %s: %s%s", node, strerror(errno),
                  errno == EACCES ? " (add the user to the 'render' group)" : "");
+        return false;
+    }
+    /* Mesa's GBM accepts any file and falls back to its software renderer on
+     * one that is no GPU: a node named by GLESLLM_DEVICE must be a DRM device
+     * (character major DRM_MAJOR) */
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISCHR(sb.st_mode) || major(sb.st_rdev) != DRM_MAJOR) {
+        close(fd);
+        snprintf(why, why_len,
+                 "gbm: %s is not a DRM device node (a GPU's /dev/dri/renderD* or "
+                 "/dev/dri/card*)",
+                 node);
         return false;
     }
     void *lib = dlopen("libgbm.so.1", RTLD_NOW | RTLD_LOCAL);
