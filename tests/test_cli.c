@@ -26,18 +26,21 @@ static void slurp(const char *path, char *buf, size_t n)
 }
 
 /* Runs `env glesllm args` and returns its exit code; stdout and stderr land in out/err. */
-static int run(const char *env, const char *args)
+/* run with standard output into the file `to` (out: NULL) */
+static int run_to(const char *env, const char *args, const char *to)
 {
     char cmd[2048];
     const char *cli = getenv("GLESLLM_CLI"); /* a copied build runs elsewhere */
     snprintf(cmd, sizeof cmd, "%s '%s' %s >'%s' 2>'%s' </dev/null", env ? env : "",
              cli ? cli : GLESLLM_CLI_PATH,
-             args, out_path, err_path);
+             args, to ? to : out_path, err_path);
     int rc = system(cmd);
-    slurp(out_path, out, sizeof out);
+    slurp(to ? "/dev/null" : out_path, out, sizeof out);
     slurp(err_path, err, sizeof err);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
 }
+
+static int run(const char *env, const char *args) { return run_to(env, args, NULL); }
 
 /* how many times needle occurs in hay */
 static int count_in(const char *hay, const char *needle)
@@ -46,6 +49,19 @@ static int count_in(const char *hay, const char *needle)
     for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
         n++;
     return n;
+}
+
+/* A full disk under standard output: exit 1 and a message, for every
+ * command that prints (before, run and info exited 0, tokenize 1 silently) */
+static void test_write_errors_are_failures(void)
+{
+    if (access("/dev/full", W_OK) != 0)
+        TEST_IGNORE_MESSAGE("no /dev/full here");
+    static const char *const cmds[] = { "--version", "run -n 2 --temp 0", "info --gpu" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        TEST_ASSERT_EQUAL_INT_MESSAGE(1, run_to(NULL, cmds[i], "/dev/full"), cmds[i]);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "writing to standard output failed"), err);
+    }
 }
 
 static void test_version_and_help(void)
@@ -571,6 +587,7 @@ int main(void)
     snprintf(err_path, sizeof err_path, "/tmp/glesllm-test-cli-%ld.err", (long)getpid());
     UNITY_BEGIN();
     RUN_TEST(test_version_and_help);
+    RUN_TEST(test_write_errors_are_failures);
     RUN_TEST(test_info_gpu_reports_the_gpu);
     RUN_TEST(test_info_gpu_with_each_platform);
     RUN_TEST(test_limits_min_and_no_cache_are_reported);

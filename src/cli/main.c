@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "'glesllm COMMAND --help' describes a command.\n");
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -65,4 +65,18 @@ int main(int argc, char **argv)
         return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    /* a write to standard output that failed (a full disk, a closed pipe) is
+     * a failure, named, whatever the command made of it */
+    int e = fflush(stdout) != 0 ? errno : 0;
+    if (e || ferror(stdout)) {
+        fprintf(stderr, "glesllm: writing to standard output failed: %s\n",
+                e ? strerror(e) : "an earlier write did not complete");
+        return rc ? rc : 1;
+    }
+    return rc;
 }
