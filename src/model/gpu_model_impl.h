@@ -153,10 +153,8 @@ typedef struct gpu_pass {
     unsigned flags;
     bool last;      /* PASS_CHUNK: the prefill's final chunk */
     uint64_t norm;  /* the weight (float offset in act) of the norm the next op reads */
-    /* PASS_STEP with fuse_norm: how many partial sums of squares of x the
-     * last kernel that wrote x left at gm->sq; PASS_SMALL: that kernel and
-     * its weight (NULL: the embedding, before any) */
-    uint32_t sq_count;
+    /* the weight and kernels that last wrote x (NULL: the embedding, before
+     * any): with the norm split, where its partial sums of squares come from */
     const gpu_linear *wrote_x;
 } gpu_pass;
 

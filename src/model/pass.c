@@ -26,42 +26,66 @@ static attn_io attention_io(const gpu_model *gm, const gpu_layer *l)
 
 /* ---- the norm's partial sums (the decode step splits the norm) --------------- */
 
-/* Where a one-token matvec built with norm_scale finds the norm's partial
- * sums: the last kernel that wrote x left them (pass->sq_count of them), or
- * the embedding did not and rms_prep makes them now. */
+/* the partial sums of squares rms_prep writes for a row */
+static uint32_t prep_sums(const model_hparams *hp) { return norm_prep_groups(hp->n_embd) * NORM_WG; }
+
+/* With the norm split, how many partial sums of squares of x lie at gm->sq:
+ * those the norm_out kernel that wrote x left, or rms_prep's (x from the
+ * embedding); none without the split. */
+static uint32_t step_sq_count(const gpu_pass *p)
+{
+    const gpu_linear *wx = p->wrote_x;
+    if (!p->gm->fuse_norm)
+        return 0;
+    return wx ? matvec_norm_parts(wx->k, &wx->w) : prep_sums(hparams(p));
+}
+
+/* Where a one-token matvec built with norm_scale finds the norm's weight and
+ * its partial sums. */
 static matvec_args step_norm_args(const gpu_pass *p)
 {
     const gpu_model *gm = p->gm;
     matvec_args a = { .norm_off = p->norm, .eps = hparams(p)->eps };
     if (gm->fuse_norm)
         a.sq_off = gm->sq;
-    a.sq_count = p->sq_count;
+    a.sq_count = step_sq_count(p);
     return a;
 }
 
+/* A decode step's norm of the row at x_off into xn: with the split, its
+ * first half (x times the weight and the partial sums: rms_prep), else all
+ * of it. */
+static glesllm_status step_norm_row(gpu_pass *p, uint64_t weight, uint64_t x_off)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    if (gm->fuse_norm)
+        return norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, weight, x_off, gm->xn,
+                                gm->sq);
+    return norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps,
+                           (uint32_t)act_stride(hp->n_embd), weight, x_off, gm->xn, 1);
+}
+
 /* How a decode step splits the sum of squares before the one-token matvec
- * that reads x next: the partial sums the norm_out kernel that wrote x
- * leaves, or rms_prep's. For x_prep.comp of the several-token twin, which
- * adds them up as that matvec does, so that its sums are the step's to the
- * bit; left unset (any split) where the parts of the weight would number the
- * sums otherwise than one after the other, or without fuse_norm. */
+ * that reads x next (step_sq_count's sums), for x_prep.comp of the
+ * several-token twin, which adds them up as that matvec does, so that its
+ * sums are the step's to the bit; left unset (any split) where the parts of
+ * the weight would number the sums otherwise than one after the other, or
+ * without fuse_norm. */
 static void step_norm_split(const gpu_pass *p, matvec_args *a)
 {
-    const gpu_model *gm = p->gm;
+    const gpu_linear *wx = p->wrote_x;
     a->sq_rows = 0;
     a->sq_count = 0;
-    if (!gm->fuse_norm)
+    if (!p->gm->fuse_norm)
         return;
-    const gpu_linear *wx = p->wrote_x;
-    if (!wx) {
-        a->sq_count = norm_prep_groups(gm->m->hp.n_embd) * NORM_WG;
-        return;
+    if (wx) {
+        for (uint32_t i = 0; i + 1 < wx->w.n_parts; i++)
+            if (wx->w.parts[i].rows % wx->k->cfg.nr)
+                return;
+        a->sq_rows = wx->k->cfg.nr;
     }
-    for (uint32_t i = 0; i + 1 < wx->w.n_parts; i++)
-        if (wx->w.parts[i].rows % wx->k->cfg.nr)
-            return;
-    a->sq_rows = wx->k->cfg.nr;
-    a->sq_count = matvec_norm_parts(wx->k, &wx->w);
+    a->sq_count = step_sq_count(p);
 }
 
 /* ---- several tokens a dispatch ------------------------------------------------ */
@@ -150,7 +174,6 @@ glesllm_status pass_embed(gpu_pass *p)
     if (st)
         return st;
     p->wrote_x = NULL;
-    p->sq_count = 0;
     return get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, p->pos0, p->n, &gm->act,
                            p->kind == PASS_STEP ? gm->x : gm->bx, emb);
 }
@@ -163,14 +186,9 @@ glesllm_status pass_norm(gpu_pass *p, uint64_t weight)
     p->norm = weight;
     switch (p->kind) {
     case PASS_STEP:
-        if (!gm->fuse_norm)
-            return norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps, stride, weight,
-                                   gm->x, gm->xn, 1);
-        if (p->wrote_x) /* it wrote xn and the partial sums too (norm_out) */
+        if (gm->fuse_norm && p->wrote_x) /* it wrote xn and the partial sums too (norm_out) */
             return GLESLLM_OK;
-        p->sq_count = norm_prep_groups(hp->n_embd) * NORM_WG;
-        return norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, weight, gm->x, gm->xn,
-                                gm->sq);
+        return step_norm_row(p, weight, gm->x);
     case PASS_SMALL: /* the next matvec folds it in */
         return GLESLLM_OK;
     case PASS_CHUNK:
@@ -260,7 +278,6 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
         st = matvec_record_args(gm->q, w->k, &w->w, &gm->act,
                                 in == PASS_ATTN_OUT ? gm->attn_out : gm->hidden, &gm->act, gm->x,
                                 &o);
-        p->sq_count = matvec_norm_parts(w->k, &w->w);
     } else if (p->kind == PASS_SMALL) {
         matvec_args none = { 0 };
         st = record_multi(p, w, &gm->act, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb,
@@ -346,16 +363,11 @@ static glesllm_status record_last_logits(gpu_pass *p, uint64_t out_norm)
         return GLESLLM_OK;
     uint64_t row = gm->bx + (uint64_t)(p->n - 1) * act_stride(hp->n_embd);
     matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
-    glesllm_status st;
-    if (gm->fuse_norm) {
+    if (gm->fuse_norm) { /* rms_prep's sums, from the row below */
         a.sq_off = gm->sq;
-        a.sq_count = norm_prep_groups(hp->n_embd) * NORM_WG;
-        st = norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, out_norm, row, gm->xn,
-                              gm->sq);
-    } else {
-        st = norm_record_rms(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps,
-                             (uint32_t)act_stride(hp->n_embd), out_norm, row, gm->xn, 1);
+        a.sq_count = prep_sums(hp);
     }
+    glesllm_status st = step_norm_row(p, out_norm, row);
     if (!st)
         st = matvec_record_args(gm->q, gm->out.k, gm->output, &gm->act, gm->xn, &gm->act,
                                 gm->logits, &a);
