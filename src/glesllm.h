@@ -1,20 +1,60 @@
 /* glesllm: LLM inference through OpenGL ES 3.1 compute shaders on headless EGL.
  *
- * Public interface of libglesllm. Every function that can fail returns a
- * glesllm_status; GLESLLM_OK is 0. After a failure, glesllm_last_error()
- * returns a message for the calling thread naming what went wrong and what to
- * do about it; it stays valid until the next failing call on that thread.
+ * The whole public interface of libglesllm. A program opens a backend (the
+ * GPU: an EGL display and an OpenGL ES context), opens a model (a GGUF file)
+ * on it, makes a context (a KV cache of the model) and generates:
+ *
+ *     glesllm_backend *b;  glesllm_model *m;  glesllm_context *c;
+ *     glesllm_backend_open(NULL, &b);
+ *     glesllm_model_open(b, "model.gguf", NULL, &m);
+ *     glesllm_context_create(m, NULL, &c);
+ *     glesllm_generate(c, "Once upon a time", NULL, on_piece, NULL, NULL);
+ *
+ * (examples/simple.c is that program whole.)
+ *
+ * Errors: every call that can fail returns a glesllm_status; GLESLLM_OK is 0.
+ * After a failure glesllm_last_error() says, for the calling thread, what
+ * went wrong and what to do about it. The library never exits and never
+ * prints: its messages go to the log callback of glesllm_backend_params.
+ *
+ * Threads: a backend's OpenGL ES context is made current by the library at
+ * the start of each call that needs the GPU (the caller's own current
+ * context, if any, is put back at its end), so a backend and all that was
+ * made from it may be used from any thread, one call at a time. A call made
+ * while another thread is inside a call on the same backend returns
+ * GLESLLM_ERR_BUSY at once; to use two contexts from two threads at the
+ * same time, give each its own backend (and model). glesllm_cancel() is the
+ * exception: it may be called from any thread, or a signal handler, at any
+ * time.
+ *
+ * Handles: a handle that an open or create call returns stays valid until
+ * its close or free call. A model closed while contexts of it remain keeps what they
+ * need until the last is freed, but calls on them then fail. Closing a
+ * backend before its models and contexts is refused (GLESLLM_ERR_BUSY).
  */
 #ifndef GLESLLM_H
 #define GLESLLM_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+#if defined(_WIN32)
+#define GLESLLM_API
+#elif defined(__GNUC__)
+#define GLESLLM_API __attribute__((visibility("default")))
+#else
+#define GLESLLM_API
+#endif
+
 #define GLESLLM_VERSION_MAJOR 0
-#define GLESLLM_VERSION_MINOR 1
+#define GLESLLM_VERSION_MINOR 2
 #define GLESLLM_VERSION_PATCH 0
+
+/* ---- errors --------------------------------------------------------------- */
 
 /* Stable values: they may be stored or compared by callers. */
 typedef enum glesllm_status {
@@ -28,17 +68,339 @@ typedef enum glesllm_status {
     GLESLLM_ERR_SHADER = 7,           /* a kernel failed to compile or link */
     GLESLLM_ERR_GPU_OUT_OF_MEMORY = 8,/* the driver could not allocate GPU memory */
     GLESLLM_ERR_FORMAT = 9,           /* malformed input file (GGUF, cache, ...) */
-    GLESLLM_ERR_TIMEOUT = 10          /* the GPU did not finish in time */
+    GLESLLM_ERR_TIMEOUT = 10,         /* the GPU did not finish in time */
+    GLESLLM_ERR_BUSY = 11,            /* the backend is in a call on another thread, or
+                                         still has models or contexts open */
+    GLESLLM_ERR_SMALL_BUFFER = 12     /* the caller's buffer is too small: the call said
+                                         how much it needs */
 } glesllm_status;
 
 /* Short fixed description of a status code ("GPU out of memory"). */
-const char *glesllm_strerror(glesllm_status status);
+GLESLLM_API const char *glesllm_strerror(glesllm_status status);
 
-/* Detailed message of the last failure on this thread ("" if none). */
-const char *glesllm_last_error(void);
+/* Detailed message of the last failure on this thread ("" if none). It
+ * stays valid until the next failing call on this thread. */
+GLESLLM_API const char *glesllm_last_error(void);
 
-/* "MAJOR.MINOR.PATCH" */
-const char *glesllm_version(void);
+/* "MAJOR.MINOR.PATCH" of the library (which may be newer than this header). */
+GLESLLM_API const char *glesllm_version(void);
+
+/* ---- backend: the GPU ----------------------------------------------------- */
+
+typedef enum glesllm_platform {
+    GLESLLM_PLATFORM_AUTO = 0,    /* GBM, then EGL device, then surfaceless */
+    GLESLLM_PLATFORM_GBM,         /* a DRM render node through GBM */
+    GLESLLM_PLATFORM_DEVICE,      /* EGL_EXT_platform_device */
+    GLESLLM_PLATFORM_SURFACELESS  /* EGL_MESA_platform_surfaceless */
+} glesllm_platform;
+
+typedef enum glesllm_log_level {
+    GLESLLM_LOG_ERROR = 0,
+    GLESLLM_LOG_WARN = 1,
+    GLESLLM_LOG_INFO = 2
+} glesllm_log_level;
+
+/* A message of the library (one line, no newline). */
+typedef void (*glesllm_log_fn)(void *ud, glesllm_log_level level, const char *msg);
+
+typedef struct glesllm_backend_params {
+    glesllm_platform platform;
+    const char *device;     /* a DRM node (/dev/dri/renderD128), or NULL for the first */
+    int limits_min;         /* nonzero: size every kernel by the GLES 3.1 minimum limits */
+    int no_cache;           /* nonzero: never read or write the compiled-kernel cache */
+    const char *cache_dir;  /* the kernel cache folder; NULL: $XDG_CACHE_HOME/glesllm,
+                               else ~/.cache/glesllm */
+    /* nonzero: read the engine's tuning from GLESLLM_* environment variables
+     * (docs/tuning.md); zero: the engine's own choices */
+    int tuning_from_env;
+    glesllm_log_fn log;     /* NULL: messages are dropped */
+    void *log_ud;
+} glesllm_backend_params;
+
+typedef struct glesllm_backend glesllm_backend;
+
+/* The defaults: every field zero or NULL. */
+GLESLLM_API glesllm_backend_params glesllm_backend_default_params(void);
+
+/* The defaults changed by the environment as the glesllm command reads it:
+ * GLESLLM_PLATFORM (gbm, device, surfaceless, auto), GLESLLM_DEVICE,
+ * GLESLLM_LIMITS=min, GLESLLM_NO_CACHE=1, and tuning_from_env set. A value
+ * it does not know is an error naming it. */
+GLESLLM_API glesllm_status glesllm_backend_params_from_env(glesllm_backend_params *out);
+
+/* Opens the GPU (params NULL: the defaults). Fails with GLESLLM_ERR_EGL or
+ * GLESLLM_ERR_UNSUPPORTED, saying why, where no display offers OpenGL ES
+ * 3.1 with compute shaders. */
+GLESLLM_API glesllm_status glesllm_backend_open(const glesllm_backend_params *params,
+                                                glesllm_backend **out);
+/* Refused (GLESLLM_ERR_BUSY) while models of it are open; NULL is fine. */
+GLESLLM_API glesllm_status glesllm_backend_close(glesllm_backend *b);
+
+/* GL_RENDERER ("NVIDIA H100 80GB HBM3/PCIe/SSE2", "llvmpipe (LLVM 15.0.6, 256 bits)"). */
+GLESLLM_API const char *glesllm_backend_renderer(const glesllm_backend *b);
+
+/* What the engine runs on, as `glesllm info --gpu` prints it: platform, GL
+ * strings, limits, optional extensions, kernel cache and the engine's choices,
+ * one "name: value" line each. *text is malloc'd; free() it. */
+GLESLLM_API glesllm_status glesllm_backend_describe(glesllm_backend *b, char **text);
+
+/* ---- model: a GGUF file ----------------------------------------------------- */
+
+typedef struct glesllm_model glesllm_model;
+
+/* Progress of the upload: bytes done of the total; called on the calling thread. */
+typedef void (*glesllm_progress_fn)(void *ud, uint64_t done, uint64_t total);
+
+typedef struct glesllm_model_params {
+    glesllm_progress_fn progress; /* the weights' upload (first context); may be NULL */
+    void *progress_ud;
+} glesllm_model_params;
+
+/* Opens and checks a GGUF model: its architecture, tensors and vocabulary.
+ * b may be NULL: the model can then be queried and tokenize, but no
+ * context made of it. The weights go to the GPU with the first context.
+ * A file the engine cannot run is an error naming the reason. */
+GLESLLM_API glesllm_status glesllm_model_open(glesllm_backend *b, const char *path,
+                                              const glesllm_model_params *params,
+                                              glesllm_model **out);
+/* The built-in demo model (a small llama of random weights: its text means
+ * nothing) for a first run and for tests without a file. */
+GLESLLM_API glesllm_status glesllm_model_open_demo(glesllm_backend *b,
+                                                   const glesllm_model_params *params,
+                                                   glesllm_model **out);
+/* NULL is fine. Contexts still open fail from now on (see Handles above). */
+GLESLLM_API void glesllm_model_close(glesllm_model *m);
+
+/* Queries; 0 or NULL for a NULL model. */
+GLESLLM_API const char *glesllm_model_arch(const glesllm_model *m);   /* "llama", "qwen2" */
+GLESLLM_API uint32_t glesllm_model_n_vocab(const glesllm_model *m);
+GLESLLM_API uint32_t glesllm_model_n_ctx_train(const glesllm_model *m);
+GLESLLM_API uint32_t glesllm_model_n_layer(const glesllm_model *m);
+GLESLLM_API uint32_t glesllm_model_n_embd(const glesllm_model *m);
+GLESLLM_API uint64_t glesllm_model_n_params(const glesllm_model *m);
+GLESLLM_API uint64_t glesllm_model_size(const glesllm_model *m); /* tensor bytes in the file */
+/* Special tokens; -1 where the vocabulary has none. */
+GLESLLM_API int32_t glesllm_token_bos(const glesllm_model *m);
+GLESLLM_API int32_t glesllm_token_eos(const glesllm_model *m);
+GLESLLM_API int32_t glesllm_token_eot(const glesllm_model *m);
+/* Whether generation ends at token (EOS, EOT, end-of-turn tokens). */
+GLESLLM_API int glesllm_token_is_eog(const glesllm_model *m, int32_t token);
+
+/* The value of metadata key as text (numbers in decimal, arrays as
+ * "[n items]") into buf (NUL-terminated, cut to size); returns the length
+ * of the whole text, or -1 when the file has no such key. */
+GLESLLM_API int32_t glesllm_model_meta(const glesllm_model *m, const char *key, char *buf,
+                                       size_t size);
+/* tokenizer.chat_template, or NULL when the file has none. */
+GLESLLM_API const char *glesllm_model_chat_template(const glesllm_model *m);
+
+/* ---- text ------------------------------------------------------------------- */
+
+enum {
+    GLESLLM_TOKENIZE_ADD_SPECIAL = 1,  /* BOS (and EOS) as the vocabulary asks */
+    GLESLLM_TOKENIZE_PARSE_SPECIAL = 2 /* control-token text (<s>, <|im_end|>) becomes that
+                                          token; else it is plain text */
+};
+
+/* The ids of text[0..len) into ids (room for cap), their count into *n.
+ * When more than cap: GLESLLM_ERR_SMALL_BUFFER, *n the count needed. The
+ * same ids as `glesllm tokenize` and llama.cpp give. */
+GLESLLM_API glesllm_status glesllm_tokenize(const glesllm_model *m, const char *text, size_t len,
+                                            unsigned flags, int32_t *ids, size_t cap, size_t *n);
+
+/* The bytes of one token (a piece of UTF-8, maybe part of a character)
+ * into buf; returns how many it has, which may exceed size (then buf holds
+ * the first size). Control tokens give nothing unless special is nonzero.
+ * 0 for an id outside the vocabulary. */
+GLESLLM_API size_t glesllm_token_piece(const glesllm_model *m, int32_t token, int special,
+                                       char *buf, size_t size);
+
+enum {
+    GLESLLM_DETOKENIZE_REMOVE_SPECIAL = 1, /* drop a leading BOS and trailing EOS */
+    GLESLLM_DETOKENIZE_SPECIAL = 2         /* control tokens give their text */
+};
+/* The text of ids[0..n) into buf (NUL-terminated), its length into *len.
+ * When it does not fit: GLESLLM_ERR_SMALL_BUFFER, *len the length needed. */
+GLESLLM_API glesllm_status glesllm_detokenize(const glesllm_model *m, const int32_t *ids,
+                                              size_t n, unsigned flags, char *buf, size_t size,
+                                              size_t *len);
+
+/* ---- context: a KV cache of one model --------------------------------------- */
+
+typedef struct glesllm_context glesllm_context;
+
+typedef struct glesllm_context_params {
+    uint32_t n_ctx;   /* positions; 0: the model's training context, at most 4096 */
+    uint32_t n_batch; /* prompt tokens a batched pass; 0: 512 */
+    uint32_t draft_max; /* the most drafted tokens it checks a pass as the target of
+                           speculative decoding (glesllm_set_draft); 0: 7 */
+} glesllm_context_params;
+
+/* Makes a context (params NULL: the defaults). The model's weights are
+ * uploaded with its first context; later contexts share them. Fails with
+ * GLESLLM_ERR_GPU_OUT_OF_MEMORY, naming the sizes, where they do not fit. */
+GLESLLM_API glesllm_status glesllm_context_create(glesllm_model *m,
+                                                  const glesllm_context_params *params,
+                                                  glesllm_context **out);
+/* NULL is fine. */
+GLESLLM_API void glesllm_context_free(glesllm_context *c);
+
+GLESLLM_API uint32_t glesllm_context_n_ctx(const glesllm_context *c);
+/* Positions the cache holds: [0, n_past). */
+GLESLLM_API uint32_t glesllm_context_n_past(const glesllm_context *c);
+/* The token at a cached position, -1 outside [0, n_past). */
+GLESLLM_API int32_t glesllm_context_token(const glesllm_context *c, uint32_t pos);
+/* The model of c (NULL for NULL). */
+GLESLLM_API glesllm_model *glesllm_context_model(const glesllm_context *c);
+
+/* ---- sampling --------------------------------------------------------------- */
+
+typedef struct glesllm_sampling {
+    float temp;             /* <= 0: greedy (the most likely token) */
+    int32_t top_k;          /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off */
+    int32_t repeat_last_n;  /* tokens the penalty looks at; -1: the whole context */
+    uint64_t seed;          /* the same seed gives the same tokens */
+} glesllm_sampling;
+
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat
+ * penalty 1 over the last 64, seed 0. */
+GLESLLM_API glesllm_sampling glesllm_sampling_default(void);
+/* Greedy: temp 0. */
+GLESLLM_API glesllm_sampling glesllm_sampling_greedy(void);
+
+/* How c picks tokens from now on (glesllm_decode's next token and
+ * glesllm_generate); a new seed restarts the random sequence. Contexts
+ * start greedy. */
+GLESLLM_API glesllm_status glesllm_set_sampling(glesllm_context *c, const glesllm_sampling *s);
+
+/* ---- decoding ----------------------------------------------------------------- */
+
+enum {
+    /* keep the logits of every token of the batch (n at most the batch size),
+     * not only the last's */
+    GLESLLM_DECODE_ALL_LOGITS = 1
+};
+
+/* Runs tokens ids[0..n) at positions pos .. pos + n - 1; pos at most
+ * n_past (an earlier pos drops the cached positions from it on, as
+ * glesllm_truncate does). A batch of several tokens goes through the
+ * batched prefill. Afterwards n_past is pos + n, the last token's logits
+ * can be read, and the next token (by the context's sampling) is ready. */
+GLESLLM_API glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n,
+                                          uint32_t pos, unsigned flags);
+
+/* The logits (n_vocab floats) of token i of the last decode's batch (i = -1:
+ * its last token; other i need GLESLLM_DECODE_ALL_LOGITS). Copies; slow
+ * next to glesllm_next_token. */
+GLESLLM_API glesllm_status glesllm_get_logits(glesllm_context *c, int32_t i, float *out);
+
+/* The token the context's sampling picks after the last decode (greedy:
+ * the argmax, found on the GPU). Each call picks anew. */
+GLESLLM_API glesllm_status glesllm_next_token(glesllm_context *c, int32_t *token);
+
+/* Drops cached positions from n_past on (n_past at most the current). */
+GLESLLM_API glesllm_status glesllm_truncate(glesllm_context *c, uint32_t n_past);
+
+/* ---- generation --------------------------------------------------------------- */
+
+/* Text of a generated token: the bytes of complete UTF-8 characters (len
+ * may be 0 while a character is incomplete); after the last token a call
+ * with token -1 gives what is left. Return nonzero to stop. */
+typedef int (*glesllm_piece_fn)(void *ud, int32_t token, const char *text, size_t len);
+
+typedef enum glesllm_stop {
+    GLESLLM_STOP_N_PREDICT = 0, /* the token count */
+    GLESLLM_STOP_EOG = 1,       /* an end-of-generation token */
+    GLESLLM_STOP_CONTEXT = 2,   /* the context is full */
+    GLESLLM_STOP_CALLBACK = 3,  /* the piece callback returned nonzero */
+    GLESLLM_STOP_CANCELLED = 4  /* glesllm_cancel */
+} glesllm_stop;
+
+typedef struct glesllm_generate_params {
+    int32_t n_predict;      /* tokens to generate; < 0: until a stop. 0 in
+                               glesllm_generate_default: 128 */
+    int ignore_eos;         /* nonzero: end-of-generation tokens do not stop */
+    int special;            /* nonzero: control-token text in a text prompt becomes
+                               that token; their pieces print their text */
+} glesllm_generate_params;
+
+GLESLLM_API glesllm_generate_params glesllm_generate_default(void);
+
+typedef struct glesllm_generate_result {
+    uint32_t n_prompt;      /* prompt tokens */
+    uint32_t n_reused;      /* of them, already in the cache (not run again) */
+    uint32_t n_gen;         /* tokens generated */
+    double prompt_s, gen_s; /* wall time of the prompt and of generation */
+    glesllm_stop stop;
+    uint32_t dispatches_per_token;
+    /* speculative decoding (glesllm_set_draft): verification passes,
+     * tokens drafted, drafted tokens accepted, tokens by plain steps */
+    uint32_t n_rounds, n_drafted, n_accepted, n_plain;
+} glesllm_generate_result;
+
+/* Tokenizes prompt (BOS as the vocabulary asks) and generates. */
+GLESLLM_API glesllm_status glesllm_generate(glesllm_context *c, const char *prompt,
+                                            const glesllm_generate_params *params,
+                                            glesllm_piece_fn on_piece, void *ud,
+                                            glesllm_generate_result *result);
+/* The same from token ids. The longest prefix of them that the context
+ * already holds (an earlier generate, or a loaded state) is not run again;
+ * the rest of the cache is dropped. Then tokens by the context's sampling
+ * until params->n_predict, an end-of-generation token, a full context,
+ * the callback's request or glesllm_cancel. on_piece may be NULL. */
+GLESLLM_API glesllm_status glesllm_generate_tokens(glesllm_context *c, const int32_t *prompt,
+                                                   uint32_t n_prompt,
+                                                   const glesllm_generate_params *params,
+                                                   glesllm_piece_fn on_piece, void *ud,
+                                                   glesllm_generate_result *result);
+
+/* Asks the generate running on c (or the next to start) to stop after its
+ * current token. Any thread, or a signal handler; never blocks. */
+GLESLLM_API void glesllm_cancel(glesllm_context *c);
+
+/* Speculative decoding: draft (a context of a small model with the same
+ * vocabulary, on the same backend) proposes up to draft_max tokens a round
+ * (draft_min at least; 0: plain steps where drafting does not pay) that c
+ * checks in one pass. Greedy, the tokens are those of c alone. NULL turns
+ * it off. The draft context must outlive its use by c. */
+GLESLLM_API glesllm_status glesllm_set_draft(glesllm_context *c, glesllm_context *draft,
+                                             uint32_t draft_max, uint32_t draft_min);
+
+/* ---- state: what a context holds --------------------------------------------- */
+
+/* Writes the cached positions and their tokens to path (through a temporary
+ * file renamed at the end: nothing is left behind on failure). */
+GLESLLM_API glesllm_status glesllm_state_save_file(glesllm_context *c, const char *path);
+/* Reads a state written for this model (another model's, or a cut one, is
+ * refused and the context left empty). prefix (may be NULL): only the
+ * longest common prefix of the file's tokens and prefix[0..n_prefix) is
+ * loaded. *n_loaded (may be NULL): the positions loaded. */
+GLESLLM_API glesllm_status glesllm_state_load_file(glesllm_context *c, const char *path,
+                                                   const int32_t *prefix, uint32_t n_prefix,
+                                                   uint32_t *n_loaded);
+/* The same in memory: *size gets the bytes the state takes; with buf NULL
+ * or size too small (GLESLLM_ERR_SMALL_BUFFER) nothing is written. */
+GLESLLM_API glesllm_status glesllm_state_save(glesllm_context *c, void *buf, size_t cap,
+                                              size_t *size);
+GLESLLM_API glesllm_status glesllm_state_load(glesllm_context *c, const void *buf, size_t size);
+
+/* ---- tools --------------------------------------------------------------------- */
+
+/* Perplexity of text as llama.cpp's `perplexity` computes it: windows of
+ * the context's size, the second half of each scored. max_chunks 0: every
+ * whole window. The text needs at least two windows of tokens. */
+typedef struct glesllm_perplexity_result {
+    double ppl, ppl_err, nll;
+    uint32_t n_chunks, n_scored, n_tokens;
+    int cancelled; /* glesllm_cancel stopped it: the figures are of the windows done */
+} glesllm_perplexity_result;
+typedef void (*glesllm_chunk_fn)(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl);
+GLESLLM_API glesllm_status glesllm_perplexity(glesllm_context *c, const char *text, size_t len,
+                                              uint32_t max_chunks, glesllm_chunk_fn on_chunk,
+                                              void *ud, glesllm_perplexity_result *result);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,8 @@ const char *glesllm_strerror(glesllm_status status)
     case GLESLLM_ERR_GPU_OUT_OF_MEMORY: return "GPU out of memory";
     case GLESLLM_ERR_FORMAT: return "malformed file";
     case GLESLLM_ERR_TIMEOUT: return "GPU timeout";
+    case GLESLLM_ERR_BUSY: return "busy";
+    case GLESLLM_ERR_SMALL_BUFFER: return "buffer too small";
     }
     return "unknown error";
 }

@@ -91,6 +91,21 @@ glesllm_status gpu_context_f16_subnormals(gpu_context *ctx, bool *out);
  * operations (ops/matvec.c matvec_multi_config). */
 enum { GPU_SG_HALVES = 1, GPU_SG_NEIGHBOURS = 2 };
 glesllm_status gpu_context_subgroup_order(gpu_context *ctx, int *out);
+/* The calling thread's current EGL context, kept by gpu_context_enter so
+ * that gpu_context_leave puts it back: the library's entry points make the
+ * context current on whatever thread calls them, and leave the caller's
+ * own (or none) current afterwards, so that another thread may take it. */
+typedef struct gpu_current {
+    void *display, *draw, *read, *context;
+    bool switched; /* enter made ctx current; leave undoes it */
+} gpu_current;
+/* The calling thread's current context now (none: context NULL). */
+gpu_current gpu_current_get(void);
+/* Makes ctx current on this thread unless it is already; an error where it
+ * is current on another thread. */
+glesllm_status gpu_context_enter(gpu_context *ctx, gpu_current *saved);
+/* Puts back what was current before enter (saved->switched), else nothing. */
+void gpu_context_leave(gpu_context *ctx, const gpu_current *saved);
 /* The program cache folder, or NULL when the cache is off. */
 const char *gpu_context_cache_dir(const gpu_context *ctx);
 /* Why the cache is off (NULL when it is on). */

@@ -275,3 +275,37 @@ const char *gpu_context_cache_off_reason(const gpu_context *ctx)
 {
     return ctx->cache_on ? NULL : ctx->cache_off_reason;
 }
+
+gpu_current gpu_current_get(void)
+{
+    gpu_current c = { eglGetCurrentDisplay(), eglGetCurrentSurface(EGL_DRAW),
+                      eglGetCurrentSurface(EGL_READ), eglGetCurrentContext(), true };
+    if (c.context == EGL_NO_CONTEXT)
+        c.context = NULL;
+    return c;
+}
+
+glesllm_status gpu_context_enter(gpu_context *ctx, gpu_current *saved)
+{
+    *saved = gpu_current_get();
+    saved->switched = false;
+    if (saved->context == ctx->context)
+        return GLESLLM_OK;
+    if (!eglMakeCurrent(ctx->display, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx->context))
+        return err_set(GLESLLM_ERR_EGL,
+                       "cannot make the GPU context current on this thread (eglMakeCurrent: %s); "
+                       "is it current on another thread?",
+                       gpu_egl_error_name(eglGetError()));
+    saved->switched = true;
+    return GLESLLM_OK;
+}
+
+void gpu_context_leave(gpu_context *ctx, const gpu_current *saved)
+{
+    if (!saved->switched)
+        return;
+    if (saved->context)
+        eglMakeCurrent(saved->display, saved->draw, saved->read, saved->context);
+    else
+        eglMakeCurrent(ctx->display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+}

@@ -85,11 +85,19 @@ typedef struct fuse_part {
 
 /* Uploads rows of several tensors of one type as one weight. interleave:
  * row 2i from parts[0], 2i+1 from parts[1] (gate/up); else one after the
- * other. */
+ * other. twin: the same weight of the model whose weights gm shares, taken
+ * instead. */
 static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_part *parts,
-                                   uint32_t n, bool interleave, gpu_weight *out)
+                                   uint32_t n, bool interleave, const gpu_weight *twin,
+                                   gpu_weight *out)
 {
+    if (twin) { /* the weights of the model gm shares them with (not owned) */
+        *out = *twin;
+        return GLESLLM_OK;
+    }
     const model_tensor *t0 = parts[0].t;
+    if (n == 1 && !parts[0].pair_halves) /* the tensor as it is */
+        return gpu_weight_upload(gm->ctx, name, t0->type, t0->rows, t0->cols, t0->data, 0, out);
     uint64_t rb = model_tensor_row_bytes(t0), rows = 0;
     for (uint32_t i = 0; i < n; i++)
         rows += parts[i].t->rows;
@@ -126,10 +134,10 @@ static void progress(upload_progress *p, uint64_t bytes)
 
 /* Uploads a tensor as one weight with its kernels. */
 static glesllm_status upload_linear(gpu_model *gm, const model_tensor *t, const matvec_variant *var,
-                                    gpu_linear *out)
+                                    const gpu_linear *twin, gpu_linear *out)
 {
-    glesllm_status st =
-        gpu_weight_upload(gm->ctx, t->name, t->type, t->rows, t->cols, t->data, 0, &out->w);
+    fuse_part part = { t, false };
+    glesllm_status st = upload_fused(gm, t->name, &part, 1, false, twin ? &twin->w : NULL, &out->w);
     return st ? st : gm_linear_kernels(gm, out, var, NULL);
 }
 
@@ -138,6 +146,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     const model_hparams *hp = &gm->m->hp;
     const model_layer *l = &gm->m->layers[li];
     gpu_layer *g = &gm->layers[li];
+    const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL; /* shared weights */
     bool neox = hp->rope_neox;
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
@@ -155,7 +164,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
             j++;
         segment *s = &g->qkv[g->n_qkv];
         snprintf(name, sizeof name, "blk.%u.attn_qkv[%u]", li, g->n_qkv);
-        if ((st = upload_fused(gm, name, parts + i, j - i, false, &s->l.w)))
+        if ((st = upload_fused(gm, name, parts + i, j - i, false, tw ? &tw->qkv[g->n_qkv].l.w : NULL,
+                               &s->l.w)))
             return st;
         g->n_qkv++;
         s->row_base = row_base;
@@ -170,7 +180,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
      * them scale (the norm split across two kernels) */
     matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
     add.norm_out = glu.norm_scale = gm->fuse_norm;
-    if ((st = upload_linear(gm, &l->wo, &add, &g->wo)))
+    if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     if (l->gate.type != l->up.type)
@@ -180,11 +190,11 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
                        li, ggml_type_name(l->gate.type), ggml_type_name(l->up.type));
     fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
-    if ((st = upload_fused(gm, name, gu, 2, true, &g->glu.w)) ||
+    if ((st = upload_fused(gm, name, gu, 2, true, tw ? &tw->glu.w : NULL, &g->glu.w)) ||
         (st = gm_linear_kernels(gm, &g->glu, &glu, NULL)))
         return st;
     progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
-    if ((st = upload_linear(gm, &l->down, &add, &g->down)))
+    if ((st = upload_linear(gm, &l->down, &add, tw ? &tw->down : NULL, &g->down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
     for (uint32_t i = 0; i < g->n_qkv; i++)
@@ -356,12 +366,12 @@ static glesllm_status create_caches(gpu_model *gm)
 
 /* ---- create / destroy ---------------------------------------------------------- */
 
-static void linear_destroy(gpu_linear *l) { gpu_weight_destroy(&l->w); }
-
 void gpu_model_destroy(gpu_model *gm)
 {
     if (!gm)
         return;
+    /* (weights shared with another model are that one's) */
+#define linear_destroy(l) (gm->share ? (void)0 : gpu_weight_destroy(&(l)->w))
     if (gm->q) {
         gpu_queue_wait(gm->q, 0);
         gpu_queue_destroy(gm->q);
@@ -378,7 +388,9 @@ void gpu_model_destroy(gpu_model *gm)
     free(gm->layers);
     if (gm->out.w.parts != gm->tok_embd.parts) /* (tied: the embeddings') */
         linear_destroy(&gm->out);
-    gpu_weight_destroy(&gm->tok_embd);
+    if (!gm->share)
+        gpu_weight_destroy(&gm->tok_embd);
+#undef linear_destroy
     get_rows_destroy(&gm->embed);
     gm_kernels_destroy(gm);
     attn_destroy(&gm->attn);
@@ -419,7 +431,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     upload_progress pr = { opt, 0, 0 };
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
         pr.total += gguf_tensor_at(m->file, i)->size;
-    glesllm_status st = check_memory(gm, pr.total);
+    glesllm_status st = check_memory(gm, gm->share ? 0 : pr.total);
     if (st)
         return st;
     if (opt->prefetch) {
@@ -442,8 +454,9 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     if ((st = create_act(gm)) || (st = create_caches(gm)))
         return st;
     const model_tensor *te = &m->tok_embd;
-    if ((st = gpu_weight_upload(gm->ctx, te->name, te->type, te->rows, te->cols, te->data, 0,
-                                &gm->tok_embd)) ||
+    fuse_part emb = { te, false };
+    if ((st = upload_fused(gm, te->name, &emb, 1, false, gm->share ? &gm->share->tok_embd : NULL,
+                           &gm->tok_embd)) ||
         (st = get_rows_build(gm->ctx, te->type, &gm->embed)))
         return st;
     progress(&pr, te->rows * model_tensor_row_bytes(te));
@@ -451,8 +464,9 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     /* the output head: its own tensor, or the embeddings (tied) */
     if (!m->tied) {
         const model_tensor *o = &m->output;
-        if ((st = gpu_weight_upload(gm->ctx, o->name, o->type, o->rows, o->cols, o->data, 0,
-                                    &gm->out.w)))
+        fuse_part out = { o, false };
+        if ((st = upload_fused(gm, o->name, &out, 1, false, gm->share ? &gm->share->out.w : NULL,
+                               &gm->out.w)))
             return st;
         gm->weight_bytes += gm->out.w.bytes;
         progress(&pr, o->rows * model_tensor_row_bytes(o));
@@ -486,8 +500,14 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gpu_model *gm = calloc(1, sizeof *gm);
     if (!gm)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    if (opt->share && (opt->share->ctx != ctx || opt->share->m != m)) {
+        free(gm);
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "weights can be shared only between models of one file on one GPU context");
+    }
     gm->ctx = ctx;
     gm->m = m;
+    gm->share = opt->share;
     gm->tune = *t;
     gm->n_ctx = opt->n_ctx;
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;

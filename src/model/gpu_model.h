@@ -41,6 +41,8 @@ const char *kv_placement_name(kv_placement p);
 void gpu_model_prefetch_choose(gpu_context *ctx, const tuning *t, uint64_t down_bytes, bool *out,
                                const char **why);
 
+typedef struct gpu_model gpu_model;
+
 typedef struct gpu_model_options {
     uint32_t n_ctx;         /* context length (KV cache positions) */
     kv_placement kv;        /* KV_AUTO: kv_placement_choose */
@@ -58,11 +60,13 @@ typedef struct gpu_model_options {
     int32_t prefetch;       /* the FFN down matrix into the cache beside gate/up:
                                0 prefetch_choose, > 0 on, < 0 off */
     const tuning *tuning;   /* NULL: the engine's choices (TUNING_DEFAULT) */
+    /* another gpu_model of the same model and GPU context whose weights this
+     * one reads instead of uploading its own (the cache, activations and
+     * kernels are its own): it must outlive this one. NULL: none */
+    const gpu_model *share;
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8
-
-typedef struct gpu_model gpu_model;
 
 /* Uploads every tensor (repacked) and creates the cache. Checks the memory
  * it needs against what the driver says is free first. */

@@ -56,6 +56,7 @@ struct gpu_model {
     gpu_context *ctx;
     gpu_queue *q;
     const model *m;
+    const gpu_model *share; /* the weights are this one's (gpu_model_options.share) */
     arch_graph graph;
     tuning tune;
     uint32_t n_ctx;

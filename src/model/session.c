@@ -192,15 +192,27 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s: %ld bytes, but its header says %llu (cut short or damaged); delete it",
                        path, size, (unsigned long long)expect);
-    uint32_t n = 0;
+    /* the file's tokens, as far as they match want (want NULL: all), at most
+     * the context's */
+    uint32_t n = 0, n_vocab = h.n_vocab;
+    uint32_t most = h.n_tokens < gpu_model_n_ctx(gm) ? h.n_tokens : gpu_model_n_ctx(gm);
     unsigned char b[4];
-    while (n < h.n_tokens && n < n_want && fread(b, 1, 4, f) == 4 && (int32_t)get32(b) == want[n])
-        n++;
-    if (n > gpu_model_n_ctx(gm))
-        n = gpu_model_n_ctx(gm);
-    *n_loaded = n;
-    if ((st = gpu_model_truncate(gm, 0)) || !n)
+    if ((st = gpu_model_truncate(gm, 0)))
         return st;
+    while (n < most && (!want || n < n_want) && fread(b, 1, 4, f) == 4) {
+        int32_t tok = (int32_t)get32(b);
+        if (tok < 0 || (uint32_t)tok >= n_vocab)
+            return err_set(GLESLLM_ERR_FORMAT, "%s: token %d at position %u is outside the "
+                           "vocabulary (damaged); delete it", path, tok, n);
+        if (want && tok != want[n])
+            break;
+        if ((st = gpu_model_set_token(gm, n, tok)))
+            return st;
+        n++;
+    }
+    *n_loaded = n;
+    if (!n)
+        return GLESLLM_OK;
     size_t bytes = row * n;
     unsigned char *k = malloc(2 * bytes);
     if (!k)
@@ -220,6 +232,18 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     return st;
 }
 
+glesllm_status session_read(gpu_model *gm, FILE *f, const char *name, const int32_t *want,
+                            uint32_t n_want, uint32_t *n_loaded)
+{
+    *n_loaded = 0;
+    glesllm_status st = load(gm, f, name, want, n_want, n_loaded);
+    if (st) { /* (nothing of a refused file stays) */
+        *n_loaded = 0;
+        gpu_model_truncate(gm, 0);
+    }
+    return st;
+}
+
 glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want, uint32_t n_want,
                             uint32_t *n_loaded)
 {
@@ -227,9 +251,25 @@ glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(GLESLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    glesllm_status st = load(gm, f, path, want, n_want, n_loaded);
+    glesllm_status st = session_read(gm, f, path, want, n_want, n_loaded);
     fclose(f);
-    if (st)
-        *n_loaded = 0;
+    return st;
+}
+
+uint64_t session_bytes(const gpu_model *gm, uint32_t n)
+{
+    session_header h = header_of(gm, n);
+    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n;
+}
+
+glesllm_status session_write(gpu_model *gm, FILE *f, const int32_t *tokens, uint32_t n)
+{
+    if (n > gpu_model_n_past(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "saving %u positions of a cache that holds %u", n, gpu_model_n_past(gm));
+    session_header h = header_of(gm, n);
+    glesllm_status st = GLESLLM_OK;
+    if (!write_body(gm, f, &h, tokens, &st) && !st)
+        st = err_set(GLESLLM_ERR_IO, "writing the state failed: %s", strerror(errno));
     return st;
 }

@@ -16,6 +16,7 @@
 #define GLESLLM_MODEL_SESSION_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/gpu_model.h"
 
@@ -27,9 +28,19 @@ glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *toke
 
 /* Reads a session file written for this model and puts the longest common
  * prefix of its tokens and want[0..n_want) into gm's cache (positions 0 ..
- * *n_loaded - 1; gpu_model_n_past becomes *n_loaded). A file that is not
+ * *n_loaded - 1; gpu_model_n_past becomes *n_loaded) and their ids into
+ * the token slots. A file that is not
  * one, is cut short, or was written for another model is an error naming it. */
 glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want, uint32_t n_want,
                             uint32_t *n_loaded);
+
+/* The same on streams (a file, or memory through fmemopen): session_read
+ * with want NULL loads every position the stream holds (at most the
+ * context's), naming the stream `name` in errors; session_bytes is what
+ * session_write writes for n positions. */
+glesllm_status session_read(gpu_model *gm, FILE *f, const char *name, const int32_t *want,
+                            uint32_t n_want, uint32_t *n_loaded);
+glesllm_status session_write(gpu_model *gm, FILE *f, const int32_t *tokens, uint32_t n);
+uint64_t session_bytes(const gpu_model *gm, uint32_t n);
 
 #endif

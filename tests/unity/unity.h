@@ -84,6 +84,9 @@ void UnityAssertCompareFloat(int op, double threshold, double actual, const char
 #define TEST_ASSERT_NOT_EQUAL(e, a) TEST_ASSERT_MESSAGE((e) != (a), "Expected Not-Equal")
 #define TEST_ASSERT_NOT_EQUAL_MESSAGE(e, a, m) TEST_ASSERT_MESSAGE((e) != (a), (m))
 #define TEST_ASSERT_EQUAL_INT32(e, a) TEST_ASSERT_EQUAL_INT((e), (a))
+#define TEST_ASSERT_EQUAL_INT32_MESSAGE(e, a, m) TEST_ASSERT_EQUAL_INT_MESSAGE((e), (a), (m))
+#define TEST_ASSERT_EQUAL_INT32_ARRAY(e, a, n)                                                     \
+    UnityAssertMemory((e), (a), (size_t)(n) * sizeof(int32_t), NULL, TEST_LINE_)
 #define TEST_ASSERT_EQUAL_INT64(e, a) TEST_ASSERT_EQUAL_INT((e), (a))
 #define TEST_ASSERT_EQUAL_UINT(e, a)                                                               \
     UnityAssertUInt((uintmax_t)(e), (uintmax_t)(a), NULL, TEST_LINE_)

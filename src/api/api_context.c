@@ -1,0 +1,507 @@
+/* The context handle: a GPU model of the model's weights with its own KV
+ * cache; decoding, picking the next token, and the state in files and
+ * memory. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "engine/generate.h"
+#include "model/session.h"
+
+glesllm_status api_check_context(const glesllm_context *c)
+{
+    if (!c)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the context is NULL");
+    if (c->tag != TAG_CONTEXT)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the handle given as a context is not one (or was freed)");
+    if (c->m->closed)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the context's model was closed; free the context");
+    return GLESLLM_OK;
+}
+
+sampler_params api_sampler_params(const glesllm_sampling *s)
+{
+    sampler_params p = { s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty,
+                         s->repeat_last_n, s->seed };
+    return p;
+}
+
+glesllm_sampling glesllm_sampling_default(void)
+{
+    sampler_params p = sampler_defaults();
+    glesllm_sampling s = { p.temp, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.repeat_last_n,
+                           p.seed };
+    return s;
+}
+
+glesllm_sampling glesllm_sampling_greedy(void)
+{
+    glesllm_sampling s = glesllm_sampling_default();
+    s.temp = 0.0f;
+    return s;
+}
+
+/* The context's call: its checks, then the backend entered. */
+static glesllm_status enter(const glesllm_context *c, api_call *call)
+{
+    glesllm_status st = api_check_context(c);
+    return st ? st : api_enter(c->m->b, false, call);
+}
+
+glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_params *params,
+                                      glesllm_context **out)
+{
+    if (!out)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    glesllm_status st = api_check_model(m);
+    if (st)
+        return st;
+    if (!m->b)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the model was opened without a backend: it has no GPU to run on");
+    glesllm_context_params p = { 0, 0, 0 };
+    if (params)
+        p = *params;
+    const model_hparams *hp = &m->m.hp;
+    uint32_t n_ctx = p.n_ctx;
+    if (!n_ctx)
+        n_ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p.draft_max > GEN_DRAFT_MAX_LIMIT)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "draft_max %u is over the limit of %d",
+                       p.draft_max, GEN_DRAFT_MAX_LIMIT);
+    glesllm_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    api_call call;
+    if ((st = api_enter(m->b, false, &call))) {
+        free(c);
+        return st;
+    }
+    /* a verifying pass checks up to n_small - 1 drafted tokens */
+    int32_t n_small = p.draft_max + 1 > GPU_SMALL_BATCH ? (int32_t)p.draft_max + 1 : 0;
+    gpu_model_options mo = { n_ctx, KV_AUTO, m->params.progress, m->params.progress_ud,
+                             p.n_batch, n_small };
+    mo.tuning = &m->b->tune;
+    mo.share = m->weights;
+    if (m->weights) /* (the weights are uploaded once) */
+        mo.progress = NULL;
+    st = gpu_model_create(m->b->gpu, &m->m, &mo, &c->gm);
+    api_leave(&call);
+    if (st) {
+        free(c);
+        return st;
+    }
+    if (!m->weights)
+        m->weights = c->gm;
+    c->tag = TAG_CONTEXT;
+    c->m = m;
+    m->refs++;
+    m->n_contexts++;
+    c->sampling = glesllm_sampling_greedy();
+    sampler_params sp = api_sampler_params(&c->sampling);
+    sampler_init(&c->smp, &sp);
+    *out = c;
+    return GLESLLM_OK;
+}
+
+void glesllm_context_free(glesllm_context *c)
+{
+    if (!c || c->tag != TAG_CONTEXT)
+        return;
+    glesllm_model *m = c->m;
+    c->tag = 0;
+    api_call call;
+    api_enter(m->b, true, &call); /* (waits: a free cannot fail) */
+    /* the weights' GPU model goes with the last context: others may read them */
+    if (c->gm != m->weights)
+        gpu_model_destroy(c->gm);
+    else
+        m->weights_free = true;
+    if (--m->n_contexts == 0 && m->weights_free) {
+        gpu_model_destroy(m->weights);
+        m->weights = NULL;
+        m->weights_free = false;
+    }
+    api_leave(&call);
+    free(c);
+    api_model_release(m);
+}
+
+uint32_t glesllm_context_n_ctx(const glesllm_context *c)
+{
+    return api_check_context(c) ? 0 : gpu_model_n_ctx(c->gm);
+}
+
+uint32_t glesllm_context_n_past(const glesllm_context *c)
+{
+    return api_check_context(c) ? 0 : gpu_model_n_past(c->gm);
+}
+
+int32_t glesllm_context_token(const glesllm_context *c, uint32_t pos)
+{
+    if (api_check_context(c) || pos >= gpu_model_n_past(c->gm))
+        return -1;
+    return gpu_model_get_token(c->gm, pos);
+}
+
+glesllm_model *glesllm_context_model(const glesllm_context *c)
+{
+    return c && c->tag == TAG_CONTEXT ? c->m : NULL;
+}
+
+glesllm_status glesllm_set_sampling(glesllm_context *c, const glesllm_sampling *s)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    glesllm_sampling g = s ? *s : glesllm_sampling_greedy();
+    if (g.temp > 0.0f && (g.top_p < 0.0f || g.min_p > 1.0f || !(g.repeat_penalty > 0.0f) ||
+                          g.repeat_last_n < -1))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "sampling: top_p %g, min_p %g, repeat_penalty %g or repeat_last_n %d out "
+                       "of range", g.top_p, g.min_p, g.repeat_penalty, g.repeat_last_n);
+    c->sampling = g;
+    sampler_params sp = api_sampler_params(&g);
+    sampler_init(&c->smp, &sp);
+    return GLESLLM_OK;
+}
+
+/* What the GPU reduces the logits to for the context's sampling. */
+static unsigned pick_mode(glesllm_context *c, glesllm_status *st)
+{
+    if (c->sampling.temp <= 0.0f)
+        return GPU_STEP_ARGMAX;
+    sampler_params sp = api_sampler_params(&c->sampling);
+    uint32_t n_ctx = gpu_model_n_ctx(c->gm);
+    uint32_t last_n = sp.repeat_last_n < 0 ? n_ctx : (uint32_t)sp.repeat_last_n;
+    *st = gpu_model_set_sampling(c->gm, sampler_candidates(&sp), sp.repeat_penalty, last_n);
+    return GPU_STEP_CANDIDATES;
+}
+
+glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n, uint32_t pos,
+                              unsigned flags)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    gpu_model *gm = c->gm;
+    uint32_t n_ctx = gpu_model_n_ctx(gm), n_vocab = gpu_model_n_vocab(gm);
+    if (!ids || !n)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode: no tokens");
+    if (pos > gpu_model_n_past(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "decode at position %u, but the cache holds only %u (positions go in "
+                       "order)", pos, gpu_model_n_past(gm));
+    if (n > n_ctx || pos > n_ctx - n)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "decode of %u tokens at position %u runs past the context of %u", n, pos,
+                       n_ctx);
+    if ((flags & GLESLLM_DECODE_ALL_LOGITS) && n > gpu_model_n_batch(gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "every logit of %u tokens asked for, but a batch holds %u (n_batch)", n,
+                       gpu_model_n_batch(gm));
+    if (flags & ~(unsigned)GLESLLM_DECODE_ALL_LOGITS)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode: unknown flags 0x%x", flags);
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "token %d (at %u) is outside the vocabulary of %u", ids[i], i, n_vocab);
+    api_call call;
+    if ((st = api_enter(c->m->b, false, &call)))
+        return st;
+    c->last_pick = 0;
+    unsigned pick = pick_mode(c, &st);
+    for (uint32_t i = 0; !st && i < n; i++)
+        st = gpu_model_set_token(gm, pos + i, ids[i]);
+    bool all = flags & GLESLLM_DECODE_ALL_LOGITS;
+    if (!st && n == 1 && !all)
+        st = gpu_model_step(gm, pos, pick);
+    else if (!st)
+        st = gpu_model_prefill(gm, pos, n, pick | (all ? GPU_STEP_ALL_LOGITS : 0));
+    if (!st)
+        st = gpu_model_wait(gm);
+    if (!st) {
+        c->last_pos = pos + n - 1;
+        c->last_n = n;
+        c->last_all = all;
+        c->last_pick = pick;
+    }
+    api_leave(&call);
+    return st;
+}
+
+static glesllm_status logits_of(glesllm_context *c, int32_t i, float *out)
+{
+    if (c->last_all)
+        return gpu_model_read_logits_all(c->gm, i < 0 ? c->last_n - 1 : (uint32_t)i, 1, out);
+    return gpu_model_read_logits(c->gm, out);
+}
+
+static glesllm_status check_logits(const glesllm_context *c, int32_t i)
+{
+    if (!c->last_pick)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "no logits: run glesllm_decode first (generate and state loads leave "
+                       "none)");
+    if (i >= (int32_t)c->last_n || i < -1 || (i >= 0 && i != (int32_t)c->last_n - 1 && !c->last_all))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "logits of token %d of a batch of %u asked for%s", i, c->last_n,
+                       c->last_all ? "" : " (only the last's are kept without "
+                                          "GLESLLM_DECODE_ALL_LOGITS)");
+    return GLESLLM_OK;
+}
+
+glesllm_status glesllm_get_logits(glesllm_context *c, int32_t i, float *out)
+{
+    glesllm_status st = api_check_context(c);
+    if (st || (st = check_logits(c, i)))
+        return st;
+    if (!out)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "out is NULL");
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    st = logits_of(c, i, out);
+    api_leave(&call);
+    return st;
+}
+
+/* The pick on the CPU from the logits, where the last decode reduced them
+ * for another sampling than the context's now. */
+static glesllm_status pick_on_cpu(glesllm_context *c, int32_t *token)
+{
+    gpu_model *gm = c->gm;
+    uint32_t nv = gpu_model_n_vocab(gm);
+    float *l = malloc(sizeof(float) * nv);
+    if (!l)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = logits_of(c, -1, l);
+    sampler_params sp = api_sampler_params(&c->sampling);
+    if (!st && sp.temp > 0.0f && sp.repeat_penalty != 1.0f) {
+        uint32_t end = c->last_pos + 1, last_n = sp.repeat_last_n < 0 ? end : (uint32_t)sp.repeat_last_n;
+        uint32_t from = end > last_n ? end - last_n : 0;
+        int32_t *win = malloc(sizeof(int32_t) * (end - from + 1));
+        if (!win) {
+            free(l);
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        }
+        for (uint32_t p = from; p < end; p++)
+            win[p - from] = gpu_model_get_token(gm, p);
+        sampler_penalize(l, nv, win, end - from, sp.repeat_penalty);
+        free(win);
+    }
+    float vals[SAMPLER_MAX_CANDIDATES], gmax, gsum;
+    int32_t ids[SAMPLER_MAX_CANDIDATES];
+    if (!st) {
+        uint32_t k = sp.temp > 0.0f ? sampler_candidates(&sp) : 1;
+        uint32_t n = sampler_top(l, nv, k, vals, ids, &gmax, &gsum);
+        *token = sp.temp > 0.0f ? sampler_pick(&c->smp, vals, ids, n, gmax, gsum) : ids[0];
+    }
+    free(l);
+    return st;
+}
+
+glesllm_status glesllm_next_token(glesllm_context *c, int32_t *token)
+{
+    glesllm_status st = api_check_context(c);
+    if (st || (st = check_logits(c, -1)))
+        return st;
+    if (!token)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "token is NULL");
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    bool greedy = c->sampling.temp <= 0.0f;
+    if (c->last_all || (greedy ? c->last_pick != GPU_STEP_ARGMAX : c->last_pick != GPU_STEP_CANDIDATES)) {
+        st = pick_on_cpu(c, token);
+    } else if (greedy) {
+        st = engine_argmax_token(c->gm, c->last_pos + 1, token);
+    } else {
+        float vals[GPU_MAX_CANDIDATES], gmax, gsum;
+        int32_t ids[GPU_MAX_CANDIDATES];
+        uint32_t n = gpu_model_candidates(c->gm, vals, ids, &gmax, &gsum);
+        *token = sampler_pick(&c->smp, vals, ids, n, gmax, gsum);
+    }
+    if (!st && (*token < 0 || (uint32_t)*token >= gpu_model_n_vocab(c->gm)))
+        st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
+    api_leave(&call);
+    return st;
+}
+
+glesllm_status glesllm_truncate(glesllm_context *c, uint32_t n_past)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (n_past > gpu_model_n_past(c->gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "truncate to %u positions, but the cache holds %u", n_past,
+                       gpu_model_n_past(c->gm));
+    c->last_pick = 0;
+    return gpu_model_truncate(c->gm, n_past);
+}
+
+void glesllm_cancel(glesllm_context *c)
+{
+    if (c && c->tag == TAG_CONTEXT)
+        c->cancel = 1;
+}
+
+glesllm_status glesllm_set_draft(glesllm_context *c, glesllm_context *draft, uint32_t draft_max,
+                                 uint32_t draft_min)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (!draft) {
+        c->draft = NULL;
+        return GLESLLM_OK;
+    }
+    if ((st = api_check_context(draft)))
+        return err_prefix(st, "the draft: ");
+    if (draft == c || draft->m->b != c->m->b)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       draft == c ? "a context cannot draft for itself"
+                                  : "the draft context is on another backend; make it on the "
+                                    "target's");
+    if (!draft_max || draft_max > gpu_model_n_small(c->gm) - 1 || draft_min > draft_max)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "draft_max %u, draft_min %u: this context checks 1 to %u drafted tokens a "
+                       "pass (glesllm_context_params.draft_max sets more) and draft_min must be "
+                       "at most draft_max", draft_max, draft_min, gpu_model_n_small(c->gm) - 1);
+    const vocab *vt = c->m->voc, *vd = draft->m->voc;
+    int64_t d = vt && vd ? vocab_difference(vt, vd) : -1;
+    if (gpu_model_n_vocab(c->gm) != gpu_model_n_vocab(draft->gm) || d != -1 || (!vt != !vd)) {
+        if (d >= 0 && gpu_model_n_vocab(c->gm) == gpu_model_n_vocab(draft->gm))
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "the draft's vocabulary differs from the model's at token %lld; a "
+                           "draft must share the model's vocabulary", (long long)d);
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the draft's vocabulary (%u tokens) is not the model's (%u tokens%s); a "
+                       "draft must share the model's vocabulary", gpu_model_n_vocab(draft->gm),
+                       gpu_model_n_vocab(c->gm), d == -2 ? ", other BOS/EOS or tokenizer" : "");
+    }
+    if (gpu_model_n_ctx(draft->gm) < gpu_model_n_ctx(c->gm))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the draft's context (%u) is smaller than the model's (%u)",
+                       gpu_model_n_ctx(draft->gm), gpu_model_n_ctx(c->gm));
+    c->draft = draft;
+    c->draft_max = draft_max;
+    c->draft_min = draft_min;
+    return GLESLLM_OK;
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+/* the cached positions' tokens (malloc'd; *n of them) */
+static glesllm_status cached_tokens(glesllm_context *c, int32_t **out, uint32_t *n)
+{
+    *n = gpu_model_n_past(c->gm);
+    *out = malloc(sizeof(int32_t) * (*n + 1));
+    if (!*out)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    for (uint32_t i = 0; i < *n; i++)
+        (*out)[i] = gpu_model_get_token(c->gm, i);
+    return GLESLLM_OK;
+}
+
+glesllm_status glesllm_state_save_file(glesllm_context *c, const char *path)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (!path)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the path is NULL");
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    int32_t *toks;
+    uint32_t n;
+    if (!(st = cached_tokens(c, &toks, &n))) {
+        st = session_save(c->gm, path, toks, n);
+        free(toks);
+    }
+    api_leave(&call);
+    return st;
+}
+
+glesllm_status glesllm_state_load_file(glesllm_context *c, const char *path,
+                                       const int32_t *prefix, uint32_t n_prefix,
+                                       uint32_t *n_loaded)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (!path || (!prefix && n_prefix))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "state load: NULL path or prefix");
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    c->last_pick = 0;
+    uint32_t n = 0;
+    st = session_load(c->gm, path, prefix, n_prefix, &n);
+    api_leave(&call);
+    if (n_loaded)
+        *n_loaded = n;
+    return st;
+}
+
+glesllm_status glesllm_state_save(glesllm_context *c, void *buf, size_t cap, size_t *size)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (!size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "size is NULL");
+    uint64_t need = session_bytes(c->gm, gpu_model_n_past(c->gm));
+    *size = (size_t)need;
+    if (!buf || cap < need)
+        return buf ? err_set(GLESLLM_ERR_SMALL_BUFFER, "the state takes %llu bytes, room was "
+                             "given for %zu", (unsigned long long)need, cap)
+                   : GLESLLM_OK;
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    int32_t *toks;
+    uint32_t n;
+    if (!(st = cached_tokens(c, &toks, &n))) {
+        FILE *f = fmemopen(buf, cap, "wb");
+        if (!f) {
+            st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        } else {
+            st = session_write(c->gm, f, toks, n);
+            if (fclose(f) != 0 && !st)
+                st = err_set(GLESLLM_ERR_IO, "writing the state into memory failed");
+        }
+        free(toks);
+    }
+    api_leave(&call);
+    return st;
+}
+
+glesllm_status glesllm_state_load(glesllm_context *c, const void *buf, size_t size)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    if (!buf || !size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "state load: no bytes given");
+    api_call call;
+    if ((st = enter(c, &call)))
+        return st;
+    c->last_pick = 0;
+    FILE *f = fmemopen((void *)buf, size, "rb");
+    uint32_t n;
+    if (!f)
+        st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    else {
+        st = session_read(c->gm, f, "the state", NULL, 0, &n);
+        fclose(f);
+    }
+    api_leave(&call);
+    return st;
+}
