@@ -25,7 +25,9 @@
  * GLESLLM_ERR_BUSY at once; to use two contexts from two threads at the
  * same time, give each its own backend (and model). glesllm_cancel() is the
  * exception: it may be called from any thread, or a signal handler, at any
- * time.
+ * time. A callback (a streamed piece, progress) runs inside its call: it may
+ * cancel, but another call on the backend from it returns GLESLLM_ERR_BUSY,
+ * and it must not free or close a handle.
  *
  * Handles: a handle that an open or create call returns stays valid until
  * its close or free call. A model closed while contexts of it remain keeps what they
@@ -35,6 +37,7 @@
 #ifndef GLESLLM_H
 #define GLESLLM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,8 +74,9 @@ typedef enum glesllm_status {
     GLESLLM_ERR_TIMEOUT = 10,         /* the GPU did not finish in time */
     GLESLLM_ERR_BUSY = 11,            /* the backend is in a call on another thread, or
                                          still has models or contexts open */
-    GLESLLM_ERR_SMALL_BUFFER = 12     /* the caller's buffer is too small: the call said
+    GLESLLM_ERR_SMALL_BUFFER = 12,    /* the caller's buffer is too small: the call said
                                          how much it needs */
+    GLESLLM_ERR_CANCELLED = 13        /* stopped by the caller's request */
 } glesllm_status;
 
 /* Short fixed description of a status code ("GPU out of memory"). */
@@ -146,6 +150,18 @@ GLESLLM_API glesllm_status glesllm_backend_describe(glesllm_backend *b, char **t
 
 /* ---- model: a GGUF file ----------------------------------------------------- */
 
+enum {
+    GLESLLM_DESCRIBE_JSON = 1,   /* one JSON object instead of "name: value" lines */
+    GLESLLM_DESCRIBE_TENSORS = 2 /* every tensor too: name, type, shape, offset */
+};
+/* What a GGUF file is, from its header alone (no tensor data, no GPU; any
+ * architecture), as `glesllm info MODEL` prints it: architecture, shapes,
+ * tokenizer, tensor types and the GPU memory it needs at a context of
+ * n_ctx (0: its training context; < 0: that, at most 4096). *text is
+ * malloc'd; free() it. */
+GLESLLM_API glesllm_status glesllm_file_describe(const char *path, int32_t n_ctx, unsigned flags,
+                                                 char **text);
+
 typedef struct glesllm_model glesllm_model;
 
 /* Progress of the upload: bytes done of the total; called on the calling thread. */
@@ -154,6 +170,12 @@ typedef void (*glesllm_progress_fn)(void *ud, uint64_t done, uint64_t total);
 typedef struct glesllm_model_params {
     glesllm_progress_fn progress; /* the weights' upload (first context); may be NULL */
     void *progress_ud;
+    /* nonzero: the vocabulary alone (text functions and metadata) of a file
+     * of any architecture; no context can be made of it */
+    int vocab_only;
+    /* the model's messages (a vocabulary's warnings); NULL: the backend's log */
+    glesllm_log_fn log;
+    void *log_ud;
 } glesllm_model_params;
 
 /* Opens and checks a GGUF model: its architecture, tensors and vocabulary.
@@ -191,6 +213,11 @@ GLESLLM_API int glesllm_token_is_eog(const glesllm_model *m, int32_t token);
  * of the whole text, or -1 when the file has no such key. */
 GLESLLM_API int32_t glesllm_model_meta(const glesllm_model *m, const char *key, char *buf,
                                        size_t size);
+/* The formats of its matrices (tensors of two or more dimensions), most
+ * elements first, joined by '+' ("Q4_K+Q6_K"), into buf (NUL-terminated,
+ * cut to size); returns the length of the whole text. */
+GLESLLM_API size_t glesllm_model_formats(const glesllm_model *m, char *buf, size_t size);
+
 /* tokenizer.chat_template, or NULL when the file has none. */
 GLESLLM_API const char *glesllm_model_chat_template(const glesllm_model *m);
 
@@ -252,6 +279,15 @@ GLESLLM_API uint32_t glesllm_context_n_past(const glesllm_context *c);
 GLESLLM_API int32_t glesllm_context_token(const glesllm_context *c, uint32_t pos);
 /* The model of c (NULL for NULL). */
 GLESLLM_API glesllm_model *glesllm_context_model(const glesllm_context *c);
+
+typedef struct glesllm_context_info {
+    uint32_t n_ctx, n_batch;
+    uint64_t weight_bytes;    /* the model's weights on the GPU (shared by its contexts) */
+    const char *kv_placement; /* "device" or "mapped" (host-visible) buffers */
+    uint32_t dispatches;      /* GPU dispatches of the last step */
+} glesllm_context_info;
+GLESLLM_API glesllm_status glesllm_context_get_info(const glesllm_context *c,
+                                                   glesllm_context_info *out);
 
 /* ---- sampling --------------------------------------------------------------- */
 
@@ -337,8 +373,10 @@ typedef struct glesllm_generate_result {
     glesllm_stop stop;
     uint32_t dispatches_per_token;
     /* speculative decoding (glesllm_set_draft): verification passes,
-     * tokens drafted, drafted tokens accepted, tokens by plain steps */
+     * tokens drafted, drafted tokens accepted, tokens by plain steps, and
+     * wall time drafting, and verifying or in plain steps */
     uint32_t n_rounds, n_drafted, n_accepted, n_plain;
+    double draft_s, verify_s;
 } glesllm_generate_result;
 
 /* Tokenizes prompt (BOS as the vocabulary asks) and generates. */
@@ -360,6 +398,9 @@ GLESLLM_API glesllm_status glesllm_generate_tokens(glesllm_context *c, const int
 /* Asks the generate running on c (or the next to start) to stop after its
  * current token. Any thread, or a signal handler; never blocks. */
 GLESLLM_API void glesllm_cancel(glesllm_context *c);
+
+/* The most tokens a draft may propose a round. */
+#define GLESLLM_DRAFT_MAX 32
 
 /* Speculative decoding: draft (a context of a small model with the same
  * vocabulary, on the same backend) proposes up to draft_max tokens a round
@@ -389,18 +430,44 @@ GLESLLM_API glesllm_status glesllm_state_load(glesllm_context *c, const void *bu
 
 /* ---- tools --------------------------------------------------------------------- */
 
-/* Perplexity of text as llama.cpp's `perplexity` computes it: windows of
- * the context's size, the second half of each scored. max_chunks 0: every
- * whole window. The text needs at least two windows of tokens. */
+/* Perplexity of tokens (text tokenized with GLESLLM_TOKENIZE_ADD_SPECIAL)
+ * as llama.cpp's `perplexity` computes it: windows of the context's size,
+ * each from an empty cache with its first token the BOS (where the
+ * vocabulary adds one), the second half of each scored. max_chunks 0: every
+ * whole window. Needs at least two windows of tokens. on_chunk (may be
+ * NULL) after each window: its number (from 1), the count, PPL so far. The
+ * context's cache is left holding the last window. */
 typedef struct glesllm_perplexity_result {
     double ppl, ppl_err, nll;
-    uint32_t n_chunks, n_scored, n_tokens;
+    uint32_t n_chunks, n_scored;
     int cancelled; /* glesllm_cancel stopped it: the figures are of the windows done */
 } glesllm_perplexity_result;
 typedef void (*glesllm_chunk_fn)(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl);
-GLESLLM_API glesllm_status glesllm_perplexity(glesllm_context *c, const char *text, size_t len,
+GLESLLM_API glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t *ids, size_t n,
                                               uint32_t max_chunks, glesllm_chunk_fn on_chunk,
                                               void *ud, glesllm_perplexity_result *result);
+
+/* Quantizing a GGUF model file as llama.cpp's llama-quantize does: the 2-D
+ * weights to type (the output matrix Q6_K, except under Q8_0; Q4_K_M's
+ * Q6_K layers as llama.cpp picks them), norms and 1-D tensors as they are.
+ * Through a temporary file renamed at the end: a failed or cancelled run
+ * leaves nothing behind. No GPU. */
+typedef struct glesllm_quantize_params {
+    const char *type;     /* "Q4_0", "Q8_0", "Q4_K", "Q6_K" or "Q4_K_M" (any case) */
+    unsigned threads;     /* 0: every CPU */
+    /* after each tensor: its index and the count, its name, its format
+     * before and after, the bytes read so far and in all; may be NULL */
+    void (*on_tensor)(void *ud, uint64_t index, uint64_t count, const char *name,
+                      const char *from, const char *to, uint64_t done, uint64_t total);
+    /* a note (a row length that made a tensor fall back); may be NULL */
+    void (*on_note)(void *ud, const char *msg);
+    void *ud;
+    volatile sig_atomic_t *cancel; /* set (a signal handler may) to stop; may be NULL */
+} glesllm_quantize_params;
+/* GLESLLM_ERR_INVALID_ARGUMENT for an unknown type or an output that is the
+ * input; GLESLLM_ERR_CANCELLED when *cancel was set. */
+GLESLLM_API glesllm_status glesllm_quantize(const char *in, const char *out,
+                                            const glesllm_quantize_params *params);
 
 #ifdef __cplusplus
 }

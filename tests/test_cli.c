@@ -67,7 +67,9 @@ static void test_write_errors_are_failures(void)
 static void test_version_and_help(void)
 {
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "--version"));
-    TEST_ASSERT_EQUAL_STRING("glesllm 0.1.0\n", out);
+    char want[64];
+    snprintf(want, sizeof want, "glesllm %s\n", glesllm_version());
+    TEST_ASSERT_EQUAL_STRING(want, out);
     TEST_ASSERT_EQUAL_INT(0, run(NULL, "--help"));
     TEST_ASSERT_NOT_NULL(strstr(out, "info --gpu"));
     TEST_ASSERT_NOT_NULL(strstr(out, "GLESLLM_PLATFORM"));

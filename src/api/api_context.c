@@ -63,6 +63,9 @@ glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_pa
     if (!m->b)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the model was opened without a backend: it has no GPU to run on");
+    if (m->params.vocab_only)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the model was opened for its vocabulary only (vocab_only)");
     glesllm_context_params p = { 0, 0, 0 };
     if (params)
         p = *params;
@@ -70,6 +73,7 @@ glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_pa
     uint32_t n_ctx = p.n_ctx;
     if (!n_ctx)
         n_ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    _Static_assert(GLESLLM_DRAFT_MAX == GEN_DRAFT_MAX_LIMIT, "draft limits");
     if (p.draft_max > GEN_DRAFT_MAX_LIMIT)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "draft_max %u is over the limit of %d",
                        p.draft_max, GEN_DRAFT_MAX_LIMIT);
@@ -151,6 +155,19 @@ int32_t glesllm_context_token(const glesllm_context *c, uint32_t pos)
 glesllm_model *glesllm_context_model(const glesllm_context *c)
 {
     return c && c->tag == TAG_CONTEXT ? c->m : NULL;
+}
+
+glesllm_status glesllm_context_get_info(const glesllm_context *c, glesllm_context_info *out)
+{
+    glesllm_status st = api_check_context(c);
+    if (st || !out)
+        return st ? st : err_set(GLESLLM_ERR_INVALID_ARGUMENT, "out is NULL");
+    out->n_ctx = gpu_model_n_ctx(c->gm);
+    out->n_batch = gpu_model_n_batch(c->gm);
+    out->weight_bytes = gpu_model_weight_bytes(c->gm);
+    out->kv_placement = kv_placement_name(gpu_model_kv(c->gm));
+    out->dispatches = gpu_model_last_dispatches(c->gm);
+    return GLESLLM_OK;
 }
 
 glesllm_status glesllm_set_sampling(glesllm_context *c, const glesllm_sampling *s)
@@ -444,6 +461,8 @@ glesllm_status glesllm_state_load_file(glesllm_context *c, const char *path,
     c->last_pick = 0;
     uint32_t n = 0;
     st = session_load(c->gm, path, prefix, n_prefix, &n);
+    if (st) /* (nothing of a refused state stays) */
+        gpu_model_truncate(c->gm, 0);
     api_leave(&call);
     if (n_loaded)
         *n_loaded = n;
@@ -502,6 +521,8 @@ glesllm_status glesllm_state_load(glesllm_context *c, const void *buf, size_t si
         st = session_read(c->gm, f, "the state", NULL, 0, &n);
         fclose(f);
     }
+    if (st)
+        gpu_model_truncate(c->gm, 0);
     api_leave(&call);
     return st;
 }

@@ -98,7 +98,7 @@ static glesllm_status generate(glesllm_context *c, const int32_t *prompt, uint32
         glesllm_generate_result r = { gs.n_prompt, reuse < n_prompt ? reuse : n_prompt - 1,
                                       gs.n_gen, gs.prompt_s, gs.gen_s, GLESLLM_STOP_N_PREDICT,
                                       gs.dispatches_per_token, gs.n_rounds, gs.n_drafted,
-                                      gs.n_accepted, gs.n_plain };
+                                      gs.n_accepted, gs.n_plain, gs.draft_s, gs.verify_s };
         switch (gs.stop) {
         case GEN_STOP_EOS: r.stop = GLESLLM_STOP_EOG; break;
         case GEN_STOP_CONTEXT: r.stop = GLESLLM_STOP_CONTEXT; break;
@@ -184,39 +184,36 @@ glesllm_status glesllm_generate(glesllm_context *c, const char *prompt,
     return st;
 }
 
-glesllm_status glesllm_perplexity(glesllm_context *c, const char *text, size_t len,
+glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t *ids, size_t n,
                                   uint32_t max_chunks, glesllm_chunk_fn on_chunk, void *ud,
                                   glesllm_perplexity_result *result)
 {
     glesllm_status st = api_check_context(c);
     if (st)
         return st;
-    if (!text || !result)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "perplexity: NULL text or result");
+    if (!ids || !result)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "perplexity: NULL ids or result");
     memset(result, 0, sizeof *result);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if ((st = tokenize_all(c->m, text, len, false, &ids, &n)))
-        return st;
-    result->n_tokens = (uint32_t)n;
-    uint32_t n_ctx = gpu_model_n_ctx(c->gm);
-    if (n < 2 * (size_t)n_ctx) {
-        free(ids);
+    uint32_t n_ctx = gpu_model_n_ctx(c->gm), n_vocab = gpu_model_n_vocab(c->gm);
+    if (n < 2 * (size_t)n_ctx || n > UINT32_MAX)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "the text has %zu tokens; a context of %u needs at least %u: give a "
-                       "longer text or a smaller context", n, n_ctx, 2 * n_ctx);
-    }
+                       "%zu tokens; a context of %u needs at least %u: give a longer text or a "
+                       "smaller context", n, n_ctx, 2 * n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "token %d (at %zu) is outside the vocabulary of %u", ids[i], i,
+                           n_vocab);
     const vocab *v = c->m->voc;
-    ppl_options po = { n_ctx, vocab_adds_bos(v) ? vocab_bos(v) : -1, max_chunks, &c->cancel,
+    ppl_options po = { n_ctx, v && vocab_adds_bos(v) ? vocab_bos(v) : -1, max_chunks, &c->cancel,
                        on_chunk, ud };
     ppl_result r;
     api_call call;
-    if (!(st = api_enter(c->m->b, false, &call))) {
-        c->last_pick = 0;
-        st = engine_perplexity(c->gm, ids, (uint32_t)n, &po, &r);
-        api_leave(&call);
-    }
-    free(ids);
+    if ((st = api_enter(c->m->b, false, &call)))
+        return st;
+    c->last_pick = 0;
+    st = engine_perplexity(c->gm, ids, (uint32_t)n, &po, &r);
+    api_leave(&call);
     if (!st) {
         result->ppl = r.ppl;
         result->ppl_err = r.ppl_err;

@@ -1,6 +1,7 @@
 /* The model handle: a GGUF file opened and checked, its vocabulary, and the
  * GPU weights its contexts share; text to ids and back. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,22 @@ void api_model_release(glesllm_model *m)
         model_free(m);
 }
 
+/* to the model's log, else the backend's */
+static void model_log(const glesllm_model *m, glesllm_log_level level, const char *fmt, ...)
+    GLESLLM_PRINTF(3, 4);
+static void model_log(const glesllm_model *m, glesllm_log_level level, const char *fmt, ...)
+{
+    glesllm_log_fn fn = m->params.log ? m->params.log : m->b ? m->b->log : NULL;
+    if (!fn)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(m->params.log ? m->params.log_ud : m->b->log_ud, level, msg);
+}
+
 static glesllm_status open_file(glesllm_backend *b, const char *path, const uint8_t *mem,
                                 size_t size, const glesllm_model_params *params,
                                 glesllm_model **out)
@@ -75,7 +92,10 @@ static glesllm_status open_file(glesllm_backend *b, const char *path, const uint
         m->params = *params;
     st = path ? gguf_open(path, &m->f) : gguf_open_memory(mem, size, &m->f);
     bool opened = false;
-    if (!st) {
+    if (!st && m->params.vocab_only) {
+        if ((st = vocab_load(m->f, &m->voc)) && path)
+            err_prefix(st, "%s: ", path);
+    } else if (!st) {
         st = model_open(m->f, &m->m);
         opened = st == GLESLLM_OK;
         if (st && path)
@@ -84,18 +104,22 @@ static glesllm_status open_file(glesllm_backend *b, const char *path, const uint
     if (st) {
         if (opened)
             model_close(&m->m);
+        vocab_free(m->voc);
         gguf_close(m->f);
         free(m);
         return st;
     }
     /* a model without a usable vocabulary still runs from ids */
-    if (vocab_load(m->f, &m->voc)) {
+    if (m->voc) {
+        if (*vocab_warnings(m->voc))
+            model_log(m, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
+    } else if (vocab_load(m->f, &m->voc)) {
         snprintf(m->vocab_err, sizeof m->vocab_err, "%s", glesllm_last_error());
         m->voc = NULL;
-        api_log(b, GLESLLM_LOG_WARN, "%s: no usable vocabulary (%s): the model runs from token "
-                "ids only", path ? path : "demo", m->vocab_err);
+        model_log(m, GLESLLM_LOG_WARN, "no usable vocabulary (%s): the model runs from token "
+                  "ids only", m->vocab_err);
     } else if (*vocab_warnings(m->voc)) {
-        api_log(b, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
+        model_log(m, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
     }
     gguf_str tmpl;
     if (gguf_get_str(m->f, "tokenizer.chat_template", &tmpl) == GLESLLM_OK &&
@@ -150,7 +174,10 @@ void glesllm_model_close(glesllm_model *m)
 #define HP(m, field, none) (api_check_model(m) ? (none) : (m)->m.hp.field)
 
 const char *glesllm_model_arch(const glesllm_model *m) { return HP(m, arch_name, NULL); }
-uint32_t glesllm_model_n_vocab(const glesllm_model *m) { return HP(m, n_vocab, 0); }
+uint32_t glesllm_model_n_vocab(const glesllm_model *m)
+{
+    return api_check_model(m) ? 0 : m->params.vocab_only ? vocab_size(m->voc) : m->m.hp.n_vocab;
+}
 uint32_t glesllm_model_n_ctx_train(const glesllm_model *m) { return HP(m, n_ctx_train, 0); }
 uint32_t glesllm_model_n_layer(const glesllm_model *m) { return HP(m, n_layer, 0); }
 uint32_t glesllm_model_n_embd(const glesllm_model *m) { return HP(m, n_embd, 0); }
@@ -220,6 +247,38 @@ int32_t glesllm_model_meta(const glesllm_model *m, const char *key, char *buf, s
         return -1;
     char none[1];
     return value_text(&kv->value, buf ? buf : none, buf ? size : 0);
+}
+
+size_t glesllm_model_formats(const glesllm_model *m, char *buf, size_t size)
+{
+    char none[1];
+    if (!buf || !size) {
+        buf = none;
+        size = 1;
+    }
+    buf[0] = '\0';
+    if (api_check_model(m))
+        return 0;
+    uint64_t per_type[GGML_TYPE_MAX_ID] = { 0 };
+    for (uint64_t i = 0; i < gguf_tensor_count(m->f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->f, i);
+        if (t->n_dims >= 2 && t->type < GGML_TYPE_MAX_ID)
+            per_type[t->type] += t->n_elements;
+    }
+    size_t len = 0;
+    for (;;) {
+        uint32_t best = GGML_TYPE_MAX_ID;
+        for (uint32_t ty = 0; ty < GGML_TYPE_MAX_ID; ty++)
+            if (per_type[ty] && (best == GGML_TYPE_MAX_ID || per_type[ty] > per_type[best]))
+                best = ty;
+        if (best == GGML_TYPE_MAX_ID)
+            break;
+        const char *nm = ggml_type_name(best);
+        len += (size_t)snprintf(buf + (len < size ? len : size - 1), len < size ? size - len : 1,
+                                "%s%s", len ? "+" : "", nm ? nm : "?");
+        per_type[best] = 0;
+    }
+    return len;
 }
 
 const char *glesllm_model_chat_template(const glesllm_model *m)

@@ -1,6 +1,7 @@
-/* The glesllm command line: one function per subcommand. Each returns the
- * process exit code: 0 success, 1 failure, 2 bad usage. Results go to
- * stdout, diagnostics to stderr. */
+/* The glesllm command line: one function per subcommand, built on the
+ * public interface (glesllm.h) alone. Each returns the process exit code:
+ * 0 success, 1 failure, 2 bad usage. Results go to stdout, diagnostics to
+ * stderr. */
 #ifndef GLESLLM_CLI_H
 #define GLESLLM_CLI_H
 
@@ -9,11 +10,6 @@
 #include <stddef.h>
 
 #include "glesllm.h"
-#include "gguf/gguf.h"
-#include "gpu/gpu.h"
-#include "model/gpu_model.h"
-#include "model/model.h"
-#include "text/vocab.h"
 
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
@@ -22,10 +18,11 @@ int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
-/* Set by SIGINT/SIGTERM between cli_catch_signals() and cli_release_signals():
- * long commands stop cleanly (Ctrl-C exits 130). */
+/* Set by SIGINT/SIGTERM between cli_catch_signals() and cli_release_signals(),
+ * which also cancels what runs on c (may be NULL): long commands stop
+ * cleanly (Ctrl-C exits 130). */
 extern volatile sig_atomic_t cli_interrupted;
-void cli_catch_signals(void);
+void cli_catch_signals(glesllm_context *c);
 void cli_release_signals(void);
 
 /* "[#########.....]" for pct (0..100) into bar (31 bytes). */
@@ -45,31 +42,25 @@ bool cli_parse_float(const char *s, float lo, float hi, float *out);
  * 32)", for an "invalid value" message; "" if the last one succeeded. */
 const char *cli_parse_want(void);
 
-/* A model a command works on: the file (or the built-in demo when path is
- * NULL), its metadata, optionally its vocabulary, and once uploaded the GPU
- * model. The functions return 0, or an exit code after saying why on stderr. */
-typedef struct cli_model {
-    const char *name;  /* the path, or "demo" */
-    uint8_t *demo;
-    gguf_file *f;
-    model m;
-    bool opened;
-    vocab *voc;
-    gpu_model *gm;
-    double t0, load_s; /* when opening began; seconds until uploaded */
-} cli_model;
+/* Whether p[0..n) is one whole, valid UTF-8 character. */
+bool cli_utf8_char(const char *p, size_t n);
 
-enum { CLI_NEED_VOCAB = 1 };
-int cli_model_open(const char *path, unsigned need, cli_model *cm);
-/* Opens the GPU with the options and the engine's tuning the environment
- * sets (gpu_options_from_env, tuning_from_env); cli_tuning is that tuning,
- * which cli_model_upload passes down. */
-int cli_open_gpu(gpu_context **ctx);
-const tuning *cli_tuning(void);
-/* Uploads with a load progress bar on a terminal (n_batch, n_small 0: the
- * defaults of gpu_model_options). */
-int cli_model_upload(cli_model *cm, gpu_context *ctx, uint32_t n_ctx, uint32_t n_batch,
-                     int32_t n_small);
-void cli_model_close(cli_model *cm);
+/* The library's warnings and errors on stderr as "glesllm: warning: ...". */
+void cli_log(void *ud, glesllm_log_level level, const char *msg);
+
+/* The GPU with the options and tuning the environment sets
+ * (glesllm_backend_params_from_env). 0, or 1 after saying why. */
+int cli_open_backend(glesllm_backend **b);
+/* A model for a command: the file, or the built-in demo when path is NULL
+ * (said on stderr); its weights upload with a progress bar on a terminal.
+ * 0, or 1 after saying why. */
+int cli_open_model(glesllm_backend *b, const char *path, glesllm_model **m);
+/* A context of m (0s: the defaults); `name` (the model's) heads an error.
+ * 0, or 1 after saying why. */
+int cli_make_context(glesllm_model *m, const char *name, uint32_t n_ctx, uint32_t n_batch,
+                     uint32_t draft_max, glesllm_context **c);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
 
 #endif

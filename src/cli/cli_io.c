@@ -6,20 +6,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 volatile sig_atomic_t cli_interrupted;
 static struct sigaction old_int, old_term;
+static glesllm_context *volatile cancel_target;
 
 static void on_signal(int sig)
 {
     (void)sig;
     cli_interrupted = 1;
+    glesllm_cancel(cancel_target); /* (only a store: safe in a handler) */
 }
 
-void cli_catch_signals(void)
+void cli_catch_signals(glesllm_context *c)
 {
+    cancel_target = c;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -32,6 +36,34 @@ void cli_release_signals(void)
 {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    cancel_target = NULL;
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool cli_utf8_char(const char *p, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    size_t want = u[0] < 0x80 ? 1 : (u[0] >> 5) == 6 ? 2 : (u[0] >> 4) == 14 ? 3
+                : (u[0] >> 3) == 30 ? 4 : 0;
+    if (!want || want != n)
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if ((u[i] & 0xc0) != 0x80)
+            return false;
+    return true;
+}
+
+void cli_log(void *ud, glesllm_log_level level, const char *msg)
+{
+    (void)ud;
+    if (level <= GLESLLM_LOG_WARN)
+        fprintf(stderr, "glesllm: %s%s\n", level == GLESLLM_LOG_WARN ? "warning: " : "", msg);
 }
 
 void cli_progress_bar(int pct, char bar[31])

@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "common/error.h"
-#include "common/util.h"
+#include "cli.h"
 
 #define MAX_LIST 16
 #define LIST_MOST (1L << 20) /* the most tokens in -p and -n */
@@ -142,35 +140,16 @@ typedef struct model_desc {
     uint64_t bytes, params;
 } model_desc;
 
-static void describe(const cli_model *cm, gpu_context *ctx, model_desc *d)
+static void describe(const char *path, glesllm_model *m, glesllm_backend *b, model_desc *d)
 {
     memset(d, 0, sizeof *d);
-    const char *base = strrchr(cm->name, '/');
-    snprintf(d->name, sizeof d->name, "%s", base ? base + 1 : cm->name);
-    snprintf(d->gpu, sizeof d->gpu, "%s", gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */));
-    /* the matrix types by element count, largest first */
-    uint64_t per_type[64] = { 0 };
-    for (uint64_t i = 0; i < gguf_tensor_count(cm->f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(cm->f, i);
-        d->bytes += t->size;
-        d->params += t->n_elements;
-        if (t->n_dims >= 2 && t->type < 64)
-            per_type[t->type] += t->n_elements;
-    }
-    for (size_t len = 0;;) {
-        uint32_t best = 64;
-        for (uint32_t ty = 0; ty < 64; ty++)
-            if (per_type[ty] && (best == 64 || per_type[ty] > per_type[best]))
-                best = ty;
-        if (best == 64)
-            break;
-        const char *nm = ggml_type_name(best);
-        len += (size_t)snprintf(d->quant + len, sizeof d->quant - len, "%s%s", len ? "+" : "",
-                                nm ? nm : "?");
-        per_type[best] = 0;
-        if (len >= sizeof d->quant)
-            break;
-    }
+    const char *name = path ? path : "demo";
+    const char *base = strrchr(name, '/');
+    snprintf(d->name, sizeof d->name, "%s", base ? base + 1 : name);
+    snprintf(d->gpu, sizeof d->gpu, "%s", glesllm_backend_renderer(b));
+    d->bytes = glesllm_model_size(m);
+    d->params = glesllm_model_n_params(m);
+    glesllm_model_formats(m, d->quant, sizeof d->quant);
 }
 
 typedef struct result {
@@ -182,46 +161,35 @@ typedef struct result {
 } result;
 
 /* one run of a test: seconds */
-static glesllm_status run_once(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen, uint64_t *rng,
-                               double *secs)
+static glesllm_status run_once(glesllm_context *c, uint32_t n_prompt, uint32_t n_gen,
+                               uint64_t *rng, int32_t *ids, double *secs)
 {
-    uint32_t nv = gpu_model_n_vocab(gm);
-    glesllm_status st = GLESLLM_OK;
+    uint32_t nv = glesllm_model_n_vocab(glesllm_context_model(c));
+    for (uint32_t i = 0; i < (n_prompt ? n_prompt : 1); i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((*rng >> 33) % nv);
+    }
+    glesllm_status st = glesllm_truncate(c, 0);
+    if (st)
+        return st;
     if (n_prompt) {
-        for (uint32_t i = 0; st == GLESLLM_OK && i < n_prompt; i++) {
-            *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-            st = gpu_model_set_token(gm, i, (int32_t)((*rng >> 33) % nv));
-        }
-        double t0 = now_seconds();
-        if (!st)
-            st = gpu_model_prefill(gm, 0, n_prompt, GPU_STEP_ARGMAX);
-        if (!st)
-            st = gpu_model_wait(gm);
-        *secs = now_seconds() - t0;
+        double t0 = cli_now();
+        st = glesllm_decode(c, ids, n_prompt, 0, 0);
+        *secs = cli_now() - t0;
         return st;
     }
-    /* generation from a one-token context, each step's argmax the next
-     * token, pipelined as engine_generate's greedy loop: the step at i + 1
-     * goes out before the host waits for the one at i and reads its token */
-    st = gpu_model_set_token(gm, 0, (int32_t)(*rng % nv));
-    double t0 = now_seconds();
-    if (!st && n_gen)
-        st = gpu_model_step(gm, 0, GPU_STEP_ARGMAX);
-    for (uint32_t i = 0; st == GLESLLM_OK && i < n_gen; i++) {
-        bool ahead = i + 1 < n_gen;
-        if (ahead)
-            st = gpu_model_step(gm, i + 1, GPU_STEP_ARGMAX);
-        if (!st)
-            st = ahead ? gpu_model_wait_prior(gm) : gpu_model_wait(gm);
-        if (!st && gpu_model_get_token(gm, i + 1) < 0)
-            st = err_set(GLESLLM_ERR_GL, "the GPU produced no valid token (NaN logits?)");
-    }
-    *secs = now_seconds() - t0;
+    /* generation from a one-token context, each token the argmax of the
+     * step before, the steps pipelined as `run` does: the seconds from the
+     * first token on, n_gen steps */
+    glesllm_generate_params gp = { (int32_t)n_gen + 1, 1, 0 };
+    glesllm_generate_result r;
+    st = glesllm_generate_tokens(c, ids, 1, &gp, NULL, NULL, &r);
+    *secs = r.gen_s;
     return st;
 }
 
-static glesllm_status run_test(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen, uint32_t reps,
-                               result *r)
+static glesllm_status run_test(glesllm_context *c, uint32_t n_prompt, uint32_t n_gen,
+                               uint32_t reps, int32_t *ids, result *r)
 {
     memset(r, 0, sizeof *r);
     r->n_prompt = n_prompt;
@@ -229,9 +197,9 @@ static glesllm_status run_test(gpu_model *gm, uint32_t n_prompt, uint32_t n_gen,
     snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u", n_prompt ? n_prompt : n_gen);
     uint64_t rng = 12345 + n_prompt * 31 + n_gen;
     double s, sum = 0.0;
-    glesllm_status st = run_once(gm, n_prompt, n_gen, &rng, &s); /* warm-up */
+    glesllm_status st = run_once(c, n_prompt, n_gen, &rng, ids, &s); /* warm-up */
     for (uint32_t i = 0; st == GLESLLM_OK && i < reps && !cli_interrupted; i++) {
-        if ((st = run_once(gm, n_prompt, n_gen, &rng, &s)))
+        if ((st = run_once(c, n_prompt, n_gen, &rng, ids, &s)))
             break;
         r->samples[r->n] = (n_prompt + n_gen) / s;
         sum += r->samples[r->n++];
@@ -314,7 +282,7 @@ int cmd_bench(int argc, char **argv)
     for (uint32_t i = 0; i < a.n_tg; i++)
         if (a.tg[i]) {
             n_tests++;
-            need_ctx = a.tg[i] > need_ctx ? a.tg[i] : need_ctx;
+            need_ctx = a.tg[i] + 1 > need_ctx ? a.tg[i] + 1 : need_ctx; /* (and its first token) */
         }
     if (!n_tests) {
         fprintf(stderr, "glesllm bench: nothing to measure: every -p and -n value is 0\n");
@@ -331,9 +299,14 @@ int cmd_bench(int argc, char **argv)
         if (f)
             fclose(f);
     }
-    gpu_context *ctx = NULL;
-    if ((rc = cli_open_gpu(&ctx)))
+    glesllm_backend *b = NULL;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)need_ctx);
+    if (!ids)
+        return cli_fail("bench", GLESLLM_ERR_NO_MEMORY);
+    if ((rc = cli_open_backend(&b))) {
+        free(ids);
         return rc;
+    }
     static result r;
     bool first = true;
     if (a.fmt == OUT_MD) {
@@ -348,39 +321,45 @@ int cmd_bench(int argc, char **argv)
         printf("[\n");
     }
     fflush(stdout);
-    cli_catch_signals();
     for (uint32_t mi = 0; mi < a.n_models && !rc && !cli_interrupted; mi++) {
-        cli_model cm;
-        if ((rc = cli_model_open(a.models[mi], 0, &cm)))
-            break;
-        if ((rc = cli_model_upload(&cm, ctx, (uint32_t)need_ctx, (uint32_t)a.n_batch, 0))) {
-            cli_model_close(&cm);
+        glesllm_model *m = NULL;
+        glesllm_context *c = NULL;
+        const char *name = a.models[mi] ? a.models[mi] : "demo";
+        double t0 = cli_now();
+        if ((rc = cli_open_model(b, a.models[mi], &m)) ||
+            (rc = cli_make_context(m, name, (uint32_t)need_ctx, (uint32_t)a.n_batch, 0, &c))) {
+            glesllm_model_close(m);
             break;
         }
         model_desc d;
-        describe(&cm, ctx, &d);
-        fprintf(stderr, "glesllm: %s loaded in %.2f s\n", cm.name, cm.load_s);
+        describe(a.models[mi], m, b, &d);
+        glesllm_context_info ci;
+        glesllm_context_get_info(c, &ci);
+        fprintf(stderr, "glesllm: %s loaded in %.2f s\n", name, cli_now() - t0);
+        cli_catch_signals(c);
         for (uint32_t k = 0; k < a.n_pp + a.n_tg && !rc && !cli_interrupted; k++) {
             uint32_t np = k < a.n_pp ? (uint32_t)a.pp[k] : 0;
             uint32_t ng = k < a.n_pp ? 0 : (uint32_t)a.tg[k - a.n_pp];
             if (!np && !ng)
                 continue;
-            glesllm_status st = run_test(cm.gm, np, ng, (uint32_t)a.reps, &r);
+            glesllm_status st = run_test(c, np, ng, (uint32_t)a.reps, ids, &r);
             if (st) {
-                rc = cli_fail(cm.name, st);
+                rc = cli_fail(name, st);
                 break;
             }
             if (r.n) {
-                print_row(a.fmt, &d, gpu_model_n_batch(cm.gm), &r, first);
+                print_row(a.fmt, &d, ci.n_batch, &r, first);
                 first = false;
             }
         }
-        cli_model_close(&cm);
+        cli_release_signals();
+        glesllm_context_free(c);
+        glesllm_model_close(m);
     }
-    cli_release_signals();
     if (a.fmt == OUT_JSON)
         printf("%s]\n", first ? "" : "\n");
-    gpu_context_destroy(ctx);
+    glesllm_backend_close(b);
+    free(ids);
     if (!rc && cli_interrupted)
         rc = 130;
     return rc;

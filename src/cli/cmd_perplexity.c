@@ -5,10 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "common/util.h"
-#include "engine/perplexity.h"
-#include "text/tokenizer.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -32,7 +29,7 @@ static void progress(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl)
 {
     double *t0 = ud;
     if (chunk == 1) {
-        double per = now_seconds() - *t0;
+        double per = cli_now() - *t0;
         fprintf(stderr, "glesllm: %.2f s per window, about %.1f s for %u windows\n", per,
                 per * n_chunks, n_chunks);
     }
@@ -86,42 +83,50 @@ int cmd_perplexity(int argc, char **argv)
     int rc = cli_read_text(file, &text, &len);
     if (rc)
         return rc;
-    cli_model cm;
-    gpu_context *ctx = NULL;
-    tok_ids t = { 0 };
+    glesllm_backend *b = NULL;
+    glesllm_model *m = NULL;
+    glesllm_context *c = NULL;
     glesllm_status st;
-    if ((rc = cli_model_open(model_path, CLI_NEED_VOCAB, &cm)))
+    size_t n_tok = 0;
+    int32_t *ids = NULL;
+    if ((rc = cli_open_backend(&b)) || (rc = cli_open_model(b, model_path, &m)))
         goto out;
     rc = 1;
-    if ((st = tok_encode(cm.voc, text, len, TOK_ADD_SPECIAL, &t))) {
+    st = glesllm_tokenize(m, text, len, GLESLLM_TOKENIZE_ADD_SPECIAL, NULL, 0, &n_tok);
+    if (st == GLESLLM_ERR_SMALL_BUFFER)
+        st = (ids = malloc(sizeof *ids * n_tok)) != NULL
+                 ? glesllm_tokenize(m, text, len, GLESLLM_TOKENIZE_ADD_SPECIAL, ids, n_tok, &n_tok)
+                 : GLESLLM_ERR_NO_MEMORY;
+    if (st) {
         cli_fail("tokenizing the text", st);
         goto out;
     }
-    if (t.n < 2 * (size_t)n_ctx) {
+    if (n_tok < 2 * (size_t)n_ctx) {
         fprintf(stderr, "glesllm perplexity: the text has %zu tokens; a context of %ld needs at "
-                        "least %ld: give a longer text or a smaller -c\n", t.n, n_ctx, 2 * n_ctx);
+                        "least %ld: give a longer text or a smaller -c\n", n_tok, n_ctx, 2 * n_ctx);
         rc = 2;
         goto out;
     }
-    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, (uint32_t)n_ctx, (uint32_t)n_batch, 0))
+    if ((rc = cli_make_context(m, model_path, (uint32_t)n_ctx, (uint32_t)n_batch, 0, &c)))
         goto out;
-    fprintf(stderr, "glesllm: %s: %zu tokens, %zu windows of %ld; batch %u\n", cm.name, t.n,
-            t.n / (size_t)n_ctx, n_ctx, gpu_model_n_batch(cm.gm));
-    double t0 = now_seconds();
-    ppl_options po = { (uint32_t)n_ctx, vocab_adds_bos(cm.voc) ? vocab_bos(cm.voc) : -1,
-                       (uint32_t)chunks, &cli_interrupted, progress, &t0 };
-    ppl_result r;
-    cli_catch_signals();
-    st = engine_perplexity(cm.gm, t.ids, (uint32_t)t.n, &po, &r);
+    rc = 1;
+    glesllm_context_info ci;
+    glesllm_context_get_info(c, &ci);
+    fprintf(stderr, "glesllm: %s: %zu tokens, %zu windows of %ld; batch %u\n", model_path, n_tok,
+            n_tok / (size_t)n_ctx, n_ctx, ci.n_batch);
+    double t0 = cli_now();
+    glesllm_perplexity_result r;
+    cli_catch_signals(c);
+    st = glesllm_perplexity(c, ids, n_tok, (uint32_t)chunks, progress, &t0, &r);
     cli_release_signals();
     if (st) {
         cli_fail("perplexity", st);
         goto out;
     }
-    double s = now_seconds() - t0;
+    double s = cli_now() - t0;
     fprintf(stderr, "glesllm: %u windows, %u tokens scored in %.2f s (%.1f tokens/s evaluated)\n",
             r.n_chunks, r.n_scored, s, s > 0 ? r.n_chunks * (double)n_ctx / s : 0.0);
-    if (cli_interrupted) {
+    if (r.cancelled) {
         fprintf(stderr, "glesllm: interrupted after %u windows: PPL so far %.4f\n", r.n_chunks,
                 r.ppl);
         rc = 130;
@@ -130,9 +135,10 @@ int cmd_perplexity(int argc, char **argv)
     printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
     rc = 0;
 out:
-    tok_ids_free(&t);
-    cli_model_close(&cm);
-    gpu_context_destroy(ctx);
+    glesllm_context_free(c);
+    glesllm_model_close(m);
+    glesllm_backend_close(b);
+    free(ids);
     free(text);
     return rc;
 }

@@ -7,10 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "common/util.h"
-#include "gguf/gguf.h"
-#include "quant/quantize_model.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -35,8 +32,8 @@ static void usage(FILE *f)
             "  --threads N   CPU threads (default: all)\n");
 }
 
-static void on_tensor(void *ctx, uint64_t index, uint64_t count, const char *name, uint32_t from,
-                      uint32_t to, uint64_t done, uint64_t total)
+static void on_tensor(void *ctx, uint64_t index, uint64_t count, const char *name,
+                      const char *from, const char *to, uint64_t done, uint64_t total)
 {
     (void)ctx;
     int pct = total ? (int)(100.0 * done / total) : 100;
@@ -45,10 +42,10 @@ static void on_tensor(void *ctx, uint64_t index, uint64_t count, const char *nam
         cli_progress_bar(pct, bar);
         fprintf(stderr, "\r\033[K[%s] %3d%% [%llu/%llu] %s %s -> %s", bar, pct,
                 (unsigned long long)index + 1, (unsigned long long)count, name,
-                ggml_type_name(from), ggml_type_name(to));
+                from, to);
     } else {
         fprintf(stderr, "[%3d%%] [%llu/%llu] %s %s -> %s\n", pct, (unsigned long long)index + 1,
-                (unsigned long long)count, name, ggml_type_name(from), ggml_type_name(to));
+                (unsigned long long)count, name, from, to);
     }
 }
 
@@ -91,36 +88,29 @@ int cmd_quantize(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int ft = quant_ftype_from_name(pos[2]);
-    if (ft < 0) {
-        fprintf(stderr,
-                "glesllm: quantize: unknown type '%s'; choose Q4_0, Q8_0, Q4_K, Q6_K or Q4_K_M\n",
-                pos[2]);
-        return 2;
-    }
-    struct stat si, so;
-    if (stat(pos[0], &si) == 0 && stat(pos[1], &so) == 0 && si.st_dev == so.st_dev &&
-        si.st_ino == so.st_ino) {
-        fprintf(stderr, "glesllm: quantize: the output would replace the input; give another path\n");
-        return 2;
-    }
-    cli_catch_signals();
-    quant_model_callbacks cb = { on_tensor, on_note, NULL, &cli_interrupted, threads };
-    double t0 = now_seconds();
-    glesllm_status st = quant_model(pos[0], pos[1], (quant_ftype)ft, &cb);
-    double secs = now_seconds() - t0;
+    struct stat si;
+    cli_catch_signals(NULL);
+    glesllm_quantize_params qp = { pos[2], threads, on_tensor, on_note, NULL, &cli_interrupted };
+    double t0 = cli_now();
+    glesllm_status st = glesllm_quantize(pos[0], pos[1], &qp);
+    double secs = cli_now() - t0;
+    cli_release_signals();
     if (isatty(2))
         fprintf(stderr, "\r\033[K");
     if (cli_interrupted) {
         fprintf(stderr, "glesllm: quantize: interrupted; %s was not written\n", pos[1]);
         return 130;
     }
+    if (st == GLESLLM_ERR_INVALID_ARGUMENT) { /* an unknown type, or the input as output */
+        fprintf(stderr, "glesllm: quantize: %s\n", glesllm_last_error());
+        return 2;
+    }
     if (st != GLESLLM_OK)
         return cli_fail("quantize", st);
     struct stat out;
     if (stat(pos[1], &out) == 0 && stat(pos[0], &si) == 0)
         fprintf(stderr, "glesllm: quantize: %s (%.2f MiB) -> %s %s (%.2f MiB) in %.2f s\n", pos[0],
-                si.st_size / 1048576.0, quant_ftype_name((quant_ftype)ft), pos[1],
+                si.st_size / 1048576.0, pos[2], pos[1],
                 out.st_size / 1048576.0, secs);
     return 0;
 }

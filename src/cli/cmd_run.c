@@ -8,18 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "common/util.h"
-#include "engine/generate.h"
-#include "gguf/gguf.h"
-#include "gpu/gpu.h"
-#include "model/demo_model.h"
-#include "model/gpu_model.h"
-#include "model/model.h"
-#include "model/session.h"
-#include "text/tokenizer.h"
-#include "text/unicode.h"
-#include "text/vocab.h"
+#include "cli.h"
+
+/* tokens drafted a round by default (--draft-max) */
+#define DRAFT_MAX_DEFAULT 8
 
 static void usage(FILE *f)
 {
@@ -60,13 +52,13 @@ static void usage(FILE *f)
             "  --draft-max N           most tokens drafted a round (default %d)\n"
             "  --draft-min N           fewest tokens drafted a round (default 0: greedy,\n"
             "                          plain steps where drafting does not pay)\n",
-            GEN_DRAFT_MAX_DEFAULT);
+            DRAFT_MAX_DEFAULT);
 }
 
 typedef struct run_args {
     const char *model, *prompt, *prompt_file, *prompt_ids, *prompt_cache, *draft;
     long n_predict, n_ctx, n_batch, draft_max, draft_min;
-    sampler_params sp;
+    glesllm_sampling sp;
     long long seed;
     bool ignore_eos, print_ids, special;
 } run_args;
@@ -76,8 +68,8 @@ static int parse_args(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->n_predict = 128;
-    a->draft_max = GEN_DRAFT_MAX_DEFAULT;
-    a->sp = sampler_defaults();
+    a->draft_max = DRAFT_MAX_DEFAULT;
+    a->sp = glesllm_sampling_default();
     a->seed = -1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -120,9 +112,9 @@ static int parse_args(int argc, char **argv, run_args *a)
                  strcmp(o, "--model-draft") == 0)
             a->draft = v;
         else if (strcmp(o, "--draft-max") == 0)
-            ok = cli_parse_long(v, 1, GEN_DRAFT_MAX_LIMIT, &a->draft_max);
+            ok = cli_parse_long(v, 1, GLESLLM_DRAFT_MAX, &a->draft_max);
         else if (strcmp(o, "--draft-min") == 0)
-            ok = cli_parse_long(v, 0, GEN_DRAFT_MAX_LIMIT, &a->draft_min);
+            ok = cli_parse_long(v, 0, GLESLLM_DRAFT_MAX, &a->draft_min);
         else if (strcmp(o, "-n") == 0 || strcmp(o, "--n-predict") == 0)
             ok = cli_parse_long(v, -1, 1L << 30, &a->n_predict);
         else if (strcmp(o, "-c") == 0 || strcmp(o, "--ctx-size") == 0)
@@ -166,7 +158,7 @@ static int parse_args(int argc, char **argv, run_args *a)
                 a->draft_min, a->draft_max);
         return 2;
     }
-    if (!a->draft && (a->draft_min || a->draft_max != GEN_DRAFT_MAX_DEFAULT))
+    if (!a->draft && (a->draft_min || a->draft_max != DRAFT_MAX_DEFAULT))
         fprintf(stderr, "glesllm run: warning: --draft-max/--draft-min do nothing without "
                         "--draft\n");
     return 0;
@@ -202,37 +194,21 @@ static int parse_ids(const char *s, int32_t **ids, uint32_t *n)
 }
 
 typedef struct printer {
-    const vocab *v;
     bool ids;
-    utf8_stream u;
     uint32_t count;
 } printer;
 
-static bool print_token(void *ud, int32_t id)
+static int print_piece(void *ud, int32_t token, const char *text, size_t len)
 {
     printer *p = ud;
     if (p->ids) {
-        printf("%s%d", p->count++ ? " " : "", id);
+        if (token >= 0)
+            printf("%s%d", p->count++ ? " " : "", token);
     } else {
-        char piece[256], out[3 * sizeof piece + 3], *big = NULL;
-        const char *src = piece;
-        size_t n = vocab_piece(p->v, id, false, piece, sizeof piece);
-        if (n > sizeof piece) { /* a long piece (a user-defined token): in parts */
-            if ((big = malloc(n))) {
-                vocab_piece(p->v, id, false, big, n);
-                src = big;
-            } else {
-                n = sizeof piece;
-            }
-        }
-        for (size_t at = 0; at < n; at += sizeof piece) {
-            size_t part = n - at < sizeof piece ? n - at : sizeof piece;
-            fwrite(out, 1, utf8_stream_push(&p->u, src + at, part, out), stdout);
-        }
-        free(big);
+        fwrite(text, 1, len, stdout);
     }
     fflush(stdout);
-    return true;
+    return 0;
 }
 
 static uint64_t random_seed(void)
@@ -242,41 +218,20 @@ static uint64_t random_seed(void)
     return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid()) & 0xffffffffu;
 }
 
-static const char *stop_text(gen_stop s)
+static const char *stop_text(glesllm_stop s)
 {
     switch (s) {
-    case GEN_STOP_EOS: return "end-of-generation token";
-    case GEN_STOP_CONTEXT: return "context full";
-    case GEN_STOP_REQUESTED: return "interrupted";
+    case GLESLLM_STOP_EOG: return "end-of-generation token";
+    case GLESLLM_STOP_CONTEXT: return "context full";
+    case GLESLLM_STOP_CANCELLED: return "interrupted";
+    case GLESLLM_STOP_CALLBACK: return "stopped";
     default: return "token limit";
     }
 }
 
-/* Opens --draft and checks that it shares the target's vocabulary. */
-static int open_draft(const run_args *a, const model *m, const vocab *voc, cli_model *dm)
-{
-    int rc = cli_model_open(a->draft, voc ? CLI_NEED_VOCAB : 0, dm);
-    if (rc)
-        return rc;
-    int64_t d = voc ? vocab_difference(voc, dm->voc) : -1;
-    if (dm->m.hp.n_vocab != m->hp.n_vocab || d != -1) {
-        if (d >= 0 && dm->m.hp.n_vocab == m->hp.n_vocab)
-            fprintf(stderr, "glesllm run: --draft %s: its vocabulary differs from the model's at "
-                            "token %lld; a draft must share the model's vocabulary\n",
-                    a->draft, (long long)d);
-        else
-            fprintf(stderr, "glesllm run: --draft %s: its vocabulary (%u tokens) is not the "
-                            "model's (%u tokens%s); a draft must share the model's vocabulary\n",
-                    a->draft, dm->m.hp.n_vocab, m->hp.n_vocab,
-                    d == -2 ? ", other BOS/EOS or tokenizer" : "");
-        return 2;
-    }
-    return 0;
-}
-
 /* --prompt-cache: the prompt's longest prefix the file holds goes into the
  * cache (a missing file is written after this run). */
-static int load_prompt_cache(const char *path, gpu_model *gm, const int32_t *ids, uint32_t n,
+static int load_prompt_cache(const char *path, glesllm_context *c, const int32_t *ids, uint32_t n,
                              uint32_t *n_cached)
 {
     *n_cached = 0;
@@ -299,12 +254,101 @@ static int load_prompt_cache(const char *path, gpu_model *gm, const int32_t *ids
                         "prompt\n", path);
         return 0;
     }
-    glesllm_status st = session_load(gm, path, ids, n, n_cached);
+    glesllm_status st = glesllm_state_load_file(c, path, ids, n, n_cached);
     if (st)
         return cli_fail("--prompt-cache", st);
     fprintf(stderr, "glesllm: prompt cache %s: %u of the prompt's %u tokens reused\n", path,
             *n_cached, n);
     return 0;
+}
+
+/* The prompt's ids: the text tokenized, --prompt-ids, or the model's BOS.
+ * 0, or an exit code after saying why. */
+static int prompt_ids(const run_args *a, const char *file_text, size_t file_len, glesllm_model *m,
+                      int32_t **ids, uint32_t *n_ids)
+{
+    uint32_t n_vocab = glesllm_model_n_vocab(m);
+    if (a->prompt || a->prompt_file) {
+        const char *text = a->prompt ? a->prompt : file_text;
+        size_t len = a->prompt ? strlen(a->prompt) : file_len, n = 0;
+        unsigned flags = GLESLLM_TOKENIZE_ADD_SPECIAL |
+                         (a->special ? GLESLLM_TOKENIZE_PARSE_SPECIAL : 0);
+        glesllm_status st = glesllm_tokenize(m, text, len, flags, NULL, 0, &n);
+        if (st == GLESLLM_ERR_SMALL_BUFFER && (*ids = malloc(n * sizeof **ids)))
+            st = glesllm_tokenize(m, text, len, flags, *ids, n, &n);
+        if (st && st != GLESLLM_ERR_SMALL_BUFFER)
+            return cli_fail("tokenizing the prompt", st);
+        if (!n) {
+            fprintf(stderr, "glesllm run: the prompt is empty (no tokens, and the model's "
+                            "vocabulary adds no BOS)\n");
+            return 2;
+        }
+        if (!*ids)
+            return cli_fail("tokenizing the prompt", GLESLLM_ERR_NO_MEMORY);
+        *n_ids = (uint32_t)n;
+        return 0;
+    }
+    if (a->prompt_ids) {
+        int rc = parse_ids(a->prompt_ids, ids, n_ids);
+        for (uint32_t i = 0; !rc && i < *n_ids; i++)
+            if ((uint32_t)(*ids)[i] >= n_vocab) {
+                fprintf(stderr, "glesllm run: --prompt-ids: token %d is outside the model's "
+                                "vocabulary of %u\n", (*ids)[i], n_vocab);
+                rc = 2;
+            }
+        return rc;
+    }
+    if (!(*ids = malloc(sizeof **ids)))
+        return 1;
+    int32_t bos = glesllm_token_bos(m);
+    (*ids)[0] = bos >= 0 ? bos : 0;
+    *n_ids = 1;
+    return 0;
+}
+
+/* Opens --draft and makes its context beside the target's. */
+static int open_draft(const run_args *a, glesllm_backend *b, glesllm_context *target,
+                      glesllm_model **dm, glesllm_context **dc)
+{
+    int rc = cli_open_model(b, a->draft, dm);
+    if (!rc)
+        rc = cli_make_context(*dm, a->draft, glesllm_context_n_ctx(target), (uint32_t)a->n_batch,
+                              0, dc);
+    if (rc)
+        return rc;
+    glesllm_status st = glesllm_set_draft(target, *dc, (uint32_t)a->draft_max,
+                                          (uint32_t)a->draft_min);
+    if (st) {
+        fprintf(stderr, "glesllm run: --draft %s: %s\n", a->draft, glesllm_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+static void print_stats(const run_args *a, const glesllm_generate_result *g, uint32_t n_ctx,
+                        uint32_t n_save, uint32_t n_cached, uint32_t dispatches)
+{
+    uint32_t n_run = g->n_prompt - g->n_reused;
+    fprintf(stderr, "glesllm: prompt: %u tokens (%u from the prompt cache) in %.3f s (%.1f "
+                    "tokens/s)\n", g->n_prompt, g->n_reused, g->prompt_s,
+            g->prompt_s > 0 ? n_run / g->prompt_s : 0.0);
+    if (a->prompt_cache && n_save > n_cached)
+        fprintf(stderr, "glesllm: prompt cache %s: wrote %u tokens\n", a->prompt_cache, n_save);
+    fprintf(stderr, "glesllm: generation: %u tokens in %.3f s (%.1f tokens/s), %u dispatches "
+                    "per %s; stopped: %s\n",
+            g->n_gen, g->gen_s, g->gen_s > 0 ? (g->n_gen > 1 ? g->n_gen - 1 : 0) / g->gen_s : 0.0,
+            dispatches, a->draft ? "verification" : "token", stop_text(g->stop));
+    if (a->draft)
+        fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
+                        "%.2f tokens a round, %u tokens by plain steps, effective %.1f "
+                        "tokens/s (drafting %.3f s, verifying and plain steps %.3f s)\n",
+                g->n_rounds, g->n_drafted, g->n_accepted,
+                g->n_drafted ? 100.0 * g->n_accepted / g->n_drafted : 0.0,
+                g->n_rounds ? 1.0 + (double)g->n_accepted / g->n_rounds : 0.0, g->n_plain,
+                g->gen_s > 0 ? g->n_gen / g->gen_s : 0.0, g->draft_s, g->verify_s);
+    if (g->stop == GLESLLM_STOP_CONTEXT)
+        fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
+                        "more\n", n_ctx);
 }
 
 int cmd_run(int argc, char **argv)
@@ -318,114 +362,70 @@ int cmd_run(int argc, char **argv)
     if (a.prompt_file && (rc = cli_read_text(a.prompt_file, &file_text, &file_len)))
         return rc;
     a.sp.seed = a.seed < 0 ? random_seed() : (uint64_t)a.seed;
-    cli_model cm, dm;
-    memset(&dm, 0, sizeof dm);
-    gpu_context *ctx = NULL;
-    vocab *voc = NULL;
+    glesllm_backend *b = NULL;
+    glesllm_model *m = NULL, *dm = NULL;
+    glesllm_context *c = NULL, *dc = NULL;
     int32_t *ids = NULL;
     uint32_t n_ids = 0;
     glesllm_status st;
-    if ((rc = cli_model_open(a.model, 0, &cm)))
+    double t0 = cli_now();
+    if ((rc = cli_open_backend(&b)) || (rc = cli_open_model(b, a.model, &m)))
         goto out;
-    rc = 1;
-    const model *m = &cm.m;
     bool text_prompt = a.prompt || a.prompt_file;
-    if ((st = vocab_load(cm.f, &voc))) {
-        if (!a.print_ids || text_prompt) {
-            cli_fail(text_prompt ? "the model's vocabulary"
-                                 : "the model's vocabulary (--print-ids prints ids without it)", st);
-            goto out;
-        }
-        voc = NULL;
-    } else if (*vocab_warnings(voc)) {
-        fprintf(stderr, "glesllm: warning: %s\n", vocab_warnings(voc));
+    size_t none;
+    if (!text_prompt && !a.print_ids &&
+        (st = glesllm_tokenize(m, "", 0, 0, NULL, 0, &none)) != GLESLLM_OK) {
+        /* (ids print without a vocabulary; text does not) */
+        rc = cli_fail("the model's vocabulary (--print-ids prints ids without it)", st);
+        goto out;
     }
-    if (text_prompt) {
-        tok_ids t = { 0 };
-        const char *text = a.prompt ? a.prompt : file_text;
-        size_t len = a.prompt ? strlen(a.prompt) : file_len;
-        st = tok_encode(voc, text, len, TOK_ADD_SPECIAL | (a.special ? TOK_PARSE_SPECIAL : 0), &t);
-        if (st) {
-            tok_ids_free(&t);
-            cli_fail("tokenizing the prompt", st);
-            goto out;
-        }
-        if (!t.n) {
-            tok_ids_free(&t);
-            fprintf(stderr, "glesllm run: the prompt is empty (no tokens, and the model's "
-                            "vocabulary adds no BOS)\n");
-            rc = 2;
-            goto out;
-        }
-        ids = t.ids;
-        n_ids = (uint32_t)t.n;
-    } else if (a.prompt_ids) {
-        if ((rc = parse_ids(a.prompt_ids, &ids, &n_ids)))
-            goto out;
-        rc = 1;
-        for (uint32_t i = 0; i < n_ids; i++)
-            if ((uint32_t)ids[i] >= m->hp.n_vocab) {
-                fprintf(stderr, "glesllm run: --prompt-ids: token %d is outside the model's "
-                                "vocabulary of %u\n", ids[i], m->hp.n_vocab);
-                rc = 2;
-                goto out;
-            }
-    } else {
-        ids = malloc(sizeof *ids);
-        if (!ids)
-            goto out;
-        ids[0] = m->hp.bos >= 0 ? m->hp.bos : 0;
-        n_ids = 1;
-    }
-    uint32_t n_ctx = (uint32_t)a.n_ctx;
-    if (!n_ctx)
-        n_ctx = m->hp.n_ctx_train && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if ((rc = prompt_ids(&a, file_text, file_len, m, &ids, &n_ids)))
+        goto out;
+    const char *name = a.model ? a.model : "demo";
+    if ((rc = cli_make_context(m, name, (uint32_t)a.n_ctx, (uint32_t)a.n_batch,
+                               a.draft ? (uint32_t)a.draft_max : 0, &c)))
+        goto out;
+    uint32_t n_ctx = glesllm_context_n_ctx(c);
     if (n_ids > n_ctx) {
         fprintf(stderr, "glesllm run: the prompt has %u tokens, more than the context of %u; "
                         "use a larger -c\n", n_ids, n_ctx);
         rc = 2;
         goto out;
     }
-    if (a.draft && (rc = open_draft(&a, m, voc, &dm)))
+    if (a.draft && (rc = open_draft(&a, b, c, &dm, &dc)))
         goto out;
     rc = 1;
-    int32_t n_small = a.draft && a.draft_max + 1 > GPU_SMALL_BATCH ? (int32_t)a.draft_max + 1 : 0;
-    if (cli_open_gpu(&ctx) || cli_model_upload(&cm, ctx, n_ctx, (uint32_t)a.n_batch, n_small) ||
-        (a.draft && cli_model_upload(&dm, ctx, n_ctx, (uint32_t)a.n_batch, 0)))
-        goto out;
-    gpu_model *gm = cm.gm;
-    double load_s = cm.load_s;
+    glesllm_context_info ci;
+    glesllm_context_get_info(c, &ci);
     fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
                     "buffers; loaded in %.2f s\n",
-            a.model ? a.model : "demo", m->hp.arch_name, m->hp.n_layer,
-            gpu_model_weight_bytes(gm) / 1048576.0, gpu_context_string(ctx, 0x1F01 /* GL_RENDERER */),
-            n_ctx, kv_placement_name(gpu_model_kv(gm)), load_s);
+            name, glesllm_model_arch(m), glesllm_model_n_layer(m), ci.weight_bytes / 1048576.0,
+            glesllm_backend_renderer(b), n_ctx, ci.kv_placement, cli_now() - t0);
     if (a.sp.temp > 0.0f)
         fprintf(stderr, "glesllm: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat "
                         "penalty %.2f over %d, seed %llu\n",
                 a.sp.temp, a.sp.top_k, a.sp.top_p, a.sp.min_p, a.sp.repeat_penalty,
                 a.sp.repeat_last_n, (unsigned long long)a.sp.seed);
+    if ((st = glesllm_set_sampling(c, &a.sp))) {
+        cli_fail("sampling", st);
+        goto out;
+    }
     uint32_t n_cached = 0;
-    if (a.prompt_cache && (rc = load_prompt_cache(a.prompt_cache, gm, ids, n_ids, &n_cached)))
+    if (a.prompt_cache && (rc = load_prompt_cache(a.prompt_cache, c, ids, n_ids, &n_cached)))
         goto out;
     rc = 1;
-    printer pr = { voc, a.print_ids, { { 0 }, 0 }, 0 };
-    cli_catch_signals();
-    gen_options go2 = { ids, n_ids, (int32_t)a.n_predict, a.sp, a.ignore_eos, voc,
-                        &cli_interrupted, print_token, &pr, n_cached, dm.gm,
-                        (uint32_t)a.draft_max, (uint32_t)a.draft_min };
-    gen_stats gs;
-    st = engine_generate(gm, &go2, &gs);
+    printer pr = { a.print_ids, 0 };
+    glesllm_generate_params gp = { (int32_t)a.n_predict, a.ignore_eos, 0 };
+    glesllm_generate_result g;
+    cli_catch_signals(c);
+    st = glesllm_generate_tokens(c, ids, n_ids, &gp, print_piece, &pr, &g);
     cli_release_signals();
     /* the prompt's positions are in the cache whatever happened after it */
-    uint32_t n_save = n_ids < gpu_model_n_past(gm) ? n_ids : gpu_model_n_past(gm);
+    uint32_t past = glesllm_context_n_past(c), n_save = n_ids < past ? n_ids : past;
     glesllm_status sst = GLESLLM_OK;
-    if (a.prompt_cache && gs.n_prompt && n_save > n_cached)
-        sst = session_save(gm, a.prompt_cache, ids, n_save);
-    if (!a.print_ids) {
-        char tail[4];
-        fwrite(tail, 1, utf8_stream_flush(&pr.u, tail), stdout);
-    }
+    if (a.prompt_cache && g.n_prompt && n_save > n_cached &&
+        !(sst = glesllm_truncate(c, n_save)))
+        sst = glesllm_state_save_file(c, a.prompt_cache);
     printf("\n");
     fflush(stdout);
     if (st) {
@@ -436,33 +436,15 @@ int cmd_run(int argc, char **argv)
         cli_fail("writing the prompt cache", sst);
         goto out;
     }
-    uint32_t n_run = gs.n_prompt - (n_cached < gs.n_prompt ? n_cached : gs.n_prompt - 1);
-    fprintf(stderr, "glesllm: prompt: %u tokens (%u from the prompt cache) in %.3f s (%.1f "
-                    "tokens/s)\n", gs.n_prompt, gs.n_prompt - n_run, gs.prompt_s,
-            gs.prompt_s > 0 ? n_run / gs.prompt_s : 0.0);
-    if (a.prompt_cache && n_save > n_cached)
-        fprintf(stderr, "glesllm: prompt cache %s: wrote %u tokens\n", a.prompt_cache, n_save);
-    fprintf(stderr, "glesllm: generation: %u tokens in %.3f s (%.1f tokens/s), %u dispatches "
-                    "per %s; stopped: %s\n",
-            gs.n_gen, gs.gen_s, gs.gen_s > 0 ? (gs.n_gen > 1 ? gs.n_gen - 1 : 0) / gs.gen_s : 0.0,
-            gs.dispatches_per_token, a.draft ? "verification" : "token", stop_text(gs.stop));
-    if (a.draft)
-        fprintf(stderr, "glesllm: speculative: %u rounds, drafted %u, accepted %u (%.1f%%), "
-                        "%.2f tokens a round, %u tokens by plain steps, effective %.1f "
-                        "tokens/s (drafting %.3f s, verifying and plain steps %.3f s)\n",
-                gs.n_rounds, gs.n_drafted, gs.n_accepted,
-                gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0,
-                gs.n_rounds ? 1.0 + (double)gs.n_accepted / gs.n_rounds : 0.0, gs.n_plain,
-                gs.gen_s > 0 ? gs.n_gen / gs.gen_s : 0.0, gs.draft_s, gs.verify_s);
-    if (gs.stop == GEN_STOP_CONTEXT)
-        fprintf(stderr, "glesllm: the context of %u tokens is full; use a larger -c to generate "
-                        "more\n", n_ctx);
-    rc = gs.stop == GEN_STOP_REQUESTED && cli_interrupted ? 130 : 0;
+    glesllm_context_get_info(c, &ci);
+    print_stats(&a, &g, n_ctx, n_save, n_cached, ci.dispatches);
+    rc = g.stop == GLESLLM_STOP_CANCELLED && cli_interrupted ? 130 : 0;
 out:
-    cli_model_close(&dm);
-    cli_model_close(&cm);
-    gpu_context_destroy(ctx);
-    vocab_free(voc);
+    glesllm_context_free(dc);
+    glesllm_context_free(c);
+    glesllm_model_close(dm);
+    glesllm_model_close(m);
+    glesllm_backend_close(b);
     free(ids);
     free(file_text);
     return rc;

@@ -5,11 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "gguf/gguf.h"
-#include "text/tokenizer.h"
-#include "text/unicode.h"
-#include "text/vocab.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -36,8 +32,9 @@ static void usage(FILE *f)
 static void print_piece(const char *p, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_char_len((unsigned char)p[i]);
-        if (k <= n - i && utf8_valid(p + i, k)) {
+        unsigned char c = (unsigned char)p[i];
+        size_t k = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        if (k <= n - i && cli_utf8_char(p + i, k)) {
             fwrite(p + i, 1, k, stdout);
             i += k;
         } else {
@@ -97,44 +94,45 @@ int cmd_tokenize(int argc, char **argv)
         if (rc)
             return rc;
     }
-    gguf_file *f = NULL;
-    vocab *v = NULL;
-    tok_ids t = { 0 };
+    glesllm_model *m = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
     int rc = 1;
-    glesllm_status st = gguf_open(model_path, &f);
+    glesllm_model_params mp = { NULL, NULL, 1, cli_log, NULL }; /* (the vocabulary alone) */
+    glesllm_status st = glesllm_model_open(NULL, model_path, &mp, &m);
     if (st) {
         cli_fail(model_path, st);
         goto out;
     }
-    if ((st = vocab_load(f, &v))) {
-        cli_fail(model_path, st);
-        goto out;
-    }
-    if (*vocab_warnings(v))
-        fprintf(stderr, "glesllm: warning: %s\n", vocab_warnings(v));
-    unsigned flags = (no_bos ? 0 : TOK_ADD_SPECIAL) | (special ? TOK_PARSE_SPECIAL : 0);
-    if ((st = tok_encode(v, prompt ? prompt : text, len, flags, &t))) {
+    unsigned flags = (no_bos ? 0 : GLESLLM_TOKENIZE_ADD_SPECIAL) |
+                     (special ? GLESLLM_TOKENIZE_PARSE_SPECIAL : 0);
+    const char *in = prompt ? prompt : text;
+    st = glesllm_tokenize(m, in, len, flags, NULL, 0, &n_ids);
+    if (st == GLESLLM_ERR_SMALL_BUFFER)
+        st = (ids = malloc(sizeof *ids * n_ids)) != NULL
+                 ? glesllm_tokenize(m, in, len, flags, ids, n_ids, &n_ids)
+                 : GLESLLM_ERR_NO_MEMORY;
+    if (st) {
         cli_fail("tokenizing", st);
         goto out;
     }
     if (ids_only) {
-        for (size_t i = 0; i < t.n; i++)
-            printf("%s%d", i ? " " : "", t.ids[i]);
+        for (size_t i = 0; i < n_ids; i++)
+            printf("%s%d", i ? " " : "", ids[i]);
         printf("\n");
     } else {
-        for (size_t i = 0; i < t.n; i++) {
+        for (size_t i = 0; i < n_ids; i++) {
             char piece[256];
-            size_t n = vocab_piece(v, t.ids[i], true, piece, sizeof piece);
-            printf("%6d -> '", t.ids[i]);
+            size_t n = glesllm_token_piece(m, ids[i], 1, piece, sizeof piece);
+            printf("%6d -> '", ids[i]);
             print_piece(piece, n < sizeof piece ? n : sizeof piece);
             printf("%s'\n", n > sizeof piece ? "..." : "");
         }
     }
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
-    tok_ids_free(&t);
-    vocab_free(v);
-    gguf_close(f);
+    free(ids);
+    glesllm_model_close(m);
     free(text);
     return rc;
 }

@@ -24,6 +24,7 @@ const char *glesllm_strerror(glesllm_status status)
     case GLESLLM_ERR_TIMEOUT: return "GPU timeout";
     case GLESLLM_ERR_BUSY: return "busy";
     case GLESLLM_ERR_SMALL_BUFFER: return "buffer too small";
+    case GLESLLM_ERR_CANCELLED: return "cancelled";
     }
     return "unknown error";
 }

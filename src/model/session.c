@@ -237,10 +237,8 @@ glesllm_status session_read(gpu_model *gm, FILE *f, const char *name, const int3
 {
     *n_loaded = 0;
     glesllm_status st = load(gm, f, name, want, n_want, n_loaded);
-    if (st) { /* (nothing of a refused file stays) */
+    if (st)
         *n_loaded = 0;
-        gpu_model_truncate(gm, 0);
-    }
     return st;
 }
 

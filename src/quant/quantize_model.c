@@ -115,7 +115,7 @@ static void *convert_rows(void *arg)
     w->st = row ? GLESLLM_OK : err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint64_t r = w->r0; r < w->r1 && w->st == GLESLLM_OK; r++) {
         if (j->cancel && *j->cancel) {
-            w->st = err_set(GLESLLM_ERR_INVALID_ARGUMENT, "interrupted");
+            w->st = err_set(GLESLLM_ERR_CANCELLED, "interrupted");
             break;
         }
         w->st = quant_dequantize(j->src->type, j->src->data + r * j->src_row_bytes, row,
@@ -178,7 +178,7 @@ static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t 
     out_tensor *o = ctx;
     model_ctx *m = o->m;
     if (m->cb && m->cb->cancel && *m->cb->cancel)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "interrupted");
+        return err_set(GLESLLM_ERR_CANCELLED, "interrupted");
     if (offset == 0) {
         if (m->cb && m->cb->tensor)
             m->cb->tensor(m->cb->ctx, o->index, o->count, o->src->name, o->src->type, o->to,
