@@ -299,6 +299,50 @@ static void test_cancel_and_callback_stop_generation(void)
 
 /* ---- threads ------------------------------------------------------------------------- */
 
+typedef struct canceller {
+    glesllm_context *c;
+    volatile uint32_t seen; /* tokens streamed so far */
+} canceller;
+
+static int count_piece(void *ud, int32_t token, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    canceller *k = ud;
+    if (token >= 0)
+        k->seen++;
+    return 0;
+}
+
+static void *cancel_after_some(void *ud)
+{
+    canceller *k = ud;
+    while (k->seen < 4)
+        usleep(1000);
+    glesllm_cancel(k->c);
+    return NULL;
+}
+
+static void test_cancel_from_another_thread(void)
+{
+    glesllm_model *m = open_demo();
+    glesllm_context *c = make_context(m, 512);
+    canceller k = { c, 0 };
+    pthread_t t;
+    pthread_create(&t, NULL, cancel_after_some, &k);
+    glesllm_generate_params gp = glesllm_generate_default();
+    gp.n_predict = -1; /* to the end of the context, unless cancelled */
+    gp.ignore_eos = 1;
+    glesllm_generate_result r;
+    OK(glesllm_generate_tokens(c, prompt8, 8, &gp, count_piece, &k, &r));
+    pthread_join(t, NULL);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_STOP_CANCELLED, r.stop);
+    TEST_ASSERT_TRUE(r.n_gen >= 4 && r.n_gen < 500);
+    glesllm_context_free(c);
+    glesllm_model_close(m);
+}
+
+
 typedef struct other_call {
     glesllm_context *c;
     glesllm_status st;
@@ -452,6 +496,7 @@ int main(void)
     RUN_TEST(test_two_contexts_on_one_model_give_one_contexts_ids);
     RUN_TEST(test_state_saved_and_loaded_continues_as_uninterrupted);
     RUN_TEST(test_cancel_and_callback_stop_generation);
+    RUN_TEST(test_cancel_from_another_thread);
     RUN_TEST(test_a_second_thread_is_refused_while_a_call_runs);
     RUN_TEST(test_greedy_ids_match_llama_cpp);
     RUN_TEST(test_another_models_state_and_draft_are_refused);

@@ -303,7 +303,8 @@ glesllm_status glesllm_tokenize(const glesllm_model *m, const char *text, size_t
         return st;
     }
     *n = t.n;
-    memcpy(ids, t.ids, (t.n < cap ? t.n : cap) * sizeof *ids);
+    if (ids && t.n && cap)
+        memcpy(ids, t.ids, (t.n < cap ? t.n : cap) * sizeof *ids);
     tok_ids_free(&t);
     if (*n > cap)
         return err_set(GLESLLM_ERR_SMALL_BUFFER, "the text has %zu tokens, room was given for %zu",
