@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "gguf_samples.h"
+#include "model/demo_model.h"
 #include "test_support.h"
 
 void setUp(void) {}
@@ -548,6 +549,95 @@ static void test_tokenize_command(void)
     unlink(path);
 }
 
+/* Messages that name the actual problem: an unknown option given last (was
+ * "missing value after"), a negative temperature, a folder given for a
+ * file, a path said once. */
+static void test_messages_name_the_problem(void)
+{
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -n 2 --bogus"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "unknown option '--bogus'"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench --bogus"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "unknown option '--bogus'"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "perplexity -m x.gguf --bogus"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "unknown option '--bogus'"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -n 2 --temp"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "missing value after '--temp'"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -n 2 --temp -1"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--temp"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "run -n 2 --temp 0 --prompt-cache /tmp"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "is a folder"), err);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, "tokenize -m /nonexistent/vocab.gguf -p hi"));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, count_in(err, "/nonexistent/vocab.gguf"), err);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "quantize /nonexistent/a.gguf /tmp Q4_0"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "is a folder"), err);
+}
+
+/* Strings from a file reach neither a terminal nor a JSON reader raw: an
+ * escape sequence in general.name (which could retitle or clear a
+ * terminal) and a byte of no UTF-8 character come out escaped. */
+static void test_info_escapes_what_the_file_says(void)
+{
+    char path[256], args[400];
+    snprintf(path, sizeof path, "/tmp/glesllm-test-cli-%ld-escape.gguf", (long)getpid());
+    gguf_writer *w;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_create(&w));
+    gguf_writer_set_str(w, "general.architecture", "llama");
+    gguf_writer_set_str(w, "general.name", "x\033]0;pwned\007\033[2J\xff\xc2\x9b caf\xc3\xa9");
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(w, path));
+    gguf_writer_destroy(w);
+    snprintf(args, sizeof args, "info %s", path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "x\\x1b]0;pwned\\x07\\x1b[2J\\xff\\xc2\\x9b caf\xc3\xa9"),
+                                 out);
+    TEST_ASSERT_NULL(strchr(out, '\033'));
+    snprintf(args, sizeof args, "info %s --json", path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(
+        strstr(out, "\"name\": \"x\\u001b]0;pwned\\u0007\\u001b[2J\\ufffd\xc2\x9b caf\xc3\xa9\""), out);
+    for (const char *p = out; *p; p++) /* no byte of no character */
+        TEST_ASSERT_TRUE_MESSAGE((unsigned char)*p != 0xff && (unsigned char)*p >= 0x0a, out);
+    unlink(path);
+}
+
+/* A model whose RoPE base is NaN computes NaN logits: refused when opened,
+ * naming the key, by run and perplexity alike (perplexity printed "PPL =
+ * -nan" with exit 0). */
+static void test_non_finite_hyperparameters_are_refused(void)
+{
+    demo_spec s = demo_spec_default();
+    uint8_t *data;
+    size_t size;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+    const char *key = "llama.rope.freq_base";
+    uint8_t *at = NULL;
+    for (size_t i = 0; !at && i + strlen(key) + 8 <= size; i++)
+        if (memcmp(data + i, key, strlen(key)) == 0)
+            at = data + i;
+    TEST_ASSERT_NOT_NULL(at);
+    float nan_value = NAN; /* the value follows the key and its 4-byte type */
+    memcpy(at + strlen(key) + 4, &nan_value, 4);
+    char path[300], text[300], args[1024];
+    snprintf(path, sizeof path, "%s.nan.gguf", out_path);
+    snprintf(text, sizeof text, "%s.nan.txt", out_path);
+    FILE *f = fopen(path, "wb");
+    TEST_ASSERT_EQUAL_size_t(size, fwrite(data, 1, size, f));
+    fclose(f);
+    free(data);
+    f = fopen(text, "w");
+    for (int i = 0; i < 40; i++)
+        fputs("once upon a time there was a word and another word ", f);
+    fclose(f);
+    snprintf(args, sizeof args, "run -m %s -n 4 --temp 0", path);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "rope.freq_base"), err);
+    snprintf(args, sizeof args, "perplexity -m %s -f %s -c 16", path, text);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "rope.freq_base"), err);
+    TEST_ASSERT_EQUAL_STRING("", out);
+    remove(path);
+    remove(text);
+}
+
 /* Mutated and truncated copies through the real command: every one exits 0
  * or 1 with a message, none by a signal. */
 static void test_info_survives_mutated_files(void)
@@ -598,6 +688,9 @@ int main(void)
     RUN_TEST(test_info_model_text_and_tensors);
     RUN_TEST(test_info_model_bad_input);
     RUN_TEST(test_info_survives_mutated_files);
+    RUN_TEST(test_non_finite_hyperparameters_are_refused);
+    RUN_TEST(test_messages_name_the_problem);
+    RUN_TEST(test_info_escapes_what_the_file_says);
     RUN_TEST(test_quantize_command);
     RUN_TEST(test_run_demo_and_flags);
     RUN_TEST(test_run_shared_model_greedy);

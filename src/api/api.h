@@ -80,9 +80,9 @@ typedef struct api_call {
 glesllm_status api_enter(glesllm_backend *b, bool wait, api_call *call);
 void api_leave(api_call *call);
 
-/* A message to the backend's log callback (b may be NULL: dropped). */
-void api_log(const glesllm_backend *b, glesllm_log_level level, const char *fmt, ...)
-    GLESLLM_PRINTF(3, 4);
+/* A message to a log callback (fn NULL: dropped). */
+void api_log(glesllm_log_fn fn, void *ud, glesllm_log_level level, const char *fmt, ...)
+    GLESLLM_PRINTF(4, 5);
 
 /* The handle checks: an error naming what is wrong with the handle. */
 glesllm_status api_check_backend(const glesllm_backend *b);

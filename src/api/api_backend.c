@@ -31,16 +31,16 @@ void api_leave(api_call *call)
     pthread_mutex_unlock(&call->b->lock);
 }
 
-void api_log(const glesllm_backend *b, glesllm_log_level level, const char *fmt, ...)
+void api_log(glesllm_log_fn fn, void *ud, glesllm_log_level level, const char *fmt, ...)
 {
-    if (!b || !b->log)
+    if (!fn)
         return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    b->log(b->log_ud, level, msg);
+    fn(ud, level, msg);
 }
 
 glesllm_status api_check_backend(const glesllm_backend *b)

@@ -272,15 +272,23 @@ static glesllm_status check_logits(const glesllm_context *c, int32_t i)
     return GLESLLM_OK;
 }
 
-glesllm_status glesllm_get_logits(glesllm_context *c, int32_t i, float *out)
+/* A call that reads what the last decode left of token i: the checks, then
+ * the backend entered. */
+static glesllm_status enter_logits(glesllm_context *c, int32_t i, const void *out, api_call *call)
 {
     glesllm_status st = api_check_context(c);
     if (st || (st = check_logits(c, i)))
         return st;
     if (!out)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "out is NULL");
+    return enter(c, call);
+}
+
+glesllm_status glesllm_get_logits(glesllm_context *c, int32_t i, float *out)
+{
     api_call call;
-    if ((st = enter(c, &call)))
+    glesllm_status st = enter_logits(c, i, out, &call);
+    if (st)
         return st;
     st = logits_of(c, i, out);
     api_leave(&call);
@@ -324,13 +332,9 @@ static glesllm_status pick_on_cpu(glesllm_context *c, int32_t *token)
 
 glesllm_status glesllm_next_token(glesllm_context *c, int32_t *token)
 {
-    glesllm_status st = api_check_context(c);
-    if (st || (st = check_logits(c, -1)))
-        return st;
-    if (!token)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "token is NULL");
     api_call call;
-    if ((st = enter(c, &call)))
+    glesllm_status st = enter_logits(c, -1, token, &call);
+    if (st)
         return st;
     bool greedy = c->sampling.temp <= 0.0f;
     if (c->last_all || (greedy ? c->last_pick != GPU_STEP_ARGMAX : c->last_pick != GPU_STEP_CANDIDATES)) {

@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "model/model_info.h"
+#include "text/unicode.h"
 #include "ops/matvec.h"
 #include "ops/prefetch.h"
 
@@ -123,19 +124,56 @@ glesllm_status glesllm_backend_describe(glesllm_backend *b, char **text)
 
 /* ---- a GGUF file ------------------------------------------------------------------ */
 
+/* The bytes of the whole UTF-8 character at s[i] (n bytes in all), or 0
+ * where s[i] starts none. */
+static size_t utf8_at(const char *s, size_t i, size_t n)
+{
+    size_t k = utf8_char_len((unsigned char)s[i]);
+    return k <= n - i && utf8_valid(s + i, k) ? k : 0;
+}
+
+/* A string from a file, as JSON: invalid UTF-8 as U+FFFD, so that the
+ * output is always valid JSON. */
 static void json_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
+        size_t k = utf8_at(s, i, n);
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
-        else if (c < 0x20)
+        else if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\u%04x", c);
+        else if (!k)
+            fputs("\\ufffd", f);
         else
-            fputc(c, f);
+            fwrite(s + i, 1, k, f);
+        i += k ? k : 1;
     }
     fputc('"', f);
+}
+
+/* A string from a file, for a terminal: control characters (C0, DEL, C1,
+ * which can move the cursor or retitle the window) and bytes of no valid
+ * UTF-8 character as \xNN; into buf (room for 4 * strlen(s) + 1). */
+static const char *term_str(const char *s, char *buf)
+{
+    size_t n = strlen(s), o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = utf8_at(s, i, n);
+        bool c1 = k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
+        if (c < 0x20 || c == 0x7f || !k || c1) {
+            o += (size_t)sprintf(buf + o, "\\x%02x", c);
+            i++;
+            continue;
+        }
+        memcpy(buf + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    buf[o] = '\0';
+    return buf;
 }
 
 static void json_cstr(FILE *f, const char *s) { json_str(f, s, strlen(s)); }
@@ -158,8 +196,9 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     model_memory m = model_info_memory(mi, n_ctx);
     fprintf(f, "file:               %s (%llu bytes, GGUF v%u)\n", path,
            (unsigned long long)mi->file_size, mi->gguf_version);
-    fprintf(f, "architecture:       %s\n", mi->arch[0] ? mi->arch : "(none)");
-    fprintf(f, "name:               %s\n", mi->name[0] ? mi->name : "(none)");
+    char e1[4 * sizeof mi->name + 1], e2[4 * sizeof mi->tokenizer_pre + 1];
+    fprintf(f, "architecture:       %s\n", mi->arch[0] ? term_str(mi->arch, e1) : "(none)");
+    fprintf(f, "name:               %s\n", mi->name[0] ? term_str(mi->name, e1) : "(none)");
     fprintf(f, "parameters:         %llu (%.2f M)\n", (unsigned long long)mi->n_params, mi->n_params / 1e6);
     fprintf(f, "layers:             %u\n", mi->n_layers);
     fprintf(f, "hidden size:        %u\n", mi->n_embd);
@@ -167,11 +206,12 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
     fprintf(f, "head dimension:     %u\n", mi->head_dim);
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);
-    fprintf(f, "RoPE:               %s, base %g, scaling %s (factor %g)\n", mi->rope_type, mi->rope_base,
-           mi->rope_scaling, mi->rope_factor);
+    fprintf(f, "RoPE:               %s, base %g, scaling %s (factor %g)\n", mi->rope_type,
+            mi->rope_base, term_str(mi->rope_scaling, e1), mi->rope_factor);
     fprintf(f, "vocab size:         %llu\n", (unsigned long long)mi->n_vocab);
-    fprintf(f, "tokenizer:          %s%s%s\n", mi->tokenizer_model[0] ? mi->tokenizer_model : "(none)",
-           mi->tokenizer_pre[0] ? ", pre-tokenizer " : "", mi->tokenizer_pre);
+    fprintf(f, "tokenizer:          %s%s%s\n",
+            mi->tokenizer_model[0] ? term_str(mi->tokenizer_model, e1) : "(none)",
+            mi->tokenizer_pre[0] ? ", pre-tokenizer " : "", term_str(mi->tokenizer_pre, e2));
     fprintf(f, "tensors:            %llu, %.2f MiB\n", (unsigned long long)gguf_tensor_count(gf),
            mib(mi->tensor_bytes));
     for (int t = 0; t < GGML_TYPE_MAX_ID; t++)
@@ -187,7 +227,8 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
         for (uint64_t i = 0; i < gguf_tensor_count(gf); i++) {
             const gguf_tensor *t = gguf_tensor_at(gf, i);
             char shape[96];
-            fprintf(f, "%-40s %-8s %-28s %llu\n", t->name, ggml_type_name(t->type),
+            char name[4 * sizeof t->name + 1];
+            fprintf(f, "%-40s %-8s %-28s %llu\n", term_str(t->name, name), ggml_type_name(t->type),
                    format_shape(t, " x ", shape, sizeof shape),
                    (unsigned long long)(gguf_data_offset(gf) + t->offset));
         }

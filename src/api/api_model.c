@@ -1,7 +1,6 @@
 /* The model handle: a GGUF file opened and checked, its vocabulary, and the
  * GPU weights its contexts share; text to ids and back. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,21 +57,11 @@ void api_model_release(glesllm_model *m)
         model_free(m);
 }
 
-/* to the model's log, else the backend's */
-static void model_log(const glesllm_model *m, glesllm_log_level level, const char *fmt, ...)
-    GLESLLM_PRINTF(3, 4);
-static void model_log(const glesllm_model *m, glesllm_log_level level, const char *fmt, ...)
-{
-    glesllm_log_fn fn = m->params.log ? m->params.log : m->b ? m->b->log : NULL;
-    if (!fn)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fn(m->params.log ? m->params.log_ud : m->b->log_ud, level, msg);
-}
+/* the model's log, else the backend's */
+#define MODEL_LOG(m, level, ...)                                                                   \
+    api_log((m)->params.log ? (m)->params.log : (m)->b ? (m)->b->log : NULL,                       \
+            (m)->params.log ? (m)->params.log_ud : (m)->b ? (m)->b->log_ud : NULL, level,          \
+            __VA_ARGS__)
 
 static glesllm_status open_file(glesllm_backend *b, const char *path, const uint8_t *mem,
                                 size_t size, const glesllm_model_params *params,
@@ -110,16 +99,13 @@ static glesllm_status open_file(glesllm_backend *b, const char *path, const uint
         return st;
     }
     /* a model without a usable vocabulary still runs from ids */
-    if (m->voc) {
-        if (*vocab_warnings(m->voc))
-            model_log(m, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
-    } else if (vocab_load(m->f, &m->voc)) {
+    if (!m->voc && vocab_load(m->f, &m->voc)) {
         snprintf(m->vocab_err, sizeof m->vocab_err, "%s", glesllm_last_error());
         m->voc = NULL;
-        model_log(m, GLESLLM_LOG_WARN, "no usable vocabulary (%s): the model runs from token "
+        MODEL_LOG(m, GLESLLM_LOG_WARN, "no usable vocabulary (%s): the model runs from token "
                   "ids only", m->vocab_err);
     } else if (*vocab_warnings(m->voc)) {
-        model_log(m, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
+        MODEL_LOG(m, GLESLLM_LOG_WARN, "%s", vocab_warnings(m->voc));
     }
     gguf_str tmpl;
     if (gguf_get_str(m->f, "tokenizer.chat_template", &tmpl) == GLESLLM_OK &&
@@ -157,7 +143,7 @@ glesllm_status glesllm_model_open_demo(glesllm_backend *b, const glesllm_model_p
         return st;
     }
     (*out)->demo = data;
-    api_log(b, GLESLLM_LOG_INFO, "the built-in demo model: %s, %u layers, %u hidden, %s; random "
+    MODEL_LOG(*out, GLESLLM_LOG_INFO, "the built-in demo model: %s, %u layers, %u hidden, %s; random "
             "weights, so the text means nothing", spec.arch, spec.n_layer, spec.n_embd,
             ggml_type_name(spec.type));
     return GLESLLM_OK;

@@ -1,5 +1,8 @@
 /* glesllm_quantize: quant/quantize_model.h behind the public interface. */
+#include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "quant/quantize_model.h"
@@ -35,6 +38,20 @@ glesllm_status glesllm_quantize(const char *in, const char *out,
         si.st_ino == so.st_ino)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the output would replace the input; give another path");
+    /* (checked now, not after all the work) */
+    if (stat(out, &so) == 0 && S_ISDIR(so.st_mode))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the output %s is a folder; give a file path",
+                       out);
+    char dir[4096];
+    const char *slash = strrchr(out, '/');
+    size_t dl = slash ? (size_t)(slash - out) + (slash == out) : 1;
+    if (dl >= sizeof dir)
+        dl = sizeof dir - 1;
+    memcpy(dir, slash ? out : ".", dl);
+    dir[dl] = '\0';
+    if (access(dir, W_OK | X_OK) != 0)
+        return err_set(GLESLLM_ERR_IO, "cannot write a file in '%s' (for %s): %s", dir, out,
+                       strerror(errno));
     relay r = { params };
     quant_model_callbacks cb = { params->on_tensor ? on_tensor : NULL,
                                  params->on_note ? on_note : NULL, &r, params->cancel,

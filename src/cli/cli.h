@@ -42,6 +42,12 @@ bool cli_parse_float(const char *s, float lo, float hi, float *out);
  * 32)", for an "invalid value" message; "" if the last one succeeded. */
 const char *cli_parse_want(void);
 
+/* Before argv[i]'s value: 0 where argv[i] is one of `options` (taking a
+ * value, NULL-ended) and a value follows; else 2 after saying on stderr
+ * that the argument is unexpected, the option unknown, or its value
+ * missing. */
+int cli_option_value(const char *cmd, int argc, char **argv, int i, const char *const *options);
+
 /* Whether p[0..n) is one whole, valid UTF-8 character. */
 bool cli_utf8_char(const char *p, size_t n);
 
@@ -59,6 +65,11 @@ int cli_open_model(glesllm_backend *b, const char *path, glesllm_model **m);
  * 0, or 1 after saying why. */
 int cli_make_context(glesllm_model *m, const char *name, uint32_t n_ctx, uint32_t n_batch,
                      uint32_t draft_max, glesllm_context **c);
+
+/* The ids of text[0..len) (glesllm_tokenize's flags) into *ids (malloc'd,
+ * *n of them; may be NULL when none). */
+glesllm_status cli_tokenize(const glesllm_model *m, const char *text, size_t len, unsigned flags,
+                            int32_t **ids, size_t *n);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

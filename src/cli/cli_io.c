@@ -154,3 +154,19 @@ const char *cli_parse_want(void)
 {
     return parse_want;
 }
+
+int cli_option_value(const char *cmd, int argc, char **argv, int i, const char *const *options)
+{
+    const char *o = argv[i];
+    bool known = false;
+    for (size_t k = 0; options[k] && !known; k++)
+        known = strcmp(o, options[k]) == 0;
+    const char *what = o[0] != '-' ? "unexpected argument"
+                       : !known    ? "unknown option"
+                       : i + 1 >= argc ? "missing value after"
+                                       : NULL;
+    if (!what)
+        return 0;
+    fprintf(stderr, "glesllm %s: %s '%s'; see 'glesllm %s --help'\n", cmd, what, o, cmd);
+    return 2;
+}

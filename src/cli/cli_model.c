@@ -1,6 +1,7 @@
 /* Opening the GPU, a model (a GGUF file or the built-in demo) and a context
  * for a command. See cli.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,4 +59,16 @@ int cli_make_context(glesllm_model *m, const char *name, uint32_t n_ctx, uint32_
     if (st && isatty(2))
         fprintf(stderr, "\r\033[K");
     return st ? cli_fail(name, st) : 0;
+}
+
+glesllm_status cli_tokenize(const glesllm_model *m, const char *text, size_t len, unsigned flags,
+                            int32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    glesllm_status st = glesllm_tokenize(m, text, len, flags, NULL, 0, n);
+    if (st != GLESLLM_ERR_SMALL_BUFFER) /* (no tokens, or an error) */
+        return st;
+    if (!(*ids = malloc(sizeof **ids * *n)))
+        return GLESLLM_ERR_NO_MEMORY;
+    return glesllm_tokenize(m, text, len, flags, *ids, *n, n);
 }

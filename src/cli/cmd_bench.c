@@ -62,6 +62,12 @@ static bool parse_list(const char *s, long *list, uint32_t *n, bool *cleared)
     return true;
 }
 
+/* the options that take a value */
+static const char *const value_options[] = {
+    "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-b",
+    "--batch-size", "-o", "--output", NULL
+};
+
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -77,11 +83,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
             usage(stdout);
             return -1;
         }
-        if (i + 1 >= argc || o[0] != '-') {
-            fprintf(stderr, "glesllm bench: %s '%s'; see 'glesllm bench --help'\n",
-                    o[0] == '-' ? "missing value after" : "unexpected argument", o);
+        if (cli_option_value("bench", argc, argv, i, value_options))
             return 2;
-        }
         char *v = argv[++i];
         bool ok = true;
         const char *want = ""; /* what a bad value should have been */

@@ -36,6 +36,11 @@ static void progress(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl)
     fprintf(stderr, "[%u]%.4f,%s", chunk, ppl, chunk == n_chunks ? "\n" : "");
 }
 
+/* the options that take a value */
+static const char *const value_options[] = {
+    "-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b", "--batch-size", "--chunks", NULL
+};
+
 int cmd_perplexity(int argc, char **argv)
 {
     const char *model_path = NULL, *file = NULL;
@@ -46,11 +51,8 @@ int cmd_perplexity(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (i + 1 >= argc || o[0] != '-') {
-            fprintf(stderr, "glesllm perplexity: %s '%s'; see 'glesllm perplexity --help'\n",
-                    o[0] == '-' ? "missing value after" : "unexpected argument", o);
+        if (cli_option_value("perplexity", argc, argv, i, value_options))
             return 2;
-        }
         const char *v = argv[++i];
         bool ok = true;
         if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0)
@@ -92,12 +94,7 @@ int cmd_perplexity(int argc, char **argv)
     if ((rc = cli_open_backend(&b)) || (rc = cli_open_model(b, model_path, &m)))
         goto out;
     rc = 1;
-    st = glesllm_tokenize(m, text, len, GLESLLM_TOKENIZE_ADD_SPECIAL, NULL, 0, &n_tok);
-    if (st == GLESLLM_ERR_SMALL_BUFFER)
-        st = (ids = malloc(sizeof *ids * n_tok)) != NULL
-                 ? glesllm_tokenize(m, text, len, GLESLLM_TOKENIZE_ADD_SPECIAL, ids, n_tok, &n_tok)
-                 : GLESLLM_ERR_NO_MEMORY;
-    if (st) {
+    if ((st = cli_tokenize(m, text, len, GLESLLM_TOKENIZE_ADD_SPECIAL, &ids, &n_tok))) {
         cli_fail("tokenizing the text", st);
         goto out;
     }

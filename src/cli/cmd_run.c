@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +64,14 @@ typedef struct run_args {
     bool ignore_eos, print_ids, special;
 } run_args;
 
+/* the options that take a value */
+static const char *const value_options[] = {
+    "-m", "--model", "-p", "--prompt", "-f", "--file", "--prompt-ids", "--prompt-cache",
+    "--draft", "-md", "--model-draft", "--draft-max", "--draft-min", "-n", "--n-predict", "-c",
+    "--ctx-size", "-b", "--batch-size", "--temp", "--top-k", "--top-p", "--min-p",
+    "--repeat-penalty", "--repeat-last-n", "-s", "--seed", NULL
+};
+
 /* 0 parsed, else an exit code */
 static int parse_args(int argc, char **argv, run_args *a)
 {
@@ -89,11 +98,8 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->special = true;
             continue;
         }
-        if (i + 1 >= argc || o[0] != '-') {
-            fprintf(stderr, "glesllm run: %s '%s'; see 'glesllm run --help'\n",
-                    o[0] == '-' ? "missing value after" : "unexpected argument", o);
+        if (cli_option_value("run", argc, argv, i, value_options))
             return 2;
-        }
         const char *v = argv[++i];
         long l;
         bool ok = true;
@@ -122,7 +128,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         else if (strcmp(o, "-b") == 0 || strcmp(o, "--batch-size") == 0)
             ok = cli_parse_long(v, 1, 1L << 16, &a->n_batch);
         else if (strcmp(o, "--temp") == 0)
-            ok = cli_parse_float(v, -1e9f, 1e9f, &a->sp.temp);
+            ok = cli_parse_float(v, 0.0f, 1e9f, &a->sp.temp); /* (0: greedy) */
         else if (strcmp(o, "--top-k") == 0)
             ok = cli_parse_long(v, -1, 1L << 30, &l) && ((a->sp.top_k = (int32_t)l), true);
         else if (strcmp(o, "--top-p") == 0)
@@ -235,6 +241,12 @@ static int load_prompt_cache(const char *path, glesllm_context *c, const int32_t
                              uint32_t *n_cached)
 {
     *n_cached = 0;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "glesllm: --prompt-cache %s is a folder; give the path of a file (in it, "
+                        "say)\n", path);
+        return 2;
+    }
     if (access(path, F_OK) != 0) {
         /* checked now, not after the whole generation: the folder it goes in */
         char dir[4096];
@@ -273,18 +285,14 @@ static int prompt_ids(const run_args *a, const char *file_text, size_t file_len,
         size_t len = a->prompt ? strlen(a->prompt) : file_len, n = 0;
         unsigned flags = GLESLLM_TOKENIZE_ADD_SPECIAL |
                          (a->special ? GLESLLM_TOKENIZE_PARSE_SPECIAL : 0);
-        glesllm_status st = glesllm_tokenize(m, text, len, flags, NULL, 0, &n);
-        if (st == GLESLLM_ERR_SMALL_BUFFER && (*ids = malloc(n * sizeof **ids)))
-            st = glesllm_tokenize(m, text, len, flags, *ids, n, &n);
-        if (st && st != GLESLLM_ERR_SMALL_BUFFER)
+        glesllm_status st = cli_tokenize(m, text, len, flags, ids, &n);
+        if (st)
             return cli_fail("tokenizing the prompt", st);
         if (!n) {
             fprintf(stderr, "glesllm run: the prompt is empty (no tokens, and the model's "
                             "vocabulary adds no BOS)\n");
             return 2;
         }
-        if (!*ids)
-            return cli_fail("tokenizing the prompt", GLESLLM_ERR_NO_MEMORY);
         *n_ids = (uint32_t)n;
         return 0;
     }

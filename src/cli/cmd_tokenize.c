@@ -101,18 +101,13 @@ int cmd_tokenize(int argc, char **argv)
     glesllm_model_params mp = { NULL, NULL, 1, cli_log, NULL }; /* (the vocabulary alone) */
     glesllm_status st = glesllm_model_open(NULL, model_path, &mp, &m);
     if (st) {
-        cli_fail(model_path, st);
+        cli_fail("cannot read the model", st); /* (its errors name the path) */
         goto out;
     }
     unsigned flags = (no_bos ? 0 : GLESLLM_TOKENIZE_ADD_SPECIAL) |
                      (special ? GLESLLM_TOKENIZE_PARSE_SPECIAL : 0);
     const char *in = prompt ? prompt : text;
-    st = glesllm_tokenize(m, in, len, flags, NULL, 0, &n_ids);
-    if (st == GLESLLM_ERR_SMALL_BUFFER)
-        st = (ids = malloc(sizeof *ids * n_ids)) != NULL
-                 ? glesllm_tokenize(m, in, len, flags, ids, n_ids, &n_ids)
-                 : GLESLLM_ERR_NO_MEMORY;
-    if (st) {
+    if ((st = cli_tokenize(m, in, len, flags, &ids, &n_ids))) {
         cli_fail("tokenizing", st);
         goto out;
     }

@@ -66,6 +66,13 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
                 break;
             for (uint32_t j = lo; j < hi; j++) {
                 double lp = log_prob(logits + (size_t)(j - lo) * nv, nv, w[j + 1]);
+                if (!isfinite(lp)) { /* a result of NaN means nothing */
+                    st = err_set(GLESLLM_ERR_FORMAT,
+                                 "the logits at position %u of window %u are not finite (NaN or "
+                                 "infinite): the model's weights or hyperparameters (RoPE base, "
+                                 "norm epsilon) are broken", j, c + 1);
+                    break;
+                }
                 nll -= lp;
                 nll2 += lp * lp;
                 count++;

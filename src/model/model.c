@@ -99,7 +99,17 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
     if (!(hp->eps > 0.0f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "the model has no %s.attention.layer_norm_rms_epsilon (a positive float)", a);
+    if (!isfinite(hp->eps))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.attention.layer_norm_rms_epsilon is not a finite number", a);
     hp->rope_base = mi.rope_base;
+    /* (a NaN base gives NaN logits, silently) */
+    if (!isfinite(hp->rope_base) || !(hp->rope_base > 1.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.rope.freq_base is %g; RoPE needs a finite base above 1 (10000 is "
+                       "usual): the file is damaged", a, hp->rope_base);
+    if (!isfinite(mi.rope_factor))
+        return err_set(GLESLLM_ERR_FORMAT, "%s.rope.scaling.factor is not a finite number", a);
     hp->rope_scale = 1.0f;
     if (strcmp(mi.rope_scaling, "linear") == 0 && mi.rope_factor > 0.0f)
         hp->rope_scale = 1.0f / mi.rope_factor;
