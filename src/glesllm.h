@@ -356,13 +356,14 @@ typedef enum glesllm_stop {
 } glesllm_stop;
 
 typedef struct glesllm_generate_params {
-    int32_t n_predict;      /* tokens to generate; < 0: until a stop. 0 in
-                               glesllm_generate_default: 128 */
+    int32_t n_predict;      /* tokens to generate (0: only the prompt runs); < 0: until
+                               a stop */
     int ignore_eos;         /* nonzero: end-of-generation tokens do not stop */
     int special;            /* nonzero: control-token text in a text prompt becomes
                                that token; their pieces print their text */
 } glesllm_generate_params;
 
+/* 128 tokens, end-of-generation tokens stop, special-token text is plain text. */
 GLESLLM_API glesllm_generate_params glesllm_generate_default(void);
 
 typedef struct glesllm_generate_result {
