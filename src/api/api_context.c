@@ -430,6 +430,23 @@ static glesllm_status cached_tokens(glesllm_context *c, int32_t **out, uint32_t 
     return GLESLLM_OK;
 }
 
+/* The cached positions and their tokens to the file at path, or to f. */
+static glesllm_status save_state(glesllm_context *c, const char *path, FILE *f)
+{
+    api_call call;
+    glesllm_status st = enter(c, &call);
+    if (st)
+        return st;
+    int32_t *toks;
+    uint32_t n;
+    if (!(st = cached_tokens(c, &toks, &n))) {
+        st = path ? session_save(c->gm, path, toks, n) : session_write(c->gm, f, toks, n);
+        free(toks);
+    }
+    api_leave(&call);
+    return st;
+}
+
 glesllm_status glesllm_state_save_file(glesllm_context *c, const char *path)
 {
     glesllm_status st = api_check_context(c);
@@ -437,17 +454,7 @@ glesllm_status glesllm_state_save_file(glesllm_context *c, const char *path)
         return st;
     if (!path)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the path is NULL");
-    api_call call;
-    if ((st = enter(c, &call)))
-        return st;
-    int32_t *toks;
-    uint32_t n;
-    if (!(st = cached_tokens(c, &toks, &n))) {
-        st = session_save(c->gm, path, toks, n);
-        free(toks);
-    }
-    api_leave(&call);
-    return st;
+    return save_state(c, path, NULL);
 }
 
 glesllm_status glesllm_state_load_file(glesllm_context *c, const char *path,
@@ -486,23 +493,12 @@ glesllm_status glesllm_state_save(glesllm_context *c, void *buf, size_t cap, siz
         return buf ? err_set(GLESLLM_ERR_SMALL_BUFFER, "the state takes %llu bytes, room was "
                              "given for %zu", (unsigned long long)need, cap)
                    : GLESLLM_OK;
-    api_call call;
-    if ((st = enter(c, &call)))
-        return st;
-    int32_t *toks;
-    uint32_t n;
-    if (!(st = cached_tokens(c, &toks, &n))) {
-        FILE *f = fmemopen(buf, cap, "wb");
-        if (!f) {
-            st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
-        } else {
-            st = session_write(c->gm, f, toks, n);
-            if (fclose(f) != 0 && !st)
-                st = err_set(GLESLLM_ERR_IO, "writing the state into memory failed");
-        }
-        free(toks);
-    }
-    api_leave(&call);
+    FILE *f = fmemopen(buf, cap, "wb");
+    if (!f)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    st = save_state(c, NULL, f);
+    if (fclose(f) != 0 && !st)
+        st = err_set(GLESLLM_ERR_IO, "writing the state into memory failed");
     return st;
 }
 
