@@ -49,7 +49,6 @@ struct glesllm_model {
      * contexts share; a context freed while others still read its weights
      * leaves its GPU model here until the last goes */
     gpu_model *weights;
-    bool weights_free; /* its context was freed */
     uint32_t n_contexts;
 };
 

@@ -123,12 +123,9 @@ void glesllm_context_free(glesllm_context *c)
     /* the weights' GPU model goes with the last context: others may read them */
     if (c->gm != m->weights)
         gpu_model_destroy(c->gm);
-    else
-        m->weights_free = true;
-    if (--m->n_contexts == 0 && m->weights_free) {
+    if (--m->n_contexts == 0) {
         gpu_model_destroy(m->weights);
         m->weights = NULL;
-        m->weights_free = false;
     }
     api_leave(&call);
     free(c);

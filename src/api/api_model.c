@@ -32,14 +32,9 @@ glesllm_status api_vocab(const glesllm_model *m, const vocab **out)
     return GLESLLM_OK;
 }
 
+/* (with the last reference: no context is left, nor its weights) */
 static void model_free(glesllm_model *m)
 {
-    if (m->weights) {
-        api_call call;
-        api_enter(m->b, true, &call); /* (waits: a free cannot fail) */
-        gpu_model_destroy(m->weights);
-        api_leave(&call);
-    }
     if (m->b)
         m->b->n_models--;
     model_close(&m->m);
