@@ -21,11 +21,17 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
             return GLESLLM_OK;
         return err_set(GLESLLM_ERR_FORMAT, "the model has no tensor %s", name);
     }
-    uint64_t t_rows = t->n_elements / (t->ne[0] ? t->ne[0] : 1);
-    if (t->ne[0] != cols || t_rows != rows)
+    /* (dimensions past the second must be 1, as llama.cpp checks them:
+     * [64, 256, 2] is not a 512 x 64 matrix) */
+    bool flat = true;
+    for (uint32_t d = 2; d < GGUF_MAX_DIMS; d++)
+        flat = flat && t->ne[d] == 1;
+    if (t->ne[0] != cols || t->ne[1] != rows || !flat)
         return err_set(GLESLLM_ERR_FORMAT,
-                       "tensor %s is %llu x %llu, the metadata says %llu x %llu (columns x rows)",
-                       name, (unsigned long long)t->ne[0], (unsigned long long)t_rows,
+                       "tensor %s has shape [%llu, %llu, %llu, %llu]; the metadata says [%llu, "
+                       "%llu] (columns, rows): the file is damaged or of another architecture",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
                        (unsigned long long)cols, (unsigned long long)rows);
     if (!quant_gpu_layout_of(t->type))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -128,6 +134,69 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
     return GLESLLM_OK;
 }
 
+/* A mixture-of-experts file read as a dense one would fail on a missing
+ * ffn_gate; say what it is instead. */
+static glesllm_status refuse_experts(const gguf_file *f, const char *arch)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    const gguf_kv *kv = gguf_find(f, key);
+    bool counted = kv && (kv->value.type == GGUF_TYPE_UINT32 || kv->value.type == GGUF_TYPE_INT32 ||
+                          kv->value.type == GGUF_TYPE_UINT64 || kv->value.type == GGUF_TYPE_INT64) &&
+                   kv->value.v.u64 != 0;
+    if (counted)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "model: this is a mixture-of-experts model (%s is %llu), which glesllm "
+                       "does not run yet", key, (unsigned long long)kv->value.v.u64);
+    if (gguf_find_tensor(f, "blk.0.ffn_gate_inp.weight"))
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "model: this is a mixture-of-experts model (it has an expert router, "
+                       "blk.0.ffn_gate_inp.weight), which glesllm does not run yet");
+    return GLESLLM_OK;
+}
+
+/* Whether tensor t of the file is one the model reads. */
+static bool is_read(const model *m, const gguf_tensor *t)
+{
+    const model_tensor *top[] = { &m->tok_embd, &m->out_norm, &m->output, &m->rope_freqs };
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (top[i]->name == t->name)
+            return true;
+    for (uint32_t i = 0; i < m->hp.n_layer; i++) {
+        const model_layer *l = &m->layers[i];
+        const model_tensor *in[] = { &l->attn_norm, &l->wq, &l->wk,   &l->wv, &l->wo, &l->ffn_norm,
+                                     &l->gate,      &l->up, &l->down, &l->bq, &l->bk, &l->bv };
+        for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
+            if (in[k]->name == t->name)
+                return true;
+    }
+    return false;
+}
+
+/* Every tensor of the file is read (as llama.cpp requires): one left over
+ * is a layer past block_count or a part of another architecture, and
+ * running without it gives wrong tokens silently. */
+static glesllm_status check_all_read(const gguf_file *f, const model *m)
+{
+    uint64_t n = gguf_tensor_count(f);
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (is_read(m, t))
+            continue;
+        unsigned blk;
+        if (sscanf(t->name, "blk.%u.", &blk) == 1 && blk >= m->hp.n_layer)
+            return err_set(GLESLLM_ERR_FORMAT,
+                           "the file has tensor %s, but %s.block_count says %u layers: the file "
+                           "is damaged",
+                           t->name, m->hp.arch_name, m->hp.n_layer);
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "the file has tensor %s, which a %s model does not have; glesllm does not "
+                       "know what to do with it (llama.cpp refuses such a file too)",
+                       t->name, m->hp.arch_name);
+    }
+    return GLESLLM_OK;
+}
+
 glesllm_status model_open(const gguf_file *f, model *m)
 {
     memset(m, 0, sizeof *m);
@@ -135,6 +204,8 @@ glesllm_status model_open(const gguf_file *f, model *m)
     glesllm_status st = read_hparams(f, &m->hp);
     if (st != GLESLLM_OK)
         return err_prefix(st, "model: ");
+    if ((st = refuse_experts(f, m->hp.arch_name)) != GLESLLM_OK)
+        return st;
     const model_hparams *hp = &m->hp;
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
@@ -158,6 +229,13 @@ glesllm_status model_open(const gguf_file *f, model *m)
                            ggml_type_name(m->rope_freqs.type));
         m->hp.rope_freqs = m->rope_freqs.data;
     }
+    /* before the layers are allocated: a block_count of billions is a
+     * damaged file, not a request for terabytes */
+    if ((uint64_t)hp->n_layer * 9 > gguf_tensor_count(f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "model: %s.block_count is %u, but the file holds %llu tensors (a layer "
+                       "has 9 or more): the file is damaged",
+                       hp->arch_name, hp->n_layer, (unsigned long long)gguf_tensor_count(f));
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
@@ -192,6 +270,10 @@ glesllm_status model_open(const gguf_file *f, model *m)
                 return err_prefix(st, "model: ");
             }
         }
+    }
+    if ((st = check_all_read(f, m)) != GLESLLM_OK) {
+        model_close(m);
+        return err_prefix(st, "model: ");
     }
     return GLESLLM_OK;
 }
