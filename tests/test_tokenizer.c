@@ -278,6 +278,9 @@ static void bpe_extra(gguf_writer *w)
     gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", BPE_N - 1);
 }
 
+/* a byte whose character bpe_vocab_load leaves out (-1: none) */
+static int bpe_missing = -1;
+
 static glesllm_status bpe_vocab_load(vocab **v, const char *const *merges, size_t n_merges)
 {
     static char chars[256][4];
@@ -286,7 +289,7 @@ static glesllm_status bpe_vocab_load(vocab **v, const char *const *merges, size_
     for (int b = 0; b < 256; b++) {
         size_t k = utf8_put(gpt2_byte_to_cp((unsigned char)b), chars[b]);
         chars[b][k] = 0;
-        toks[b] = chars[b];
+        toks[b] = b == bpe_missing ? "<missing>" : chars[b];
         types[b] = TOKEN_NORMAL;
     }
     for (int i = 0; i < 8; i++) {
@@ -336,6 +339,32 @@ static void test_bpe_rules(void)
     TEST_ASSERT_EQUAL_STRING(want, encode_str(v, "hello world", 11, 0));
     vocab_free(v);
     bpe_pre = "gpt-2";
+}
+
+/* A BPE vocabulary without the token of a byte: the text holding it is
+ * refused, naming the byte (llama.cpp drops it: "a,b" without the comma's
+ * token was "ab"), whether the byte's character is one byte of UTF-8 (',')
+ * or two ('\n', U+010A) */
+static void test_bpe_byte_without_token_is_refused(void)
+{
+    static const int missing[] = { ',', '\n' };
+    static const char *const texts[] = { "a,b", "a\nb" };
+    for (int i = 0; i < 2; i++) {
+        vocab *v;
+        bpe_missing = missing[i];
+        glesllm_status st = bpe_vocab_load(&v, bpe_merges, 8);
+        bpe_missing = -1;
+        TEST_ASSERT_EQUAL_MESSAGE(GLESLLM_OK, st, glesllm_last_error());
+        tok_ids t = { 0 };
+        TEST_ASSERT_EQUAL(GLESLLM_ERR_UNSUPPORTED, tok_encode(v, texts[i], 3, 0, &t));
+        char want[16];
+        snprintf(want, sizeof want, "byte 0x%02X", missing[i]);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), want), glesllm_last_error());
+        tok_ids_free(&t);
+        /* text without it is as before */
+        TEST_ASSERT_EQUAL_STRING("97 98", encode_str(v, "ab", 2, 0)); /* ids: the bytes */
+        vocab_free(v);
+    }
 }
 
 /* The pre-tokenizers cut words as their expressions say. */
@@ -550,6 +579,7 @@ int main(void)
     RUN_TEST(test_reference_prompts);
     RUN_TEST(test_spm_rules);
     RUN_TEST(test_bpe_rules);
+    RUN_TEST(test_bpe_byte_without_token_is_refused);
     RUN_TEST(test_pretokenizer_words);
     RUN_TEST(test_decode_and_stream);
     RUN_TEST(test_random_bytes);

@@ -1,6 +1,7 @@
 /* Encoding and decoding. See tokenizer.h. */
 #include "text/tokenizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,9 +237,27 @@ static glesllm_status bpe_word(tok_ctx *c, const char *w, size_t n)
             st = push_id(c->out, id);
             continue;
         }
-        for (size_t j = 0; j < sy->n && !st; j++) /* no token: its bytes that have one */
-            if ((id = vocab_find(c->v, w + sy->off + j, 1)) >= 0)
+        /* no token: its bytes that have one, as llama.cpp takes them; where
+         * one has none, llama.cpp drops it, and here the text is refused
+         * (a symbol left unmerged is one character: one byte of the text) */
+        for (size_t j = 0; j < sy->n && !st; j++) {
+            if ((id = vocab_find(c->v, w + sy->off + j, 1)) >= 0) {
                 st = push_id(c->out, id);
+                continue;
+            }
+            size_t at = 0;
+            uint32_t cp = utf8_next(w + sy->off, sy->n, &at);
+            int b = gpt2_cp_to_byte(cp);
+            char what[32];
+            if (b >= 0)
+                snprintf(what, sizeof what, "byte 0x%02X", b);
+            else
+                snprintf(what, sizeof what, "character U+%04X", (unsigned)cp);
+            st = err_set(GLESLLM_ERR_UNSUPPORTED,
+                         "the text holds %s, which this vocabulary has no token for (llama.cpp "
+                         "drops it): the text cannot be tokenized as it is",
+                         what);
+        }
     }
     return st;
 }
