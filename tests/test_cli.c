@@ -175,8 +175,11 @@ static void test_info_model_json(void)
     json_has("\"Q6_K\": {\"tensors\": 5");
     /* KV cache at 512: 2 x 4 layers x 512 x (4 x 32) x 2 bytes */
     json_has("\"kv_cache\": 1048576");
+    /* a vocabulary alone: described, and the verdict run would give (exit 1) */
     snprintf(args, sizeof args, "info '%s/tokenizer/ggml-vocab-gpt-2.gguf' --json", dir);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "this file will not run"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "architecture 'gpt2' is not supported"), err);
     json_has("\"n_tensors\": 0");
     json_has("\"vocab_size\": 50257, \"tokenizer_model\": \"gpt2\", \"tokenizer_pre\": \"gpt-2\"");
 }
@@ -270,6 +273,11 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -c 8 -n 100 --print-ids --prompt-ids 1,5,6"),
                                   err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "context of 8 tokens is full"), err);
+    TEST_ASSERT_NULL_MESSAGE(strstr(err, "trained on"), err);
+    /* a context past the demo's training context (2048): a warning */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "run -c 2560 -n 2 --prompt-ids 1,5,6"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(
+        strstr(err, "context of 2560 tokens is longer than the 2048 the model was trained on"), err);
     /* bad input */
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --temp"));
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "run --top-p 2"));
@@ -585,13 +593,15 @@ static void test_info_escapes_what_the_file_says(void)
     gguf_writer_set_str(w, "general.name", "x\033]0;pwned\007\033[2J\xff\xc2\x9b caf\xc3\xa9");
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(w, path));
     gguf_writer_destroy(w);
+    /* (a file of metadata alone: described, and it will not run) */
     snprintf(args, sizeof args, "info %s", path);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "this file will not run"), err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "x\\x1b]0;pwned\\x07\\x1b[2J\\xff\\xc2\\x9b caf\xc3\xa9"),
                                  out);
     TEST_ASSERT_NULL(strchr(out, '\033'));
     snprintf(args, sizeof args, "info %s --json", path);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(1, run(NULL, args), err);
     TEST_ASSERT_NOT_NULL_MESSAGE(
         strstr(out, "\"name\": \"x\\u001b]0;pwned\\u0007\\u001b[2J\\ufffd\xc2\x9b caf\xc3\xa9\""), out);
     for (const char *p = out; *p; p++) /* no byte of no character */
@@ -634,12 +644,26 @@ static void test_non_finite_hyperparameters_are_refused(void)
     TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "rope.freq_base"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
+    /* info describes it, and gives run's verdict */
+    snprintf(args, sizeof args, "info %s", path);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "this file will not run"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "rope.freq_base"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "architecture:"), out);
+    /* quantize refuses it before any work, and writes nothing */
+    char q[320];
+    snprintf(q, sizeof q, "%s.q8.gguf", out_path);
+    snprintf(args, sizeof args, "quantize %s %s Q8_0", path, q);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "rope.freq_base"), err);
+    TEST_ASSERT_NOT_EQUAL(0, access(q, F_OK));
     remove(path);
     remove(text);
 }
 
 /* Mutated and truncated copies through the real command: every one exits 0
- * or 1 with a message, none by a signal. */
+ * or 1 with a message (the file could not be read, or will not run), none
+ * by a signal. */
 static void test_info_survives_mutated_files(void)
 {
     for (int k = 0; k < 4; k++) {
@@ -666,7 +690,9 @@ static void test_info_survives_mutated_files(void)
             snprintf(msg, sizeof msg, "sample %d mutation %d: exit %d, stderr: %.500s", k, it, rc, err);
             TEST_ASSERT_TRUE_MESSAGE(rc == 0 || rc == 1, msg);
             if (rc == 1)
-                TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "glesllm: cannot read the model:"), msg);
+                TEST_ASSERT_TRUE_MESSAGE(strstr(err, "glesllm: cannot read the model:") ||
+                                             strstr(err, "glesllm: this file will not run:"),
+                                         msg);
             unlink(path);
         }
         free(data);

@@ -82,6 +82,11 @@ void api_leave(api_call *call);
 /* A message to a log callback (fn NULL: dropped). */
 void api_log(glesllm_log_fn fn, void *ud, glesllm_log_level level, const char *fmt, ...)
     GLESLLM_PRINTF(4, 5);
+/* the model's log, else the backend's */
+#define MODEL_LOG(m, level, ...)                                                                   \
+    api_log((m)->params.log ? (m)->params.log : (m)->b ? (m)->b->log : NULL,                       \
+            (m)->params.log ? (m)->params.log_ud : (m)->b ? (m)->b->log_ud : NULL, level,          \
+            __VA_ARGS__)
 
 /* The handle checks: an error naming what is wrong with the handle. */
 glesllm_status api_check_backend(const glesllm_backend *b);

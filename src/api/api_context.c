@@ -99,6 +99,11 @@ glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_pa
         free(c);
         return st;
     }
+    if (hp->n_ctx_train && n_ctx > hp->n_ctx_train)
+        MODEL_LOG(m, GLESLLM_LOG_WARN,
+                  "a context of %u tokens is longer than the %u the model was trained on: text "
+                  "past %u tokens is likely to degrade",
+                  n_ctx, hp->n_ctx_train, hp->n_ctx_train);
     if (!m->weights)
         m->weights = c->gm;
     c->tag = TAG_CONTEXT;

@@ -52,12 +52,6 @@ void api_model_release(glesllm_model *m)
         model_free(m);
 }
 
-/* the model's log, else the backend's */
-#define MODEL_LOG(m, level, ...)                                                                   \
-    api_log((m)->params.log ? (m)->params.log : (m)->b ? (m)->b->log : NULL,                       \
-            (m)->params.log ? (m)->params.log_ud : (m)->b ? (m)->b->log_ud : NULL, level,          \
-            __VA_ARGS__)
-
 static glesllm_status open_file(glesllm_backend *b, const char *path, const uint8_t *mem,
                                 size_t size, const glesllm_model_params *params,
                                 glesllm_model **out)

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
 #include "quant/quantize_model.h"
 
 typedef struct relay {
@@ -52,6 +54,18 @@ glesllm_status glesllm_quantize(const char *in, const char *out,
     if (access(dir, W_OK | X_OK) != 0)
         return err_set(GLESLLM_ERR_IO, "cannot write a file in '%s' (for %s): %s", dir, out,
                        strerror(errno));
+    /* a file run would refuse is refused before any work: its output would
+     * not run either */
+    gguf_file *f;
+    glesllm_status st = gguf_open(in, &f); /* (its errors name the path) */
+    if (st)
+        return st;
+    model checked;
+    if ((st = model_open(f, &checked)) == GLESLLM_OK)
+        model_close(&checked);
+    gguf_close(f);
+    if (st)
+        return err_prefix(st, "%s: ", in);
     relay r = { params };
     quant_model_callbacks cb = { params->on_tensor ? on_tensor : NULL,
                                  params->on_note ? on_note : NULL, &r, params->cancel,

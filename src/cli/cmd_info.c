@@ -1,5 +1,6 @@
 /* glesllm info --gpu: what the engine would run on.
- * glesllm info MODEL.gguf: what a model is, from its header alone (no GL
+ * glesllm info MODEL.gguf: what a model is, from its header alone, and
+ * whether run would take it (no GL
  * context is created and no tensor data is read). */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,8 @@ static void info_usage(FILE *f)
                "  --gpu          open the GPU as the engine would and print the EGL platform,\n"
                "                 GL_VENDOR/RENDERER/VERSION, the limits used, optional extensions\n"
                "                 and whether the program cache is on\n"
-               "  MODEL.gguf     architecture, size and shape of a model, read from its header only\n"
+               "  MODEL.gguf     architecture, size and shape of a model, read from its header only,\n"
+               "                 and whether it will run (exit 1 and the reason if not)\n"
                "  -c, --ctx-size N  context size for the GPU memory estimate (default: the\n"
                "                 model's, at most 4096; 0 = the model's training context)\n"
                "  --json         the same as one JSON object\n"
@@ -44,8 +46,15 @@ static int info_model(const char *path, long ctx_arg, bool json, bool tensors)
     glesllm_status st = glesllm_file_describe(path, (int32_t)ctx_arg, flags, &text);
     if (st)
         return cli_fail("cannot read the model", st);
-    fputs(text, stdout);
+    fputs(text, stdout); /* (main checks that stdout took it) */
     free(text);
+    /* the verdict run would give: the file opened and checked as a model
+     * (no GPU: nothing is uploaded) */
+    glesllm_model *m = NULL;
+    glesllm_model_params p = { NULL, NULL, 0, NULL, NULL };
+    if ((st = glesllm_model_open(NULL, path, &p, &m)))
+        return cli_fail("this file will not run", st);
+    glesllm_model_close(m);
     return 0;
 }
 
