@@ -1,7 +1,7 @@
 /* glesllm info --gpu: what the engine would run on.
  * glesllm info MODEL.gguf: what a model is, from its header alone, and
- * whether run would take it (no GL
- * context is created and no tensor data is read). */
+ * whether run would take it (no GL context is created and no tensor data is
+ * read). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
