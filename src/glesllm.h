@@ -76,7 +76,9 @@ typedef enum glesllm_status {
                                          still has models or contexts open */
     GLESLLM_ERR_SMALL_BUFFER = 12,    /* the caller's buffer is too small: the call said
                                          how much it needs */
-    GLESLLM_ERR_CANCELLED = 13        /* stopped by the caller's request */
+    GLESLLM_ERR_CANCELLED = 13,       /* stopped by the caller's request */
+    GLESLLM_ERR_STATE_MISMATCH = 14   /* a saved state that is one, but damaged, of another
+                                         version or written for another model */
 } glesllm_status;
 
 /* Short fixed description of a status code ("GPU out of memory"). */
@@ -416,8 +418,10 @@ GLESLLM_API glesllm_status glesllm_set_draft(glesllm_context *c, glesllm_context
 /* Writes the cached positions and their tokens to path (through a temporary
  * file renamed at the end: nothing is left behind on failure). */
 GLESLLM_API glesllm_status glesllm_state_save_file(glesllm_context *c, const char *path);
-/* Reads a state written for this model (another model's, or a cut one, is
- * refused and the context left empty). prefix (may be NULL): only the
+/* Reads a state written for this model. A file that is not a state is
+ * GLESLLM_ERR_FORMAT; one that is, but was written for another model, by
+ * another version, or is damaged (its checksum), GLESLLM_ERR_STATE_MISMATCH:
+ * either way the context is left empty. prefix (may be NULL): only the
  * longest common prefix of the file's tokens and prefix[0..n_prefix) is
  * loaded. *n_loaded (may be NULL): the positions loaded. */
 GLESLLM_API glesllm_status glesllm_state_load_file(glesllm_context *c, const char *path,

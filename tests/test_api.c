@@ -256,7 +256,7 @@ static void test_state_saved_and_loaded_continues_as_uninterrupted(void)
         TEST_ASSERT_EQUAL_UINT32(23, r.n_reused);
         TEST_ASSERT_EQUAL_INT32_ARRAY(rest_here.ids, rest_there.ids, 16);
         /* a cut state is refused and leaves the context empty */
-        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, glesllm_state_load(d, buf, size - 7));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH, glesllm_state_load(d, buf, size - 7));
         TEST_ASSERT_EQUAL_UINT32(0, glesllm_context_n_past(d));
         TEST_ASSERT_NOT_EQUAL(GLESLLM_OK, glesllm_state_load(d, buf, 20));
         glesllm_context_free(d);
@@ -459,7 +459,7 @@ static void test_another_models_state_and_draft_are_refused(void)
     greedy_run(ca, prompt8, 8, 4, &g);
     snprintf(state, sizeof state, "/tmp/glesllm_test_api_other_%d.state", (int)getpid());
     OK(glesllm_state_save_file(ca, state));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH,
                           glesllm_state_load_file(cb, state, NULL, 0, NULL));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "another model"));
     TEST_ASSERT_EQUAL_UINT32(0, glesllm_context_n_past(cb));

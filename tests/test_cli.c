@@ -392,12 +392,30 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "4 of the prompt's 4 tokens reused"), err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(3 from the prompt cache)"), err);
     TEST_ASSERT_EQUAL_STRING(plain, out);
+    /* bytes of its K/V changed (the ids changed silently, before the
+     * checksum): said, the run goes on without it, and it is written anew */
+    FILE *f = fopen(cache, "r+b");
+    TEST_ASSERT_NOT_NULL(f);
+    for (int i = 0; i < 20; i++) {
+        TEST_ASSERT_EQUAL_INT(0, fseek(f, 100 + 37 * i, SEEK_SET));
+        fputc(0x55 ^ i, f);
+    }
+    fclose(f);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "is damaged"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "written anew"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "wrote 4 tokens"), err);
+    TEST_ASSERT_EQUAL_STRING(plain, out);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "4 of the prompt's 4 tokens reused"), err);
+    TEST_ASSERT_EQUAL_STRING(plain, out);
     /* a folder it cannot be written in: refused before any generation */
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "run -n 4 --prompt-cache /nonexistent/dir/c.kv"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "cannot write a file in '/nonexistent/dir'"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
-    /* not a session file: a clear error, exit 1, the file left alone */
-    FILE *f = fopen(cache, "wb");
+    /* not a session file: a clear error, exit 1, the file left alone (it
+     * may be anything) */
+    f = fopen(cache, "wb");
     TEST_ASSERT_NOT_NULL(f);
     fputs("not a cache", f);
     fclose(f);

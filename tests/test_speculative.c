@@ -144,15 +144,27 @@ static void test_session_file_restores_the_cache(void)
     demo_spec other = s;
     other.seed = 8;
     load(&other, 32, 0, &B);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, session_load(B.gm, path, ids, 12, &n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH, session_load(B.gm, path, ids, 12, &n));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "another model"));
     TEST_ASSERT_EQUAL_UINT(0, n);
-    /* a file cut short, and one that is not a session file */
+    /* one byte of its K/V payload changed (the ids came out other, silently,
+     * before the checksum), then a file cut short, and one that is not a
+     * session file */
     long size = file_size(path);
+    FILE *f = fopen(path, "r+b");
+    TEST_ASSERT_NOT_NULL(f);
+    TEST_ASSERT_EQUAL_INT(0, fseek(f, size - 100, SEEK_SET));
+    int byte = fgetc(f);
+    TEST_ASSERT_EQUAL_INT(0, fseek(f, size - 100, SEEK_SET));
+    fputc(byte ^ 0x10, f);
+    fclose(f);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH, session_load(A.gm, path, ids, 12, &n));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "damaged"));
+    TEST_ASSERT_EQUAL_UINT(0, n);
     TEST_ASSERT_EQUAL_INT(0, truncate(path, size - 7));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, session_load(A.gm, path, ids, 12, &n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH, session_load(A.gm, path, ids, 12, &n));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "cut short"));
-    FILE *f = fopen(path, "wb");
+    f = fopen(path, "wb");
     TEST_ASSERT_NOT_NULL(f);
     fputs("GGUF and then some text that is no session", f);
     fclose(f);

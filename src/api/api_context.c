@@ -495,12 +495,20 @@ glesllm_status glesllm_state_save(glesllm_context *c, void *buf, size_t cap, siz
         return buf ? err_set(GLESLLM_ERR_SMALL_BUFFER, "the state takes %llu bytes, room was "
                              "given for %zu", (unsigned long long)need, cap)
                    : GLESLLM_OK;
-    FILE *f = fmemopen(buf, cap, "wb");
-    if (!f)
+    /* (through a buffer of one byte more: a write stream of fmemopen puts a
+     * NUL after what was written, and on the last byte where no room is left) */
+    char *tmp = malloc((size_t)need + 1);
+    FILE *f = tmp ? fmemopen(tmp, (size_t)need + 1, "wb") : NULL;
+    if (!f) {
+        free(tmp);
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    }
     st = save_state(c, NULL, f);
     if (fclose(f) != 0 && !st)
         st = err_set(GLESLLM_ERR_IO, "writing the state into memory failed");
+    if (!st)
+        memcpy(buf, tmp, (size_t)need);
+    free(tmp);
     return st;
 }
 

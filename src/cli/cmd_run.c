@@ -236,7 +236,8 @@ static const char *stop_text(glesllm_stop s)
 }
 
 /* --prompt-cache: the prompt's longest prefix the file holds goes into the
- * cache (a missing file is written after this run). */
+ * cache (a missing file, or one that cannot be used, is written after this
+ * run). */
 static int load_prompt_cache(const char *path, glesllm_context *c, const int32_t *ids, uint32_t n,
                              uint32_t *n_cached)
 {
@@ -267,6 +268,14 @@ static int load_prompt_cache(const char *path, glesllm_context *c, const int32_t
         return 0;
     }
     glesllm_status st = glesllm_state_load_file(c, path, ids, n, n_cached);
+    if (st == GLESLLM_ERR_STATE_MISMATCH) {
+        /* a cache of ours that cannot be used: said, and written anew, so
+         * that the next run has one (a file that is no cache is left alone) */
+        fprintf(stderr, "glesllm: warning: --prompt-cache: %s; running without it, and it is "
+                        "written anew after the prompt\n", glesllm_last_error());
+        *n_cached = 0;
+        return 0;
+    }
     if (st)
         return cli_fail("--prompt-cache", st);
     fprintf(stderr, "glesllm: prompt cache %s: %u of the prompt's %u tokens reused\n", path,

@@ -25,6 +25,7 @@ const char *glesllm_strerror(glesllm_status status)
     case GLESLLM_ERR_BUSY: return "busy";
     case GLESLLM_ERR_SMALL_BUFFER: return "buffer too small";
     case GLESLLM_ERR_CANCELLED: return "cancelled";
+    case GLESLLM_ERR_STATE_MISMATCH: return "saved state damaged or of another model";
     }
     return "unknown error";
 }

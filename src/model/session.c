@@ -55,6 +55,19 @@ static uint64_t model_fingerprint(const model *m)
     return h;
 }
 
+/* The checksum over the file: FNV-1a's step on 32-bit words (every part of
+ * the file is whole words), fast enough to check a cache of hundreds of MB
+ * on every load. */
+static uint64_t sum_words(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        uint32_t w = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 |
+                     (uint32_t)p[i + 3] << 24;
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 static void put32(unsigned char *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -95,8 +108,10 @@ static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const in
     encode_header(h, b);
     if (fwrite(b, 1, sizeof b, f) != sizeof b)
         return false;
+    uint64_t sum = sum_words(FNV1A_SEED, b, sizeof b);
     for (uint32_t i = 0; i < h->n_tokens; i++) {
         put32(b, (uint32_t)tokens[i]);
+        sum = sum_words(sum, b, 4);
         if (fwrite(b, 1, 4, f) != 4)
             return false;
     }
@@ -110,11 +125,15 @@ static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const in
     for (uint32_t l = 0; ok && l < h->n_layer; l++) {
         if ((*st = gpu_model_kv_io(gm, l, 0, h->n_tokens, k, k + bytes, false)))
             ok = false;
-        else
+        else {
+            sum = sum_words(sum, k, 2 * bytes);
             ok = fwrite(k, 1, 2 * bytes, f) == 2 * bytes;
+        }
     }
     free(k);
-    return ok;
+    put32(b, (uint32_t)sum);
+    put32(b + 4, (uint32_t)(sum >> 32));
+    return ok && fwrite(b, 1, 8, f) == 8;
 }
 
 glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *tokens, uint32_t n)
@@ -166,9 +185,36 @@ static glesllm_status read_header(FILE *f, const char *path, session_header *h, 
     h->fingerprint = get32(b + 28) | (uint64_t)get32(b + 32) << 32;
     h->n_tokens = get32(b + 36);
     if (h->version != SESSION_VERSION)
-        return err_set(GLESLLM_ERR_FORMAT,
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s: session file version %u, this build reads %u; delete it (the next "
                        "run writes a new one)", path, h->version, SESSION_VERSION);
+    return GLESLLM_OK;
+}
+
+/* Whether the file's checksum (its last 8 bytes) is that of the size - 8
+ * bytes before it. */
+static glesllm_status check_sum(FILE *f, const char *path, long size)
+{
+    size_t chunk = 1 << 20;
+    unsigned char *buf = malloc(chunk);
+    if (!buf)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
+    uint64_t sum = FNV1A_SEED, left = (uint64_t)size - 8;
+    bool ok = fseek(f, 0, SEEK_SET) == 0;
+    while (ok && left) {
+        size_t n = left < chunk ? (size_t)left : chunk;
+        ok = fread(buf, 1, n, f) == n;
+        sum = sum_words(sum, buf, n);
+        left -= n;
+    }
+    ok = ok && fread(buf, 1, 8, f) == 8;
+    uint64_t want = ok ? get32(buf) | (uint64_t)get32(buf + 4) << 32 : 0;
+    free(buf);
+    if (!ok)
+        return err_set(GLESLLM_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (sum != want)
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
+                       "%s is damaged (its checksum does not match its contents)", path);
     return GLESLLM_OK;
 }
 
@@ -180,18 +226,23 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     glesllm_status st = read_header(f, path, &h, &size);
     if (st)
         return st;
+    /* the size first (the checksum is read from the end), then the
+     * checksum (a damaged header could pass for another model's) */
+    size_t row = kv_row(&h);
+    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens + 8;
+    if ((uint64_t)size != expect)
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
+                       "%s: %ld bytes, but its header says %llu (cut short or damaged)", path,
+                       size, (unsigned long long)expect);
+    if ((st = check_sum(f, path, size)))
+        return st;
     if (h.n_layer != mine.n_layer || h.n_head_kv != mine.n_head_kv ||
         h.head_dim != mine.head_dim || h.n_vocab != mine.n_vocab ||
         h.fingerprint != mine.fingerprint)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "%s was written for another model (or another quantization of it); "
-                       "delete it or give another path", path);
-    size_t row = kv_row(&h);
-    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens;
-    if ((uint64_t)size != expect)
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "%s: %ld bytes, but its header says %llu (cut short or damaged); delete it",
-                       path, size, (unsigned long long)expect);
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
+                       "%s was written for another model (or another quantization of it)", path);
+    if (fseek(f, HEADER_BYTES, SEEK_SET) != 0)
+        return err_set(GLESLLM_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     /* the file's tokens, as far as they match want (want NULL: all), at most
      * the context's */
     uint32_t n = 0, n_vocab = h.n_vocab;
@@ -202,8 +253,8 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     while (n < most && (!want || n < n_want) && fread(b, 1, 4, f) == 4) {
         int32_t tok = (int32_t)get32(b);
         if (tok < 0 || (uint32_t)tok >= n_vocab)
-            return err_set(GLESLLM_ERR_FORMAT, "%s: token %d at position %u is outside the "
-                           "vocabulary (damaged); delete it", path, tok, n);
+            return err_set(GLESLLM_ERR_STATE_MISMATCH, "%s: token %d at position %u is "
+                           "outside the vocabulary (damaged)", path, tok, n);
         if (want && tok != want[n])
             break;
         if ((st = gpu_model_set_token(gm, n, tok)))
@@ -257,7 +308,7 @@ glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want
 uint64_t session_bytes(const gpu_model *gm, uint32_t n)
 {
     session_header h = header_of(gm, n);
-    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n;
+    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n + 8;
 }
 
 glesllm_status session_write(gpu_model *gm, FILE *f, const int32_t *tokens, uint32_t n)

@@ -10,8 +10,10 @@
  *   uint32   n_tokens
  *   int32    tokens[n_tokens]
  *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise
- * A file written for another model (or another quantization of it) is
- * refused by its fingerprint. */
+ *   uint64   checksum      of every byte before it (32-bit words, FNV-1a's step)
+ * A file that is not one is GLESLLM_ERR_FORMAT; one written for another
+ * model (or another quantization of it: its fingerprint), by another
+ * version, cut short or damaged (its checksum) GLESLLM_ERR_STATE_MISMATCH. */
 #ifndef GLESLLM_MODEL_SESSION_H
 #define GLESLLM_MODEL_SESSION_H
 
@@ -20,7 +22,7 @@
 
 #include "model/gpu_model.h"
 
-#define SESSION_VERSION 1
+#define SESSION_VERSION 2
 
 /* Writes positions [0, n) of gm's cache (n <= gpu_model_n_past) and the ids
  * that made them to path, through a temporary file renamed at the end. */
@@ -29,8 +31,8 @@ glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *toke
 /* Reads a session file written for this model and puts the longest common
  * prefix of its tokens and want[0..n_want) into gm's cache (positions 0 ..
  * *n_loaded - 1; gpu_model_n_past becomes *n_loaded) and their ids into
- * the token slots. A file that is not
- * one, is cut short, or was written for another model is an error naming it. */
+ * the token slots. A file that is not one, or is not usable (above), is an
+ * error naming it. */
 glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want, uint32_t n_want,
                             uint32_t *n_loaded);
 
