@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -614,6 +615,39 @@ static void test_open_errors_name_the_file(void)
     unlink(path);
 }
 
+/* A writer killed by SIGKILL leaves OUT.tmp.PID behind: the next write of
+ * OUT removes those of processes that are gone, and keeps one whose process
+ * runs (here the test's parent). */
+static void test_writer_removes_stale_temporary_files(void)
+{
+    char out[256], dead[300], live[300];
+    snprintf(out, sizeof out, "/tmp/glesllm-test-gguf-%ld.gguf", (long)getpid());
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    TEST_ASSERT_TRUE(child > 0);
+    TEST_ASSERT_EQUAL_INT(child, waitpid(child, NULL, 0));
+    snprintf(dead, sizeof dead, "%s.tmp.%ld", out, (long)child);
+    snprintf(live, sizeof live, "%s.tmp.%ld", out, (long)getppid());
+    const char *names[] = { dead, live };
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(names[i], "wb");
+        TEST_ASSERT_NOT_NULL(f);
+        fputs("half a model", f);
+        fclose(f);
+    }
+    gguf_writer *w;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_create(&w));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_set_u32(w, "a", 1));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(w, out));
+    gguf_writer_destroy(w);
+    TEST_ASSERT_EQUAL_INT(0, access(out, F_OK));
+    TEST_ASSERT_NOT_EQUAL(0, access(dead, F_OK));
+    TEST_ASSERT_EQUAL_INT(0, access(live, F_OK));
+    unlink(live);
+    unlink(out);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -633,6 +667,7 @@ int main(void)
     RUN_TEST(test_duplicates_names_and_nesting);
     RUN_TEST(test_zero_tensors_is_a_vocab_only_file);
     RUN_TEST(test_open_errors_name_the_file);
+    RUN_TEST(test_writer_removes_stale_temporary_files);
     for (int t = 0; t < GGML_TYPE_MAX_ID; t++)
         free(tensor_data[t]);
     return test_exit_code(UNITY_END());

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/tmp_files.h"
 #include "gguf/gguf.h"
 
 typedef struct wkv {
@@ -321,8 +322,10 @@ static bool write_all(gguf_writer *w, FILE *f, glesllm_status *fill_st)
 glesllm_status gguf_writer_write(gguf_writer *w, const char *path)
 {
     char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "output path too long");
+    glesllm_status st = tmp_name(path, tmp, sizeof tmp);
+    if (st)
+        return st;
+    tmp_sweep(path);
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return err_set(GLESLLM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/tmp_files.h"
 #include "common/util.h"
 
 static const char MAGIC[8] = "GLESKVC";
@@ -142,13 +143,15 @@ glesllm_status session_save(gpu_model *gm, const char *path, const int32_t *toke
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "saving %u positions of a cache that holds %u", n, gpu_model_n_past(gm));
     char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "session file path too long");
+    glesllm_status st = tmp_name(path, tmp, sizeof tmp);
+    if (st)
+        return st;
+    tmp_sweep(path);
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return err_set(GLESLLM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     session_header h = header_of(gm, n);
-    glesllm_status st = GLESLLM_OK;
+    st = GLESLLM_OK;
     bool ok = write_body(gm, f, &h, tokens, &st);
     int saved = errno;
     if (fclose(f) != 0 && ok) {

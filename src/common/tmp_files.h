@@ -1,0 +1,19 @@
+/* Files written whole through a temporary name renamed into place
+ * (path.tmp.PID), so that a failed write leaves nothing behind; and the
+ * sweep of such names left by writers that are gone (a process killed by
+ * SIGKILL cannot remove its own). */
+#ifndef GLESLLM_COMMON_TMP_FILES_H
+#define GLESLLM_COMMON_TMP_FILES_H
+
+#include <stddef.h>
+
+#include "glesllm.h"
+
+/* out = "path.tmp.PID"; an error where it does not fit in n bytes. */
+glesllm_status tmp_name(const char *path, char *out, size_t n);
+
+/* Removes path.tmp.PID files beside path whose process no longer runs.
+ * Best effort: what cannot be read or removed is left. */
+void tmp_sweep(const char *path);
+
+#endif
