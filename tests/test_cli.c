@@ -344,6 +344,16 @@ static void test_run_demo_and_flags(void)
     slurp(err_path, err, sizeof err);
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
+    /* SIGTERM: exit 143 at once (it was 130, after the step in flight) */
+    snprintf(cmd, sizeof cmd,
+             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "
+             "while [ ! -s \"%s\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+             "kill -TERM $pid; wait $pid' >'%s' 2>'%s'",
+             cli ? cli : GLESLLM_CLI_PATH, out_path, out_path, err_path);
+    rc = system(cmd);
+    slurp(err_path, err, sizeof err);
+    TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 143, err);
+    TEST_ASSERT_NULL_MESSAGE(strstr(err, "stopped:"), err);
 }
 
 static void test_run_shared_model_greedy(void)

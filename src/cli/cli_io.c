@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -14,9 +15,14 @@ volatile sig_atomic_t cli_interrupted;
 static struct sigaction old_int, old_term;
 static glesllm_context *volatile cancel_target;
 
+/* The first SIGINT asks the work to stop where it can (the text so far, the
+ * stats, no partial file); a second one, or SIGTERM, ends the process at
+ * once, as 128 + the signal says (a temporary file it was writing is removed
+ * by the next write of that path, tmp_files.h). */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGTERM || cli_interrupted)
+        _exit(128 + sig);
     cli_interrupted = 1;
     glesllm_cancel(cancel_target); /* (only a store: safe in a handler) */
 }
