@@ -344,6 +344,28 @@ static void test_run_demo_and_flags(void)
     slurp(err_path, err, sizeof err);
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
+    /* Ctrl-C in a long prompt (3,000 tokens in passes of 64): seen between
+     * passes, not after the whole prompt (it was minutes on a slow GPU).
+     * The signal comes a second into the prompt: a prompt that took longer
+     * than 2 s was cut short (on a fast GPU it may be over by then) */
+    snprintf(cmd, sizeof cmd,
+             "sh -c 'ids=$(seq -s, 1000 1999); \"%s\" run -n 4 -c 4096 -b 64 "
+             "--prompt-ids $ids,$ids,$ids & pid=$!; i=0; "
+             "while ! grep -q sampling \"%s\" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+             "sleep 1; kill -INT $pid; wait $pid' >'%s' 2>'%s'",
+             cli ? cli : GLESLLM_CLI_PATH, err_path, out_path, err_path);
+    rc = system(cmd);
+    slurp(err_path, err, sizeof err);
+    TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
+    const char *pr = strstr(err, "glesllm: prompt: ");
+    unsigned n_run = 0, n_from_cache = 0;
+    double secs = 0;
+    TEST_ASSERT_NOT_NULL_MESSAGE(pr, err);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(3, sscanf(pr, "glesllm: prompt: %u tokens (%u from the prompt "
+                                                "cache) in %lf s", &n_run, &n_from_cache, &secs),
+                                  err);
+    TEST_ASSERT_TRUE_MESSAGE(n_run < 3000 || secs < 2.0, err);
     /* SIGTERM: exit 143 at once (it was 130, after the step in flight) */
     snprintf(cmd, sizeof cmd,
              "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "

@@ -13,6 +13,33 @@ static bool wants_more(const gen_options *o, uint32_t n_gen)
     return o->n_predict < 0 || n_gen < (uint32_t)o->n_predict;
 }
 
+glesllm_status engine_prefill(gpu_model *gm, const gen_options *o, uint32_t first, uint32_t end,
+                              unsigned flags, bool *stopped)
+{
+    *stopped = false;
+    uint32_t nb = gpu_model_n_batch(gm);
+    if (end - first <= nb) /* one pass: nothing to look at in between */
+        return gpu_model_prefill(gm, first, end - first, flags);
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t at = first; at < end;) {
+        uint32_t c = end - at < nb ? end - at : nb;
+        bool last = at + c == end;
+        st = gpu_model_prefill(gm, at, c,
+                               GPU_STEP_CHUNK | (last ? flags : flags & GPU_STEP_PLAIN));
+        bool first_pass = at == first;
+        at += c;
+        if (st || last)
+            break;
+        if (!first_pass && (st = gpu_model_wait_prior(gm)))
+            break;
+        if (engine_stop_requested(o)) {
+            *stopped = true;
+            break;
+        }
+    }
+    return st;
+}
+
 bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok)
 {
     stats->n_gen++;

@@ -66,6 +66,15 @@ typedef struct gen_stats {
 /* whether the caller asked to stop (gen_options.stop) */
 static inline bool engine_stop_requested(const gen_options *o) { return o->stop && *o->stop; }
 
+/* The prompt's slots [first, end) into gm's cache, the last token with
+ * flags (its argmax or candidates), as one gpu_model_prefill would, in
+ * passes of the model's batch size with a stop request looked at between
+ * them (a long prompt on a slow GPU is minutes). Each pass is submitted
+ * before the one before is waited for. Does not wait for the last; after a
+ * stop (*stopped) the cache holds [0, gpu_model_n_past) of the prompt. */
+glesllm_status engine_prefill(gpu_model *gm, const gen_options *o, uint32_t first, uint32_t end,
+                              unsigned flags, bool *stopped);
+
 /* hands one generated token to the caller;
  * false when generation stops after it (stats->stop says why). */
 bool engine_emit(const gen_options *o, gen_stats *stats, int32_t tok);

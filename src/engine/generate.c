@@ -36,19 +36,20 @@ glesllm_status engine_generate(gpu_model *gm, const gen_options *o, gen_stats *s
         st = gpu_model_set_sampling(gm, sampler_candidates(&o->sampling), penalty, last_n);
     unsigned pick = greedy ? GPU_STEP_ARGMAX : GPU_STEP_CANDIDATES;
     double t0 = now_seconds();
-    /* the prompt: one batched prefill (chunks of the model's batch size) of
-     * what the cache lacks; at least the last token, for its logits */
+    /* the prompt: batched passes (chunks of the model's batch size) of what
+     * the cache lacks; at least the last token, for its logits */
     uint32_t first = o->n_cached < o->n_prompt ? o->n_cached : o->n_prompt - 1;
+    bool stopped = false;
     for (uint32_t i = 0; st == GLESLLM_OK && i < o->n_prompt; i++)
         st = gpu_model_set_token(gm, i, o->prompt[i]);
     if (!st)
-        st = gpu_model_prefill(gm, first, o->n_prompt - first, pick);
+        st = engine_prefill(gm, o, first, o->n_prompt, pick, &stopped);
     if (!st)
         st = gpu_model_wait(gm);
-    stats->n_prompt = o->n_prompt;
+    stats->n_prompt = stopped ? gpu_model_n_past(gm) : o->n_prompt; /* (what was run) */
     stats->prompt_s = now_seconds() - t0;
-    stats->stop = GEN_STOP_N_PREDICT;
-    if (st)
+    stats->stop = stopped ? GEN_STOP_REQUESTED : GEN_STOP_N_PREDICT;
+    if (st || stopped)
         return st;
     double t1 = now_seconds();
     uint32_t pos = o->n_prompt; /* the slot of the next token */

@@ -209,20 +209,21 @@ static glesllm_status run(spec *s)
     uint32_t n = o->n_prompt, pos = n - 1, end = s->greedy ? n : pos;
     uint32_t first = o->n_cached < pos ? o->n_cached : pos;
     memcpy(s->hist, o->prompt, n * sizeof *s->hist);
+    bool stopped = false;
     if (!st && first < end && !(st = put_tokens(s->gm, s->hist, first, end - 1)))
-        st = gpu_model_prefill(s->gm, first, end - first,
-                               GPU_STEP_PLAIN | (s->greedy ? GPU_STEP_ARGMAX : 0));
-    if (!st && pos && !(st = put_tokens(s->dm, s->hist, 0, pos - 1)))
-        st = gpu_model_prefill(s->dm, 0, pos, 0);
+        st = engine_prefill(s->gm, o, first, end,
+                            GPU_STEP_PLAIN | (s->greedy ? GPU_STEP_ARGMAX : 0), &stopped);
+    if (!st && !stopped && pos && !(st = put_tokens(s->dm, s->hist, 0, pos - 1)))
+        st = engine_prefill(s->dm, o, 0, pos, 0, &stopped);
     if (!st && first == end)
         st = gpu_model_truncate(s->gm, end);
     s->dpast = pos;
     if (!st && !(st = gpu_model_wait(s->gm)))
         st = gpu_model_wait(s->dm);
-    stats->n_prompt = n;
+    stats->n_prompt = stopped ? gpu_model_n_past(s->gm) : n; /* (what was run) */
     stats->prompt_s = now_seconds() - t0;
-    stats->stop = GEN_STOP_N_PREDICT;
-    if (st)
+    stats->stop = stopped ? GEN_STOP_REQUESTED : GEN_STOP_N_PREDICT;
+    if (st || stopped)
         return st;
     double t1 = now_seconds();
     draft_costs costs;

@@ -93,12 +93,15 @@ typedef enum gpu_step_flags {
     GPU_STEP_ARGMAX_ALL = 16, /* prefill of at most gpu_model_n_small tokens: the argmax
                                  of every position p's logits into slot p + 1 (the
                                  greedy check of drafted tokens) */
-    GPU_STEP_PLAIN = 32 /* prefill: the kernels a model loaded with the default small
+    GPU_STEP_PLAIN = 32, /* prefill: the kernels a model loaded with the default small
                            batch (GPU_SMALL_BATCH, or the tuning's small_batch) would take,
                            not the small batches of a gpu_model_options.n_small above
                            it: speculative decoding's prompt, so that the target's
                            K/V of it are plain decoding's (the small batches' and the
                            tiled prefill's sums round differently) */
+    GPU_STEP_CHUNK = 64 /* prefill: one chunk of a longer prompt, through the tiled
+                           passes whatever its length, as one prefill of the whole
+                           prompt would run it */
 } gpu_step_flags;
 
 #define GPU_MAX_CANDIDATES SAMPLE_MAX_K

@@ -478,7 +478,7 @@ static glesllm_status make_logits_all(gpu_model *gm)
 
 static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
 {
-    if (n <= gm_small_limit(gm, flags)) {
+    if (!(flags & GPU_STEP_CHUNK) && n <= gm_small_limit(gm, flags)) {
         gm->last_small = true;
         return run_pass(gm, PASS_SMALL, pos, n, flags, true);
     }
