@@ -345,7 +345,7 @@ static void test_run_demo_and_flags(void)
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
     /* Ctrl-C in a long prompt (3,000 tokens in passes of 64): seen between
-     * passes, not after the whole prompt (it was minutes on a slow GPU).
+     * passes, not after the whole prompt (minutes on a slow GPU).
      * The signal comes a second into the prompt: a prompt that took longer
      * than 2 s was cut short (on a fast GPU it may be over by then) */
     snprintf(cmd, sizeof cmd,
@@ -366,7 +366,7 @@ static void test_run_demo_and_flags(void)
                                                 "cache) in %lf s", &n_run, &n_from_cache, &secs),
                                   err);
     TEST_ASSERT_TRUE_MESSAGE(n_run < 3000 || secs < 2.0, err);
-    /* SIGTERM: exit 143 at once (it was 130, after the step in flight) */
+    /* SIGTERM: exit 143 at once, not after the step in flight */
     snprintf(cmd, sizeof cmd,
              "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "
              "while [ ! -s \"%s\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
@@ -424,7 +424,7 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "4 of the prompt's 4 tokens reused"), err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(3 from the prompt cache)"), err);
     TEST_ASSERT_EQUAL_STRING(plain, out);
-    /* bytes of its K/V changed (the ids changed silently, before the
+    /* bytes of its K/V changed (other ids, silently, without the
      * checksum): said, the run goes on without it, and it is written anew */
     FILE *f = fopen(cache, "r+b");
     TEST_ASSERT_NOT_NULL(f);

@@ -91,7 +91,7 @@ static void test_the_demo_file_opens(void)
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, open_edited(&e, err, sizeof err), err);
 }
 
-/* block_count 3 on a 4-layer file ran 3 layers, silently */
+/* block_count 3 on a 4-layer file: not 3 layers run silently */
 static void test_a_layer_past_block_count_is_refused(void)
 {
     char err[512];
@@ -101,7 +101,7 @@ static void test_a_layer_past_block_count_is_refused(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "llama.block_count says 3 layers"), err);
 }
 
-/* a block_count of billions was a 2 TB allocation before any check */
+/* a block_count of billions: refused, not a 2 TB allocation */
 static void test_a_huge_block_count_is_refused_before_allocating(void)
 {
     char err[512];
@@ -111,7 +111,7 @@ static void test_a_huge_block_count_is_refused_before_allocating(void)
 }
 
 /* token_embd as [256, 1024, 2] holds as many values as the [256, 2048]
- * the metadata asks for, and was accepted */
+ * the metadata asks for, but is no such matrix */
 static void test_a_three_dimensional_tensor_is_refused(void)
 {
     char err[512];
@@ -128,7 +128,8 @@ static void test_a_tensor_nobody_reads_is_refused(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "tensor blk.1.attn_sinks.weight"), err);
 }
 
-/* a Mixtral file said "the model has no tensor blk.0.ffn_gate.weight" */
+/* a Mixtral file is named as such, not "the model has no tensor
+ * blk.0.ffn_gate.weight" */
 static void test_mixture_of_experts_is_named(void)
 {
     char err[512];

@@ -147,9 +147,9 @@ static void test_session_file_restores_the_cache(void)
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_STATE_MISMATCH, session_load(B.gm, path, ids, 12, &n));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "another model"));
     TEST_ASSERT_EQUAL_UINT(0, n);
-    /* one byte of its K/V payload changed (the ids came out other, silently,
-     * before the checksum), then a file cut short, and one that is not a
-     * session file */
+    /* one byte of its K/V payload changed (other ids, silently, without
+     * the checksum), then a file cut short, and one that is not a session
+     * file */
     long size = file_size(path);
     FILE *f = fopen(path, "r+b");
     TEST_ASSERT_NOT_NULL(f);

@@ -343,7 +343,7 @@ static void test_bpe_rules(void)
 
 /* A BPE vocabulary without the token of a byte: the text holding it is
  * refused, naming the byte (llama.cpp drops it: "a,b" without the comma's
- * token was "ab"), whether the byte's character is one byte of UTF-8 (',')
+ * token becomes "ab"), whether the byte's character is one byte of UTF-8 (',')
  * or two ('\n', U+010A) */
 static void test_bpe_byte_without_token_is_refused(void)
 {
