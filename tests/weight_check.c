@@ -38,12 +38,12 @@ float *dequantized(uint32_t type, const void *data, uint64_t rows, uint64_t cols
     float *w = malloc((size_t)(rows * cols) * 4);
     TEST_ASSERT_NOT_NULL(w);
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_dequantize(type, data, w, (size_t)(rows * cols)),
-    glesllm_last_error());
+                                  glesllm_last_error());
     return w;
 }
 
 void reference_rows(const float *w, const float *x, uint64_t rows, uint64_t cols,
-    double *ref, double *mag)
+                    double *ref, double *mag)
 {
     for (uint64_t r = 0; r < rows; r++) {
         double s = 0, m = 0;
@@ -66,7 +66,7 @@ void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed)
     uint64_t stride = act_stride(c->cols), x_off = 8, y_off = 5;
     size_t xn = (size_t)(x_off + stride);
     float *x = malloc(xn * 4), *y0 = malloc((size_t)(c->rows + 2 * y_off) * 4),
-    *got = malloc((size_t)(c->rows + 2 * y_off) * 4);
+          *got = malloc((size_t)(c->rows + 2 * y_off) * 4);
     double *ref = malloc((size_t)c->rows * sizeof *ref), *mag = malloc((size_t)c->rows * sizeof *mag);
     TEST_ASSERT_TRUE(x && y0 && ref && mag && got);
     rng_fill(&rng, x, xn, -1.0f, 1.0f);
@@ -77,22 +77,22 @@ void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed)
 
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
-    c->max_part_bytes, &gw),
-    glesllm_last_error());
+                                  gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
     gpu_buffer bx, by;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
     size_t yn = (size_t)(c->rows + 2 * y_off);
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
-    gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
+                          gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matvec_kernel k;
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_build(ctx, &T, c->type, cfg, &(matvec_variant){ add ? MATVEC_ADD : MATVEC_STORE }, &k),
-    glesllm_last_error());
+                                      glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matvec_record(queue, &k, &gw, &bx, x_off, &by, y_off),
-    glesllm_last_error());
+                                      glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
@@ -109,12 +109,12 @@ void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed)
             TEST_ASSERT_FLOAT_WITHIN(0.0, y0[y_off + c->rows + i], got[y_off + c->rows + i]);
         }
         snprintf(msg, sizeof msg,
-    "%s %llux%llu parts %u wg %u tpr %u nr %u subgroup %d add %d%s%s: error %.3g of "
+                 "%s %llux%llu parts %u wg %u tpr %u nr %u subgroup %d add %d%s%s: error %.3g of "
                  "sum|wx|",
-    ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
-    gw.n_parts, cfg->wg, cfg->tpr, cfg->nr, cfg->subgroup, add,
-    k.f16_products ? " f16 products" : "",
-    k.f16_subnormals ? " subnormal levels" : "", worst);
+                 ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
+                 gw.n_parts, cfg->wg, cfg->tpr, cfg->nr, cfg->subgroup, add,
+                 k.f16_products ? " f16 products" : "",
+                 k.f16_subnormals ? " subnormal levels" : "", worst);
         TEST_ASSERT_TRUE_MESSAGE(worst < (k.f16_products ? F16_DOT_REL_TOL : MATVEC_REL_TOL), msg);
         matvec_destroy(&k);
     }
@@ -147,17 +147,17 @@ void check_get_rows(const mv_case *c, uint64_t seed)
     TEST_ASSERT_NOT_NULL(got);
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    gpu_weight_upload(ctx, "emb", c->type, c->rows, c->cols, wdata,
-    c->max_part_bytes, &gw),
-    glesllm_last_error());
+                                  gpu_weight_upload(ctx, "emb", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
     get_rows_kernel k;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, get_rows_build(ctx, c->type, &k), glesllm_last_error());
     gpu_buffer bids, by;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof ids, ids, 0, "ids", &bids));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, NULL, 0, "y", &by));
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    get_rows_record(queue, &k, &gw, &bids, 1, N_IDS, &by, y_off, stride),
-    glesllm_last_error());
+                                  get_rows_record(queue, &k, &gw, &bids, 1, N_IDS, &by, y_off, stride),
+                                  glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
@@ -175,8 +175,8 @@ void check_get_rows(const mv_case *c, uint64_t seed)
     }
     char msg[160];
     snprintf(msg, sizeof msg, "get_rows %s %llux%llu parts %u: error %.3g of the row's max",
-    ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
-    gw.n_parts, worst);
+             ggml_type_name(c->type), (unsigned long long)c->rows, (unsigned long long)c->cols,
+             gw.n_parts, worst);
     TEST_ASSERT_TRUE_MESSAGE(worst < ROWS_REL_TOL, msg);
     gpu_buffer_destroy(&bids);
     gpu_buffer_destroy(&by);
@@ -188,7 +188,7 @@ void check_get_rows(const mv_case *c, uint64_t seed)
 }
 
 void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_config *mv,
-    uint32_t nt, bool norm, uint32_t n_tok, double tol, uint64_t seed)
+                   uint32_t nt, bool norm, uint32_t n_tok, double tol, uint64_t seed)
 {
     test_rng rng = { seed };
     size_t wbytes;
@@ -201,10 +201,10 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
     /* then room for the units of x of a kernel with xg */
     uint64_t xp_off = (norm_off + (norm ? xs : 0) + 3) / 4 * 4;
     size_t xn = (size_t)(xp_off + matvec_xg_room(c->cols, n_tok)),
-    yn = (size_t)(y_off + n_tok * ys);
+           yn = (size_t)(y_off + n_tok * ys);
     float *x = malloc(xn * 4), *y0 = malloc(yn * 4), *got = malloc(yn * 4);
     double *ref = malloc((size_t)(c->rows * n_tok) * sizeof *ref),
-    *mag = malloc((size_t)(c->rows * n_tok) * sizeof *mag);
+           *mag = malloc((size_t)(c->rows * n_tok) * sizeof *mag);
     TEST_ASSERT_TRUE(x && y0 && got && ref && mag);
     rng_fill(&rng, x, xn, -1.0f, 1.0f);
     for (uint32_t t = 0; t < n_tok; t++) /* the padding may hold anything */
@@ -231,9 +231,9 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
     free(xw);
     gpu_weight gw;
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
-    c->max_part_bytes, &gw),
-    glesllm_last_error());
+                                  gpu_weight_upload(ctx, "w", c->type, c->rows, c->cols, wdata,
+                                                    c->max_part_bytes, &gw),
+                                  glesllm_last_error());
     gpu_buffer bx, by;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, xn * 4, x, 0, "x", &bx));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, y0, GPU_BUFFER_DYNAMIC, "y", &by));
@@ -242,7 +242,7 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
     uint64_t xt_bytes = mv ? 0 : matmul_xt_bytes(cfg, n_tok, c->cols);
     if (xt_bytes)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, (size_t)xt_bytes, NULL, 0,
-    "x tiles", &bt));
+                                                            "x tiles", &bt));
     char msg[200];
     for (int add = 0; add < 2; add++) {
         matmul_kernel k;
@@ -250,9 +250,9 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
         matvec_variant var = { add ? MATVEC_ADD : MATVEC_STORE, norm };
         var.nt = nt;
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    mv ? matvec_build(ctx, &T, c->type, mv, &var, &mk)
+                                      mv ? matvec_build(ctx, &T, c->type, mv, &var, &mk)
                                          : matmul_build(ctx, c->type, cfg, &var, &k),
-    glesllm_last_error());
+                                      glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         matmul_args a = { n_tok, x_off, y_off, ys };
         a.xt = xt_bytes ? &bt : NULL;
@@ -261,10 +261,10 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
         va.y_stride = ys;
         va.xp_off = xp_off;
         TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-    mv ? matvec_record_args(queue, &mk, &gw, &bx, x_off, &by,
-    y_off, &va)
+                                      mv ? matvec_record_args(queue, &mk, &gw, &bx, x_off, &by,
+                                                              y_off, &va)
                                          : matmul_record(queue, &k, &gw, &bx, &by, &a),
-    glesllm_last_error());
+                                      glesllm_last_error());
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &by, 0, got, yn * 4));
@@ -282,19 +282,19 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
         }
         if (mv)
             snprintf(msg, sizeof msg,
-    "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
+                     "matvec of %u tokens%s %s %llux%llu x %u tokens, parts %u, wg %u tpr %u "
                      "nr %u xb %u xsh %d xg %d add %d%s: error %.3g of sum|wx|",
-    nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
-    (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr,
-    mv->xb, mv->xsh, mk.xg, add, mk.f16_subnormals ? " subnormal levels" : "",
-    worst);
+                     nt, norm ? " (norm)" : "", ggml_type_name(c->type), (unsigned long long)c->rows,
+                     (unsigned long long)c->cols, n_tok, gw.n_parts, mv->wg, mv->tpr, mv->nr,
+                     mv->xb, mv->xsh, mk.xg, add, mk.f16_subnormals ? " subnormal levels" : "",
+                     worst);
         else
             snprintf(msg, sizeof msg,
-    "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
+                     "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
                      "error %.3g of sum|wx|",
-    ggml_type_name(c->type), (unsigned long long)c->rows,
-    (unsigned long long)c->cols, n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn,
-    cfg->half, add, worst);
+                     ggml_type_name(c->type), (unsigned long long)c->rows,
+                     (unsigned long long)c->cols, n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn,
+                     cfg->half, add, worst);
         TEST_ASSERT_TRUE_MESSAGE(worst < (mv && mk.f16_products ? F16_DOT_REL_TOL : tol), msg);
         if (mv)
             matvec_destroy(&mk);
@@ -315,7 +315,7 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
 }
 
 void check_batched_mm(const mv_case *c, const matmul_config *cfg, uint32_t n_tok, double tol,
-    uint64_t seed)
+                      uint64_t seed)
 {
     check_batched(c, cfg, NULL, 0, false, n_tok, tol, seed);
 }
@@ -338,7 +338,7 @@ void shapes_for(uint32_t t, mv_case *out, int *n)
 }
 
 void every_format_three_ways(void (*check)(const mv_case *c, size_t t, uint64_t seed),
-    uint64_t seed)
+                             uint64_t seed)
 {
     for (size_t f = 0; f < N_FORMATS; f++) {
         mv_case cs[8];

@@ -36,7 +36,7 @@ extern tuning T;
  * K-quants' scales times d (and mins times dmin) rounded to f16 (2^-12 of
  * each; weights.glsl k4_map_h, k23_map, q6k_map): at most about
  * 10 * 2^-12 = 2.4e-3 of sum |w x| for signed levels (Q4_0, Q8_0, and Q5_0,
-    * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
+ * Q3_K, Q6_K less their offset), more in theory for unsigned ones with a
  * min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) and for the signed ones whose offset
  * stays in the sums (levels as f16 subnormals, matvec.c f16_subn_choice);
  * 2.4e-4 the worst seen on an H200. */
@@ -53,6 +53,7 @@ typedef struct mv_case {
     uint64_t rows, cols;
     uint64_t max_part_bytes;
 } mv_case;
+
 int is_float(uint32_t t);
 
 void *random_tensor(test_rng *rng, uint32_t type, uint64_t rows, uint64_t cols, size_t *bytes);
@@ -62,7 +63,7 @@ float *dequantized(uint32_t type, const void *data, uint64_t rows, uint64_t cols
 /* ref[r] = W[r] . x in double, and mag[r] = sum |W[r][k] x[k]| (at least
  * 1e-30): the scale the tolerances are relative to. */
 void reference_rows(const float *w, const float *x, uint64_t rows, uint64_t cols,
-    double *ref, double *mag);
+                    double *ref, double *mag);
 
 /* Runs y = W x (and y += W x at an offset) with kernel config cfg. */
 void check_matvec(const mv_case *c, const matvec_config *cfg, uint64_t seed);
@@ -71,22 +72,22 @@ void check_get_rows(const mv_case *c, uint64_t seed);
 
 /* The batched product (prefill): Y[t] = W x[t] for n_tok tokens whose x rows
  * sit act_stride(cols) apart after x_off, y rows y_stride apart after y_off;
- * stored and added. */
-/* The same through the multi-token matvec when mv is given (kernel of nt
- * tokens, n_tok <= nt). */
+ * stored and added. The same through the multi-token matvec when mv is
+ * given (kernel of nt tokens, n_tok <= nt), with the norm folded in where
+ * norm is set. */
 void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_config *mv,
-    uint32_t nt, bool norm, uint32_t n_tok, double tol, uint64_t seed);
-
+                   uint32_t nt, bool norm, uint32_t n_tok, double tol, uint64_t seed);
+/* check_batched through the matmul */
 void check_batched_mm(const mv_case *c, const matmul_config *cfg, uint32_t n_tok, double tol,
-    uint64_t seed);
+                      uint64_t seed);
 
 uint64_t min_cols(uint32_t t);
 
 void shapes_for(uint32_t t, mv_case *out, int *n);
 
 /* check(case, t, seed) for every format x shape of shapes_for and t = 0, 1,
-    * 2 (the 4096-column shapes with t = 1 only: slow on llvmpipe) */
+ * 2 (the 4096-column shapes with t = 1 only: slow on llvmpipe) */
 void every_format_three_ways(void (*check)(const mv_case *c, size_t t, uint64_t seed),
-    uint64_t seed);
+                             uint64_t seed);
 
 #endif
