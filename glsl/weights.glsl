@@ -431,6 +431,16 @@ uvec4 q4_unit(w_raw r, uint bi, uint ub, out vec4 ab)
 }
 #endif
 
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q5_K)
+// Q5_0, Q5_1, Q5_K: a unit's level words from its NIB words and BIT word
+// (w_unit_bytes' lo and hi; a statement of its own, no semicolon after it)
+#define Q5_LEVEL_WORDS(r, lo, hi) \
+    for (int k = 0; k < 4; k++) { \
+        lo[k] = nib_lo(r.q[k]) | (bit_lo(r.e.x, k) << 4u); \
+        hi[k] = nib_hi(r.q[k]) | (bit_hi(r.e.x, k) << 4u); \
+    }
+#endif
+
 #if defined(WTYPE_Q5_0)
 // Q5_0: q the NIB words, e.x the BIT word, s.x the scale word (its two
 // halves hold two blocks' scales)
@@ -448,10 +458,7 @@ w_raw w_fetch(uint bi, uint ub)
 // level of value 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
 void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
 {
-    for (int k = 0; k < 4; k++) {
-        lo[k] = nib_lo(r.q[k]) | (bit_lo(r.e.x, k) << 4u);
-        hi[k] = nib_hi(r.q[k]) | (bit_hi(r.e.x, k) << 4u);
-    }
+    Q5_LEVEL_WORDS(r, lo, hi)
     float d = half_of(r.s.x, W_PLANE(2) + bi * 2u);
     ab = vec4(d, -16.0 * d, d, -16.0 * d);
 }
@@ -473,10 +480,7 @@ w_raw w_fetch(uint bi, uint ub)
 // level of value 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
 void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
 {
-    for (int k = 0; k < 4; k++) {
-        lo[k] = nib_lo(r.q[k]) | (bit_lo(r.e.x, k) << 4u);
-        hi[k] = nib_hi(r.q[k]) | (bit_hi(r.e.x, k) << 4u);
-    }
+    Q5_LEVEL_WORDS(r, lo, hi)
     ab = unpackHalf2x16(r.s.x).xyxy;
 }
 #endif
@@ -497,10 +501,7 @@ w_raw w_fetch(uint bi, uint ub)
 // level of value 4k + b and of hi[k] that of 16 + 4k + b, and w_unit's maps.
 void w_unit_bytes(w_raw r, uint bi, uint ub, out uint lo[4], out uint hi[4], out vec4 ab)
 {
-    for (int k = 0; k < 4; k++) {
-        lo[k] = nib_lo(r.q[k]) | (bit_lo(r.e.x, k) << 4u);
-        hi[k] = nib_hi(r.q[k]) | (bit_hi(r.e.x, k) << 4u);
-    }
+    Q5_LEVEL_WORDS(r, lo, hi)
 #if defined(F16_DOT)
     ab = k4_map_h(r.s, ub).xyxy;
 #else
