@@ -43,6 +43,26 @@ static int run_to(const char *env, const char *args, const char *to)
 
 static int run(const char *env, const char *args) { return run_to(env, args, NULL); }
 
+/* The CLI run with args in the background, sent SIG (INT, TERM) once the
+ * shell test `ready` holds ($OUT and $ERR: its stdout and stderr so far) or
+ * after 60 s, so that a loaded machine still loads the model first; its
+ * status as system() gives it, its output in out and err. */
+static int run_signalled(const char *args, const char *ready, const char *sig)
+{
+    char cmd[1600];
+    const char *cli = getenv("GLESLLM_CLI");
+    snprintf(cmd, sizeof cmd,
+             "OUT='%s' ERR='%s' sh -c '\"%s\" %s & pid=$!; i=0; "
+             "until %s || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; "
+             "kill -%s $pid; wait $pid' >'%s' 2>'%s'",
+             out_path, err_path, cli ? cli : GLESLLM_CLI_PATH, args, ready, sig, out_path,
+             err_path);
+    int rc = system(cmd);
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, err, sizeof err);
+    return rc;
+}
+
 /* how many times needle occurs in hay */
 static int count_in(const char *hay, const char *needle)
 {
@@ -332,30 +352,16 @@ static void test_run_demo_and_flags(void)
     /* Ctrl-C while generating: exit 130 with the stats (a context large enough that a fast
      * GPU is still generating when the signal comes; the signal once the first text is
      * out, or after 60 s, so that a loaded machine still loads the model first) */
-    char cmd[1600];
-    const char *cli = getenv("GLESLLM_CLI");
-    snprintf(cmd, sizeof cmd,
-             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "
-             "while [ ! -s \"%s\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
-             "kill -INT $pid; wait $pid' >'%s' 2>'%s'",
-             cli ? cli : GLESLLM_CLI_PATH, out_path, out_path, err_path);
-    int rc = system(cmd);
-    slurp(out_path, out, sizeof out);
-    slurp(err_path, err, sizeof err);
+    int rc = run_signalled("run -n -1 -c 32768 --ignore-eos", "[ -s \"$OUT\" ]", "INT");
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
     /* Ctrl-C in a long prompt (3,000 tokens in passes of 64): seen between
      * passes, not after the whole prompt (minutes on a slow GPU).
      * The signal comes a second into the prompt: a prompt that took longer
      * than 2 s was cut short (on a fast GPU it may be over by then) */
-    snprintf(cmd, sizeof cmd,
-             "sh -c 'ids=$(seq -s, 1000 1999); \"%s\" run -n 4 -c 4096 -b 64 "
-             "--prompt-ids $ids,$ids,$ids & pid=$!; i=0; "
-             "while ! grep -q sampling \"%s\" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
-             "sleep 1; kill -INT $pid; wait $pid' >'%s' 2>'%s'",
-             cli ? cli : GLESLLM_CLI_PATH, err_path, out_path, err_path);
-    rc = system(cmd);
-    slurp(err_path, err, sizeof err);
+    rc = run_signalled("run -n 4 -c 4096 -b 64 --prompt-ids $(seq -s, 1000 1999),"
+                       "$(seq -s, 1000 1999),$(seq -s, 1000 1999)",
+                       "grep -q sampling \"$ERR\" && sleep 1", "INT");
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "stopped: interrupted"), err);
     const char *pr = strstr(err, "glesllm: prompt: ");
@@ -367,13 +373,7 @@ static void test_run_demo_and_flags(void)
                                   err);
     TEST_ASSERT_TRUE_MESSAGE(n_run < 3000 || secs < 2.0, err);
     /* SIGTERM: exit 143 at once, not after the step in flight */
-    snprintf(cmd, sizeof cmd,
-             "sh -c '\"%s\" run -n -1 -c 32768 --ignore-eos & pid=$!; i=0; "
-             "while [ ! -s \"%s\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
-             "kill -TERM $pid; wait $pid' >'%s' 2>'%s'",
-             cli ? cli : GLESLLM_CLI_PATH, out_path, out_path, err_path);
-    rc = system(cmd);
-    slurp(err_path, err, sizeof err);
+    rc = run_signalled("run -n -1 -c 32768 --ignore-eos", "[ -s \"$OUT\" ]", "TERM");
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 143, err);
     TEST_ASSERT_NULL_MESSAGE(strstr(err, "stopped:"), err);
 }
