@@ -140,14 +140,11 @@ static glesllm_status refuse_experts(const gguf_file *f, const char *arch)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    const gguf_kv *kv = gguf_find(f, key);
-    bool counted = kv && (kv->value.type == GGUF_TYPE_UINT32 || kv->value.type == GGUF_TYPE_INT32 ||
-                          kv->value.type == GGUF_TYPE_UINT64 || kv->value.type == GGUF_TYPE_INT64) &&
-                   kv->value.v.u64 != 0;
-    if (counted)
+    int32_t n_expert = gguf_get_id_or_none(f, key); /* (an integer, or -1; sets no error) */
+    if (n_expert > 0)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "model: this is a mixture-of-experts model (%s is %llu), which glesllm "
-                       "does not run yet", key, (unsigned long long)kv->value.v.u64);
+                       "model: this is a mixture-of-experts model (%s is %d), which glesllm "
+                       "does not run yet", key, n_expert);
     if (gguf_find_tensor(f, "blk.0.ffn_gate_inp.weight"))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "model: this is a mixture-of-experts model (it has an expert router, "
