@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "common/tmp_files.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quant/quantize_model.h"
@@ -45,12 +46,7 @@ glesllm_status glesllm_quantize(const char *in, const char *out,
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "the output %s is a folder; give a file path",
                        out);
     char dir[4096];
-    const char *slash = strrchr(out, '/');
-    size_t dl = slash ? (size_t)(slash - out) + (slash == out) : 1;
-    if (dl >= sizeof dir)
-        dl = sizeof dir - 1;
-    memcpy(dir, slash ? out : ".", dl);
-    dir[dl] = '\0';
+    path_folder(out, dir, sizeof dir);
     if (access(dir, W_OK | X_OK) != 0)
         return err_set(GLESLLM_ERR_IO, "cannot write a file in '%s' (for %s): %s", dir, out,
                        strerror(errno));

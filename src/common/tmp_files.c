@@ -11,6 +11,16 @@
 
 #include "common/error.h"
 
+void path_folder(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + (slash == path) : 1;
+    if (dl >= n)
+        dl = n - 1;
+    memcpy(dir, slash ? path : ".", dl);
+    dir[dl] = '\0';
+}
+
 glesllm_status tmp_name(const char *path, char *out, size_t n)
 {
     if ((size_t)snprintf(out, n, "%s.tmp.%ld", path, (long)getpid()) >= n)
@@ -22,11 +32,9 @@ void tmp_sweep(const char *path)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     char dir[4096];
-    size_t dl = slash ? (size_t)(slash - path) + (slash == path) : 1;
-    if (dl >= sizeof dir || !*base)
+    if (!*base || strlen(path) >= sizeof dir)
         return;
-    memcpy(dir, slash ? path : ".", dl);
-    dir[dl] = '\0';
+    path_folder(path, dir, sizeof dir);
     DIR *d = opendir(dir);
     if (!d)
         return;

@@ -9,6 +9,10 @@
 
 #include "glesllm.h"
 
+/* The folder a file at path goes in ("." for a bare name, "/" for one at
+ * the root), cut to n - 1 bytes. */
+void path_folder(const char *path, char *dir, size_t n);
+
 /* out = "path.tmp.PID"; an error where it does not fit in n bytes. */
 glesllm_status tmp_name(const char *path, char *out, size_t n);
 
