@@ -13,9 +13,9 @@
 #include "test_gpu.h"
 #include "weight_check.h"
 
-void setUp(void) { T = TUNING_DEFAULT; }
+void setUp(void) { T = kernel_tuning(); }
 /* a failed test leaves no path forced for the next */
-void tearDown(void) { T = TUNING_DEFAULT; }
+void tearDown(void) { T = kernel_tuning(); }
 
 static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 {
@@ -239,7 +239,7 @@ static void test_forced_multi_split_shrinks_whole(void)
     T.n_multi = 4;
     memcpy(T.multi, (uint32_t[]){ 128, 16, 2, 8 }, sizeof T.multi);
     matvec_config mv = matvec_multi_config(ctx, &T, GGML_TYPE_Q4_0, MATVEC_MAX_NT, 4096, 4096);
-    T = TUNING_DEFAULT;
+    T = kernel_tuning();
     TEST_ASSERT_EQUAL_UINT32(16, mv.tpr);
     TEST_ASSERT_TRUE(mv.xb <= 1 || mv.wg % (mv.xb * mv.tpr) == 0);
     matvec_kernel k;

@@ -5,6 +5,7 @@
  * two kernels; shapes whose rows are not a multiple of a work group's rows
  * and whose columns are the smallest legal multiple of the block; tensors
  * over 128 MiB split by the storage-block limit under GLESLLM_LIMITS=min. */
+#include <GLES3/gl31.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,9 @@
 #include "test_gpu.h"
 #include "weight_check.h"
 
-void setUp(void) { T = TUNING_DEFAULT; }
+void setUp(void) { T = kernel_tuning(); }
 /* a failed test leaves no path forced for the next */
-void tearDown(void) { T = TUNING_DEFAULT; }
+void tearDown(void) { T = kernel_tuning(); }
 
 /* every format x every shape of shapes_for, with the default split and
  * `subgroup` reduction (tpr widened to `subgroup` lanes, 1 or 2 subgroups) */
@@ -40,6 +41,36 @@ static void default_split_all(int subgroup)
 }
 
 static void test_matvec_every_format_default_split(void) { default_split_all(0); }
+
+/* A CPU rasteriser's split (whole rows a lane, ops/matvec.c
+ * matvec_default_config; the engine's on llvmpipe, GLESLLM_CPU_SPLITS=1
+ * elsewhere): every format and shape; with the norm folded in, and the
+ * several-token kernels that take its lanes, the formats that cover the
+ * ways a format is read (as test_f16_dot_path's other splits) and F32 */
+static void test_matvec_cpu_split(void)
+{
+    static const uint32_t cover[] = { GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
+                                       GGML_TYPE_Q4_K, GGML_TYPE_Q3_K, GGML_TYPE_Q6_K };
+    /* the engine's choice on llvmpipe */
+    const char *renderer = gpu_context_string(ctx, GL_RENDERER);
+    TEST_ASSERT_EQUAL_MESSAGE(strncmp(renderer, "llvmpipe", 8) == 0, gpu_context_caps(ctx)->cpu,
+                              renderer);
+    tuning engine = TUNING_DEFAULT;
+    uint32_t tpr = matvec_default_config(ctx, &engine, GGML_TYPE_Q8_0, 4096, 4096).tpr;
+    TEST_ASSERT_EQUAL_MESSAGE(gpu_context_caps(ctx)->cpu, tpr == 1,
+                              "whole rows a lane by default on a CPU rasteriser only");
+    T.cpu_splits = TUNE_ON;
+    default_split_all(0);
+    for (size_t f = 0; f < sizeof cover / sizeof cover[0]; f++) {
+        mv_case c = { cover[f], 45, 2 * 16 * 32, 0 };
+        matvec_config one = matvec_default_config(ctx, &T, c.type, c.rows, c.cols);
+        TEST_ASSERT_EQUAL_UINT32(1, one.tpr);
+        check_batched(&c, NULL, &one, 1, true, 1, MATVEC_REL_TOL, 8100 + f);
+        matvec_config mv = matvec_multi_config(ctx, &T, c.type, MATVEC_MULTI_NT, c.rows, c.cols);
+        check_batched(&c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT, MATVEC_REL_TOL,
+                      8200 + f);
+    }
+}
 
 /* other work splits: one lane per row, many rows per thread, the widest */
 static void test_matvec_work_splits(void)
@@ -104,8 +135,8 @@ static void test_matvec_subgroup_path(void)
  * and differ by format only in the units a block (1 or 8), whether the two
  * halves share a map (W_H_SAME 1/16, 1 or none) and the levels read in place
  * (Q3_K, Q6_K): they are checked on formats that cover those (Q4_0, Q8_0,
- * Q4_K, Q3_K, Q6_K), some 230 programs fewer on llvmpipe (bench/RESULTS.md
- * "CI time"). */
+ * Q4_K, Q3_K, Q6_K), with the levels as integers: a fraction of the programs
+ * on llvmpipe (bench/RESULTS.md "CI time"). */
 static void test_f16_dot_path(void)
 {
     static const struct {
@@ -145,7 +176,9 @@ static void test_f16_dot_path(void)
         TEST_ASSERT_EQUAL_INT(1, mv.xg);
         check_batched(c, NULL, &mv, MATVEC_MULTI_NT, true, MATVEC_MULTI_NT, MATVEC_REL_TOL, 7400 + i);
         check_batched(c, NULL, &mv, MATVEC_MULTI_NT, false, 2, MATVEC_REL_TOL, 7500 + i);
-        if (!every_split)
+        /* (the levels as f16 subnormals are read the same in every split:
+         * the other splits with the levels as integers) */
+        if (!every_split || i >= n_cases)
             continue;
         matvec_config odd = { 64, 16, 3, false }; /* rows left over in the last thread */
         check_matvec(c, &odd, 7300 + i);
@@ -294,13 +327,16 @@ static void test_f16_dot_path(void)
 static void test_tuning_from_env(void)
 {
     static const char *const names[] = { "GLESLLM_F16_DOT", "GLESLLM_F16_SUBN", "GLESLLM_X_ONCE",
-                                         "GLESLLM_MULTI", "GLESLLM_FETCH_AHEAD" };
+                                         "GLESLLM_MULTI", "GLESLLM_FETCH_AHEAD",
+                                         "GLESLLM_CPU_SPLITS" };
     tuning t;
+    setenv("GLESLLM_CPU_SPLITS", "0", 1);
     setenv("GLESLLM_F16_DOT", "0", 1);
     setenv("GLESLLM_F16_SUBN", "1", 1);
     setenv("GLESLLM_MULTI", "128,16,2,8", 1);
     setenv("GLESLLM_FETCH_AHEAD", "2", 1);
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, tuning_from_env(&t), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(TUNE_OFF, t.cpu_splits);
     TEST_ASSERT_EQUAL_INT(TUNE_OFF, t.f16_dot);
     TEST_ASSERT_EQUAL_INT(TUNE_ON, t.f16_subn);
     TEST_ASSERT_EQUAL_INT(TUNE_AUTO, t.x_once);
@@ -311,7 +347,8 @@ static void test_tuning_from_env(void)
                                           { "GLESLLM_F16_SUBN", "on" },
                                           { "GLESLLM_X_ONCE", "2" },
                                           { "GLESLLM_MULTI", "128,16,2,3" },
-                                          { "GLESLLM_FETCH_AHEAD", "3" } };
+                                          { "GLESLLM_FETCH_AHEAD", "3" },
+                                          { "GLESLLM_CPU_SPLITS", "cpu" } };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
             unsetenv(names[j]);
@@ -521,6 +558,7 @@ int main(void)
     if (!ctx || gpu_queue_create(ctx, &queue) != GLESLLM_OK)
         return 1;
     RUN_TEST(test_matvec_every_format_default_split);
+    RUN_TEST(test_matvec_cpu_split);
     RUN_TEST(test_matvec_work_splits);
     RUN_TEST(test_fetch_ahead);
     RUN_TEST(test_matvec_subgroup_path);

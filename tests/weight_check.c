@@ -15,6 +15,13 @@ gpu_context *ctx;
 gpu_queue *queue;
 tuning T;
 
+tuning kernel_tuning(void)
+{
+    tuning t = TUNING_DEFAULT;
+    t.cpu_splits = TUNE_OFF;
+    return t;
+}
+
 const uint32_t formats[N_FORMATS] = { GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
                                       GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                       GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K,

@@ -15,10 +15,14 @@
 
 /* the test's context and queue, and the tuning every kernel is configured
  * and built with: the engine's choices unless a test forces one (each
- * test's setUp and tearDown reset it) */
+ * test's setUp and tearDown reset it to kernel_tuning()) */
 extern gpu_context *ctx;
 extern gpu_queue *queue;
 extern tuning T;
+/* The engine's choices, with a GPU's one-token splits on every device:
+ * llvmpipe too, where the engine takes a CPU rasteriser's (test_matvec
+ * checks those in a test of their own). */
+tuning kernel_tuning(void);
 
 /* f32 accumulation in a different order than the double reference: the
  * error of a row is bounded by n * 2^-24 * sum |w x| and is near

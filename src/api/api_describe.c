@@ -35,6 +35,9 @@ static void describe(gpu_context *ctx, const tuning *tune, FILE *f)
     fprintf(f, "GL_RENDERER:         %s\n", gpu_context_string(ctx, GL_RENDERER));
     fprintf(f, "GL_VERSION:          %s\n", gpu_context_string(ctx, GL_VERSION));
     fprintf(f, "GLSL version:        %s\n", gpu_context_string(ctx, GL_SHADING_LANGUAGE_VERSION));
+    if (C->cpu)
+        fprintf(f, "runs on:             the CPU (one-token products take whole rows a lane; "
+                   "GLESLLM_CPU_SPLITS=0 gives a GPU's splits)\n");
     fprintf(f, "limits used%s:\n", gpu_context_limits_min(ctx) ? " (GLESLLM_LIMITS=min: GLES 3.1 minimums)" : "");
     fprintf(f, "  work group invocations     %u\n", L->max_invocations);
     fprintf(f, "  work group size            %u x %u x %u\n", L->max_group_size[0], L->max_group_size[1],

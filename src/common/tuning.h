@@ -25,6 +25,7 @@ typedef struct tuning {
     uint32_t n_matmul;
     int fetch_ahead;       /* rows a group loaded ahead (0, 1, 2, 4, 8) GLESLLM_FETCH_AHEAD */
     /* TUNE_AUTO, TUNE_OFF or TUNE_ON */
+    int cpu_splits;        /* one-token splits for a CPU rasteriser  GLESLLM_CPU_SPLITS */
     int f16_dot;           /* f16 products                          GLESLLM_F16_DOT */
     int f16_subn;          /* levels as f16 subnormals              GLESLLM_F16_SUBN */
     int x_once;            /* x's f16 pairs once a work group       GLESLLM_X_ONCE */
@@ -47,8 +48,8 @@ enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
 /* the defaults: TUNING_DEFAULT_INIT initialises a tuning (static ones too),
  * TUNING_DEFAULT is its value */
 #define TUNING_DEFAULT_INIT                                                                   \
-    { .fetch_ahead = TUNE_AUTO, .f16_dot = TUNE_AUTO, .f16_subn = TUNE_AUTO,                   \
-      .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,                        \
+    { .fetch_ahead = TUNE_AUTO, .cpu_splits = TUNE_AUTO, .f16_dot = TUNE_AUTO,                 \
+      .f16_subn = TUNE_AUTO, .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,  \
       .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
       .prefetch = TUNE_AUTO, .kv = TUNE_AUTO, .small_batch = TUNE_SMALL_AUTO }
 #define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)

@@ -61,7 +61,11 @@ static glesllm_status read_env(tuning *t)
         return bad("GLESLLM_FETCH_AHEAD", FETCH_AHEAD_USE);
     t->fetch_ahead = n == 1 ? (int)v[0] : TUNE_AUTO;
     glesllm_status st;
-    if ((st = flag("GLESLLM_F16_DOT",
+    if ((st = flag("GLESLLM_CPU_SPLITS",
+                   "0 (a GPU's one-token splits), 1 (a CPU rasteriser's: whole rows a lane) or "
+                   "leave it unset (by the renderer: 1 on llvmpipe)",
+                   &t->cpu_splits)) ||
+        (st = flag("GLESLLM_F16_DOT",
                    "0 (f32 products), 1 (f16 products for the quantized formats, f32 pairs where "
                    "the driver has no f16 types) or leave it unset (1)",
                    &t->f16_dot)) ||

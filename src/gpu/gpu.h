@@ -52,6 +52,7 @@ typedef struct gpu_caps {
     bool mediump_is_fp16;   /* mediump float has < 23 mantissa bits (fragment stage query) */
     bool f16_types;         /* GL_NV_gpu_shader5: float16_t / f16vecN types and arithmetic */
     bool program_binary;    /* at least one program binary format */
+    bool cpu;               /* a rasteriser on the CPU (llvmpipe, softpipe, SwiftShader) */
     uint64_t memory_total;  /* bytes of dedicated GPU memory, 0 when the driver does not say */
     const char *memory_source; /* the extension that said it, or NULL */
 } gpu_caps;

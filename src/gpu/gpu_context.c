@@ -128,6 +128,12 @@ static void query_caps(gpu_context *ctx)
     GLint formats = 0;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
     C->program_binary = formats > 0;
+    /* by name: no GL query says where shaders run, and the EGL device's
+     * EGL_MESA_device_software exists only on that platform */
+    static const char *const cpu_renderers[] = { "llvmpipe", "softpipe", "SwiftShader" };
+    for (size_t i = 0; i < sizeof cpu_renderers / sizeof cpu_renderers[0]; i++)
+        if (strncmp(ctx->renderer, cpu_renderers[i], strlen(cpu_renderers[i])) == 0)
+            C->cpu = true;
     gpu_gl_clear_errors();
 
     if (ctx->limits_min) {

@@ -186,32 +186,53 @@ static void x_once_split(const gpu_limits *L, uint32_t type, uint64_t rows, matv
         c->wg /= 2;
 }
 
+/* Whether a one-token kernel takes a CPU rasteriser's split. */
+static bool cpu_splits(gpu_context *ctx, const tuning *t)
+{
+    return t->cpu_splits == TUNE_AUTO ? gpu_context_caps(ctx)->cpu : t->cpu_splits == TUNE_ON;
+}
+
+/* A GPU's one-token split for rows of `units` units. In a decode step each
+ * matvec waits for the one before, so a kernel is bound by how many loads it
+ * has in flight: a lane takes at most 2 units of a row (tpr the power of two
+ * >= units / 2, up to 256), or 1 where that still makes at most 128Ki lanes
+ * (small models), and a thread up to 8 rows while the dispatch keeps >= 64Ki
+ * lanes; two rows' lanes a work group, 128 invocations at least
+ * (bench/RESULTS.md "One-token matvec splits"). */
+static void gpu_split(const gpu_limits *L, uint32_t type, uint64_t rows, uint32_t units,
+                      matvec_config *c)
+{
+    uint32_t most = L->max_invocations / 2;
+    c->tpr = 16;
+    while (c->tpr < (units + 1) / 2 && c->tpr < 256 && c->tpr < most)
+        c->tpr *= 2;
+    if (c->tpr < units && c->tpr < 256 && c->tpr < most && rows * c->tpr * 2 <= 131072)
+        c->tpr *= 2;
+    c->nr = 8;
+    while (c->nr > 1 && rows / c->nr * c->tpr < 65536)
+        c->nr /= 2;
+    c->wg = c->tpr * 2 > 128 ? c->tpr * 2 : 128;
+    if (c->x_once)
+        x_once_split(L, type, rows, c);
+}
+
 matvec_config matvec_default_config(gpu_context *ctx, const tuning *tune, uint32_t type,
                                     uint64_t rows, uint64_t cols)
 {
     const tuning *t = tuning_or_default(tune);
-    const gpu_limits *L = gpu_context_limits(ctx);
+    uint32_t units = weight_units_per_row(type, cols);
     matvec_config c;
-    /* In a decode step each matvec waits for the one before, so a kernel is
-     * bound by how many loads it has in flight: a lane takes at most 2 units
-     * of a row (tpr the power of two >= units / 2, up to 256), or 1 where
-     * that still makes at most 128Ki lanes (small models), and a thread up
-     * to 8 rows while the dispatch keeps >= 64Ki lanes; two rows' lanes a
-     * work group, 128 invocations at least (bench/RESULTS.md "One-token
-     * matvec splits"). */
-    uint32_t units = weight_units_per_row(type, cols), most = L->max_invocations / 2;
-    c.tpr = 16;
-    while (c.tpr < (units + 1) / 2 && c.tpr < 256 && c.tpr < most)
-        c.tpr *= 2;
-    if (c.tpr < units && c.tpr < 256 && c.tpr < most && rows * c.tpr * 2 <= 131072)
-        c.tpr *= 2;
-    c.nr = 8;
-    while (c.nr > 1 && rows / c.nr * c.tpr < 65536)
-        c.nr /= 2;
-    c.wg = c.tpr * 2 > 128 ? c.tpr * 2 : 128;
     c.x_once = units <= X_ONCE_UNITS && x_once_default(ctx, t, type);
-    if (c.x_once)
-        x_once_split(L, type, rows, &c);
+    if (cpu_splits(ctx, t)) {
+        /* A CPU rasteriser runs a work group's lanes as a few SIMD vectors
+         * that it switches between at every barrier, so sums across lanes
+         * cost more than they save: a lane takes whole rows, 8 of them, 16
+         * lanes a group (bench/RESULTS.md "CPU rasterisers"). */
+        c.tpr = 1;
+        c.nr = 8;
+        c.wg = 16;
+    } else
+        gpu_split(gpu_context_limits(ctx), type, rows, units, &c);
     split_forced(t->matvec, t->n_matvec, &c);
     c.subgroup = subgroup_fits(ctx, c.tpr);
     c.xsh = false;
@@ -347,7 +368,8 @@ matvec_config matvec_multi_config(gpu_context *ctx, const tuning *tune, uint32_t
          * lanes as it does (its subgroups or its tree); x_prep.comp repeats
          * its sum of squares in a group of its size. */
         matvec_config one = matvec_default_config(ctx, t, type, rows, cols);
-        c.wg = L->max_invocations >= 256 ? 256 : L->max_invocations;
+        /* (a CPU rasteriser's: its groups of lanes with whole rows) */
+        c.wg = cpu_splits(ctx, t) ? one.wg : L->max_invocations >= 256 ? 256 : L->max_invocations;
         c.tpr = one.tpr;
         c.vl = xg_stand_ins(ctx, t, &one, nt);
         c.tpr /= c.vl;
