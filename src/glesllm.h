@@ -326,7 +326,10 @@ enum {
  * n_past (an earlier pos drops the cached positions from it on, as
  * glesllm_truncate does). A batch of several tokens goes through the
  * batched prefill. Afterwards n_past is pos + n, the last token's logits
- * can be read, and the next token (by the context's sampling) is ready. */
+ * can be read, and the next token (by the context's sampling) is ready.
+ * More tokens than the batch size (without GLESLLM_DECODE_ALL_LOGITS) run
+ * in passes of it, and glesllm_cancel stops them between passes:
+ * GLESLLM_ERR_CANCELLED, n_past at the end of the last pass run, no logits. */
 GLESLLM_API glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n,
                                           uint32_t pos, unsigned flags);
 
@@ -445,7 +448,8 @@ GLESLLM_API glesllm_status glesllm_state_load(glesllm_context *c, const void *bu
 typedef struct glesllm_perplexity_result {
     double ppl, ppl_err, nll;
     uint32_t n_chunks, n_scored;
-    int cancelled; /* glesllm_cancel stopped it: the figures are of the windows done */
+    int cancelled; /* glesllm_cancel stopped it (between two passes of the batch size): the
+                    * figures are of the windows done, zeros where none was */
 } glesllm_perplexity_result;
 typedef void (*glesllm_chunk_fn)(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl);
 GLESLLM_API glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t *ids, size_t n,

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gguf_samples.h"
@@ -506,6 +507,22 @@ static void test_bench_command(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -p 1,x"));
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -r 0"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "(a whole number from 1 to 1000)"), err);
+    /* Ctrl-C in a long prompt (16,000 tokens in passes of 64: its warm-up
+     * and its run take minutes on llvmpipe): seen between passes, exit 130
+     * well within a minute, without a row; a GPU fast enough to be done by
+     * the signal prints its row and exits 0 */
+    time_t t0 = time(NULL);
+    int rc = run_signalled("bench -p 16000 -n 0 -r 1 -b 64",
+                           "grep -q \"loaded in\" \"$ERR\" && sleep 1", "INT");
+    TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc), err);
+    if (WEXITSTATUS(rc) == 0)
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "pp16000"), out);
+    else {
+        TEST_ASSERT_EQUAL_INT_MESSAGE(130, WEXITSTATUS(rc), err);
+        TEST_ASSERT_TRUE_MESSAGE(time(NULL) - t0 < 60, err);
+        TEST_ASSERT_NULL_MESSAGE(strstr(out, "pp16000"), out);
+        TEST_ASSERT_NULL_MESSAGE(strstr(err, "error"), err);
+    }
     TEST_ASSERT_EQUAL_INT(1, run(NULL, "bench -m /nonexistent/model.gguf -p 8 -n 0"));
     TEST_ASSERT_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
     TEST_ASSERT_EQUAL_STRING("", out); /* checked before the table starts */

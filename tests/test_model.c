@@ -529,6 +529,13 @@ static void check_perplexity(loaded *L, const int32_t *tok, uint32_t n, uint32_t
     TEST_ASSERT_TRUE(r.ppl_err > 0.0);
 }
 
+static volatile sig_atomic_t ppl_stop;
+static void stop_after_window(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl)
+{
+    (void)ud; (void)chunk; (void)n_chunks; (void)ppl;
+    ppl_stop = 1;
+}
+
 static void test_perplexity_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
@@ -541,6 +548,25 @@ static void test_perplexity_matches_cpu(void)
     for (uint32_t i = 0; i < 75; i++)
         tok[i] = (int32_t)((i * 7u + (i * i) % 5u) % 64u);
     check_perplexity(&L, tok, 75, 24, 1, "random llama, windows of 24");
+    /* a stop is looked at between a window's passes: one set before the
+     * call ends the first window after its first pass, with no figures;
+     * one set after the first window leaves that window's, as a run of one
+     * window gives them */
+    ppl_stop = 1;
+    ppl_options stopped = { 24, 1, 0, &ppl_stop };
+    ppl_result rs, one;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, engine_perplexity(L.gm, tok, 75, &stopped, &rs));
+    TEST_ASSERT_EQUAL_UINT32(0, rs.n_chunks);
+    TEST_ASSERT_EQUAL_UINT32(0, rs.n_scored);
+    TEST_ASSERT_TRUE(rs.ppl == 0.0);
+    stopped.progress = stop_after_window;
+    ppl_stop = 0;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, engine_perplexity(L.gm, tok, 75, &stopped, &rs));
+    ppl_options po1 = { 24, 1, 1 };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, engine_perplexity(L.gm, tok, 75, &po1, &one));
+    TEST_ASSERT_EQUAL_UINT32(1, rs.n_chunks);
+    TEST_ASSERT_EQUAL_UINT32(one.n_scored, rs.n_scored);
+    TEST_ASSERT_TRUE(one.ppl == rs.ppl && one.ppl > 1.0);
     ppl_options po = { 24, 1 };
     ppl_result r;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, engine_perplexity(L.gm, tok, 47, &po, &r));

@@ -285,6 +285,49 @@ static void test_interrupted_or_failed_run_leaves_nothing(void)
     TEST_ASSERT_EQUAL_INT(QUANT_FTYPE_Q4_K_M, quant_ftype_from_name("q4_k_m"));
 }
 
+/* the input cut short when tensor `cut_at` starts: its bytes (and every
+ * later tensor's) are gone */
+static const char *cut_path;
+static uint64_t cut_at, cut_size;
+static void truncate_midway(void *ctx, uint64_t index, uint64_t count, const char *name,
+                            uint32_t from, uint32_t to, uint64_t done, uint64_t total)
+{
+    (void)ctx; (void)count; (void)name; (void)from; (void)to; (void)done; (void)total;
+    if (index == cut_at)
+        TEST_ASSERT_EQUAL_INT(0, truncate(cut_path, (off_t)cut_size));
+}
+
+/* An input truncated while it is read (another program rewriting it) is an
+ * error naming the file and the tensor, not a SIGBUS from its mapping; the
+ * tensor copied as it is (the norm) and the one converted (attn_q) alike */
+static void test_input_truncated_while_read(void)
+{
+    char in[512], out[512], prefix[128];
+    tmp_path(in, sizeof in, "cut.gguf");
+    tmp_path(out, sizeof out, "cut-q.gguf");
+    snprintf(prefix, sizeof prefix, "glesllm-test-quantize-%ld-cut-q", (long)getpid());
+    const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    static const char *const names[] = { "blk.0.attn_norm.weight", "blk.0.attn_q.weight" };
+    for (uint64_t i = 1; i <= 2; i++) {
+        write_model(in, 256);
+        gguf_file *f;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(in, &f));
+        cut_size = gguf_data_offset(f) + gguf_find_tensor(f, names[i - 1])->offset + 8;
+        gguf_close(f);
+        cut_path = in;
+        cut_at = i;
+        quant_model_callbacks cb = { truncate_midway, NULL, NULL, NULL, 2 };
+        TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_IO, quant_model(in, out, QUANT_FTYPE_Q4_0, &cb));
+        const char *e = glesllm_last_error();
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, "the file changed while it was read"), e);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, names[i - 1]), e);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, in), e);
+        TEST_ASSERT_EQUAL_INT(0, count_leftovers(tmpdir, prefix));
+        TEST_ASSERT_EQUAL_INT(-1, access(out, F_OK));
+    }
+    unlink(in);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -293,5 +336,6 @@ int main(void)
     RUN_TEST(test_mixes_match_llama_cpp_files);
     RUN_TEST(test_row_length_fallback);
     RUN_TEST(test_interrupted_or_failed_run_leaves_nothing);
+    RUN_TEST(test_input_truncated_while_read);
     return test_exit_code(UNITY_END());
 }

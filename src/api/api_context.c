@@ -236,14 +236,25 @@ glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n
     unsigned pick = pick_mode(c, &st);
     for (uint32_t i = 0; !st && i < n; i++)
         st = gpu_model_set_token(gm, pos + i, ids[i]);
-    bool all = flags & GLESLLM_DECODE_ALL_LOGITS;
+    bool all = flags & GLESLLM_DECODE_ALL_LOGITS, stopped = false;
     if (!st && n == 1 && !all)
         st = gpu_model_step(gm, pos, pick);
-    else if (!st)
-        st = gpu_model_prefill(gm, pos, n, pick | (all ? GPU_STEP_ALL_LOGITS : 0));
+    else if (!st && all)
+        st = gpu_model_prefill(gm, pos, n, pick | GPU_STEP_ALL_LOGITS);
+    else if (!st) { /* in passes of the batch size, glesllm_cancel looked at between them */
+        gen_options o;
+        memset(&o, 0, sizeof o);
+        o.stop = &c->cancel;
+        st = engine_prefill(gm, &o, pos, pos + n, pick, &stopped);
+    }
     if (!st)
         st = gpu_model_wait(gm);
-    if (!st) {
+    if (!st && stopped) {
+        c->cancel = 0; /* (taken) */
+        st = err_set(GLESLLM_ERR_CANCELLED,
+                     "decode cancelled after %u of %u tokens: the cache holds %u positions",
+                     gpu_model_n_past(gm) - pos, n, gpu_model_n_past(gm));
+    } else if (!st) {
         c->last_pos = pos + n - 1;
         c->last_n = n;
         c->last_all = all;

@@ -346,6 +346,8 @@ int cmd_bench(int argc, char **argv)
             if (!np && !ng)
                 continue;
             glesllm_status st = run_test(c, np, ng, (uint32_t)a.reps, ids, &r);
+            if (st == GLESLLM_ERR_CANCELLED && cli_interrupted)
+                break; /* (a long prompt stopped between its passes: exit 130 below) */
             if (st) {
                 rc = cli_fail(name, st);
                 break;

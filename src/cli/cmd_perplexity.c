@@ -123,6 +123,11 @@ int cmd_perplexity(int argc, char **argv)
     double s = cli_now() - t0;
     fprintf(stderr, "glesllm: %u windows, %u tokens scored in %.2f s (%.1f tokens/s evaluated)\n",
             r.n_chunks, r.n_scored, s, s > 0 ? r.n_chunks * (double)n_ctx / s : 0.0);
+    if (r.cancelled && !r.n_chunks) {
+        fprintf(stderr, "glesllm: interrupted inside the first window: no figures\n");
+        rc = 130;
+        goto out;
+    }
     if (r.cancelled) {
         fprintf(stderr, "glesllm: interrupted after %u windows: PPL so far %.4f\n", r.n_chunks,
                 r.ppl);

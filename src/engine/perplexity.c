@@ -42,11 +42,20 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
     double nll = 0.0, nll2 = 0.0;
     uint32_t count = 0;
     glesllm_status st = GLESLLM_OK;
-    for (uint32_t c = 0; st == GLESLLM_OK && c < n_chunks; c++) {
+    bool stopped = false;
+    for (uint32_t c = 0; st == GLESLLM_OK && c < n_chunks && !stopped; c++) {
         const int32_t *w = tokens + (size_t)c * n_ctx;
         for (uint32_t j = 0; st == GLESLLM_OK && j < n_ctx; j++)
             st = gpu_model_set_token(gm, j, j == 0 && o->bos >= 0 ? o->bos : w[j]);
-        for (uint32_t b0 = 0; st == GLESLLM_OK && b0 < n_ctx; b0 += n_batch) {
+        /* the window's sums join the totals once it is whole: a stop
+         * between its passes leaves the figures of the windows before */
+        double wnll = 0.0, wnll2 = 0.0;
+        uint32_t wcount = 0;
+        for (uint32_t b0 = 0; st == GLESLLM_OK && b0 < n_ctx && !stopped; b0 += n_batch) {
+            if (b0 && o->stop && *o->stop) {
+                stopped = true;
+                break;
+            }
             uint32_t cnt = n_ctx - b0 < n_batch ? n_ctx - b0 : n_batch;
             /* scored positions in this batch: [max(first, b0), min(b0 + cnt, n_ctx - 1)) */
             uint32_t lo = first > b0 ? first : b0;
@@ -73,23 +82,27 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
                                  "norm epsilon) are broken", j, c + 1);
                     break;
                 }
-                nll -= lp;
-                nll2 += lp * lp;
-                count++;
+                wnll -= lp;
+                wnll2 += lp * lp;
+                wcount++;
             }
         }
-        if (st)
+        if (st || stopped)
             break;
+        nll += wnll;
+        nll2 += wnll2;
+        count += wcount;
         out->n_chunks = c + 1;
         if (o->progress)
             o->progress(o->ud, c + 1, n_chunks, exp(nll / count));
-        if (o->stop && *o->stop)
-            break;
+        stopped = o->stop && *o->stop;
     }
     free(logits);
     if (st)
         return st;
     out->n_scored = count;
+    if (!count) /* (stopped inside the first window) */
+        return GLESLLM_OK;
     out->nll = nll / count;
     out->ppl = exp(out->nll);
     double var = nll2 / count - out->nll * out->nll;

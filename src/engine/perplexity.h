@@ -17,7 +17,8 @@ typedef struct ppl_options {
     uint32_t n_ctx;      /* window; at most the model's context */
     int32_t bos;         /* replaces each window's first token; < 0: none */
     uint32_t max_chunks; /* 0: every whole window */
-    volatile sig_atomic_t *stop; /* may be NULL */
+    /* looked at between passes; a window it stops counts for nothing. May be NULL */
+    volatile sig_atomic_t *stop;
     /* after each window: its number (from 1), the count, PPL so far */
     void (*progress)(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl);
     void *ud;

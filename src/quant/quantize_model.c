@@ -1,6 +1,10 @@
 /* Quantizing a GGUF model: the type policy of quantize_model.h, metadata
  * copied, each tensor converted (on all CPU cores) while the writer streams
- * the output file. */
+ * the output file. The tensors' bytes are read with pread, not through the
+ * mapping: an input truncated while it is read is then an error instead of a
+ * SIGBUS. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,7 +97,8 @@ static uint32_t fit_type(uint32_t type, uint64_t cols)
 /* ---- converting one tensor, on several threads --------------------------- */
 
 typedef struct job {
-    const gguf_tensor *src;
+    uint32_t from;
+    const uint8_t *src; /* rows of `from` */
     uint32_t to;
     uint64_t rows, cols, src_row_bytes, dst_row_bytes;
     uint8_t *out;
@@ -118,8 +123,7 @@ static void *convert_rows(void *arg)
             w->st = err_set(GLESLLM_ERR_CANCELLED, "interrupted");
             break;
         }
-        w->st = quant_dequantize(j->src->type, j->src->data + r * j->src_row_bytes, row,
-                                 (size_t)j->cols);
+        w->st = quant_dequantize(j->from, j->src + r * j->src_row_bytes, row, (size_t)j->cols);
         if (w->st == GLESLLM_OK)
             w->st = quant_quantize(j->to, row, j->out + r * j->dst_row_bytes, (size_t)j->cols);
     }
@@ -171,7 +175,61 @@ typedef struct model_ctx {
     const quant_model_callbacks *cb;
     uint64_t done, total;
     unsigned threads;
+    const char *path; /* the input, read through fd */
+    int fd;
+    uint64_t data_offset;
 } model_ctx;
+
+/* n bytes of tensor t from byte `at` of its data */
+static glesllm_status read_source(const model_ctx *m, const gguf_tensor *t, uint64_t at,
+                                  void *buf, size_t n)
+{
+    uint64_t pos = m->data_offset + t->offset + at;
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(m->fd, (uint8_t *)buf + got, n - got, (off_t)(pos + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return err_set(GLESLLM_ERR_IO, "reading tensor %s of %s: %s", t->name, m->path,
+                           strerror(errno));
+        if (r == 0)
+            return err_set(GLESLLM_ERR_IO,
+                           "%s ends at byte %llu, inside tensor %s: the file changed while it "
+                           "was read; quantize a copy that nothing writes to",
+                           m->path, (unsigned long long)(pos + got), t->name);
+        got += (size_t)r;
+    }
+    return GLESLLM_OK;
+}
+
+/* the source rows converted a slice at a time: its bytes read, then
+ * converted on every core */
+#define SLICE_BYTES (64u << 20)
+
+static glesllm_status convert_tensor(const model_ctx *m, const out_tensor *o)
+{
+    uint64_t one[1] = { o->src->ne[0] }, src_row = 0, dst_row = 0, rows = o->src->ne[1];
+    ggml_tensor_bytes(o->src->type, 1, one, &src_row);
+    ggml_tensor_bytes(o->to, 1, one, &dst_row);
+    uint64_t per = src_row < SLICE_BYTES ? SLICE_BYTES / src_row : 1;
+    if (per > rows)
+        per = rows;
+    uint8_t *src = malloc((size_t)(per * src_row));
+    if (!src)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s (%.1f MiB)",
+                       o->src->name, (double)(per * src_row) / (1 << 20));
+    glesllm_status st = GLESLLM_OK;
+    for (uint64_t r0 = 0; r0 < rows && st == GLESLLM_OK; r0 += per) {
+        uint64_t nr = rows - r0 < per ? rows - r0 : per;
+        st = read_source(m, o->src, r0 * src_row, src, (size_t)(nr * src_row));
+        job j = { o->src->type, src, o->to, nr, o->src->ne[0], src_row, dst_row,
+                  o->buf + r0 * dst_row, m->cb ? m->cb->cancel : NULL };
+        if (st == GLESLLM_OK)
+            st = convert(&j, m->threads);
+    }
+    free(src);
+    return st;
+}
 
 static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t n)
 {
@@ -190,12 +248,7 @@ static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t 
             if (!o->buf)
                 return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory converting %s (%.1f MiB)",
                                o->src->name, (double)o->bytes / (1 << 20));
-            job j = { o->src, o->to, o->src->ne[1], o->src->ne[0], 0, 0, o->buf,
-                      m->cb ? m->cb->cancel : NULL };
-            uint64_t one[1] = { o->src->ne[0] };
-            ggml_tensor_bytes(o->src->type, 1, one, &j.src_row_bytes);
-            ggml_tensor_bytes(o->to, 1, one, &j.dst_row_bytes);
-            glesllm_status st = convert(&j, m->threads);
+            glesllm_status st = convert_tensor(m, o);
             if (st != GLESLLM_OK) {
                 free(o->buf);
                 o->buf = NULL;
@@ -203,7 +256,13 @@ static glesllm_status fill_tensor(void *ctx, void *buf, uint64_t offset, size_t 
             }
         }
     }
-    memcpy(buf, (o->buf ? o->buf : o->src->data) + offset, n);
+    if (o->buf)
+        memcpy(buf, o->buf + offset, n);
+    else {
+        glesllm_status st = read_source(m, o->src, offset, buf, n);
+        if (st != GLESLLM_OK)
+            return st;
+    }
     if (offset + n >= o->bytes) {
         free(o->buf);
         o->buf = NULL;
@@ -265,7 +324,14 @@ glesllm_status quant_model(const char *in_path, const char *out_path, quant_ftyp
         return st;
     uint64_t n = gguf_tensor_count(in);
     policy pol = { ftype, gguf_find_tensor(in, "output.weight") == NULL, 0, 0, 0, 0 };
-    model_ctx m = { cb, 0, 0, cb && cb->threads ? cb->threads : 0 };
+    model_ctx m = { cb, 0, 0, cb && cb->threads ? cb->threads : 0, in_path, -1,
+                    gguf_data_offset(in) };
+    m.fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (m.fd < 0) {
+        st = err_set(GLESLLM_ERR_IO, "cannot open %s: %s", in_path, strerror(errno));
+        gguf_close(in);
+        return st;
+    }
     if (!m.threads) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         m.threads = c > 0 ? (unsigned)c : 1;
@@ -317,5 +383,6 @@ glesllm_status quant_model(const char *in_path, const char *out_path, quant_ftyp
     free(outs);
     gguf_writer_destroy(w);
     gguf_close(in);
+    close(m.fd);
     return st;
 }
