@@ -240,9 +240,14 @@ static void test_row_length_fallback(void)
     unlink(out);
 }
 
-static int count_leftovers(const char *dir, const char *prefix)
+/* the files whose names start with tmp_path(stem)'s, in its folder */
+static int count_leftovers(const char *stem)
 {
-    DIR *d = opendir(dir);
+    char path[512];
+    tmp_path(path, sizeof path, stem);
+    char *prefix = strrchr(path, '/');
+    *prefix++ = 0;
+    DIR *d = opendir(path);
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
@@ -263,23 +268,21 @@ static void cancel_midway(void *ctx, uint64_t index, uint64_t count, const char 
 
 static void test_interrupted_or_failed_run_leaves_nothing(void)
 {
-    char in[512], out[512], prefix[128];
+    char in[512], out[512];
     tmp_path(in, sizeof in, "src.gguf");
     tmp_path(out, sizeof out, "dst.gguf");
-    snprintf(prefix, sizeof prefix, "glesllm-test-quantize-%ld-dst", (long)getpid());
-    const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     write_model(in, 256);
     stop_now = 0;
     quant_model_callbacks cb = { cancel_midway, NULL, NULL, &stop_now, 1 };
     TEST_ASSERT_TRUE(GLESLLM_OK != quant_model(in, out, QUANT_FTYPE_Q4_0, &cb));
     TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "interrupted"));
-    TEST_ASSERT_EQUAL_INT(0, count_leftovers(tmpdir, prefix));
+    TEST_ASSERT_EQUAL_INT(0, count_leftovers("dst"));
     /* an input that is not GGUF */
     FILE *f = fopen(in, "wb");
     fputs("not a model", f);
     fclose(f);
     TEST_ASSERT_TRUE(GLESLLM_OK != quant_model(in, out, QUANT_FTYPE_Q8_0, NULL));
-    TEST_ASSERT_EQUAL_INT(0, count_leftovers(tmpdir, prefix));
+    TEST_ASSERT_EQUAL_INT(0, count_leftovers("dst"));
     unlink(in);
     TEST_ASSERT_EQUAL_INT(-1, quant_ftype_from_name("Q3_K_XL"));
     TEST_ASSERT_EQUAL_INT(QUANT_FTYPE_Q4_K_M, quant_ftype_from_name("q4_k_m"));
@@ -302,11 +305,9 @@ static void truncate_midway(void *ctx, uint64_t index, uint64_t count, const cha
  * tensor copied as it is (the norm) and the one converted (attn_q) alike */
 static void test_input_truncated_while_read(void)
 {
-    char in[512], out[512], prefix[128];
+    char in[512], out[512];
     tmp_path(in, sizeof in, "cut.gguf");
     tmp_path(out, sizeof out, "cut-q.gguf");
-    snprintf(prefix, sizeof prefix, "glesllm-test-quantize-%ld-cut-q", (long)getpid());
-    const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     static const char *const names[] = { "blk.0.attn_norm.weight", "blk.0.attn_q.weight" };
     for (uint64_t i = 1; i <= 2; i++) {
         write_model(in, 256);
@@ -322,7 +323,7 @@ static void test_input_truncated_while_read(void)
         TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, "the file changed while it was read"), e);
         TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, names[i - 1]), e);
         TEST_ASSERT_NOT_NULL_MESSAGE(strstr(e, in), e);
-        TEST_ASSERT_EQUAL_INT(0, count_leftovers(tmpdir, prefix));
+        TEST_ASSERT_EQUAL_INT(0, count_leftovers("cut-q"));
         TEST_ASSERT_EQUAL_INT(-1, access(out, F_OK));
     }
     unlink(in);

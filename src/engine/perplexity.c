@@ -51,8 +51,8 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
          * between its passes leaves the figures of the windows before */
         double wnll = 0.0, wnll2 = 0.0;
         uint32_t wcount = 0;
-        for (uint32_t b0 = 0; st == GLESLLM_OK && b0 < n_ctx && !stopped; b0 += n_batch) {
-            if (b0 && o->stop && *o->stop) {
+        for (uint32_t b0 = 0; st == GLESLLM_OK && b0 < n_ctx; b0 += n_batch) {
+            if ((c || b0) && o->stop && *o->stop) { /* (before every pass but the first) */
                 stopped = true;
                 break;
             }
@@ -95,7 +95,6 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
         out->n_chunks = c + 1;
         if (o->progress)
             o->progress(o->ud, c + 1, n_chunks, exp(nll / count));
-        stopped = o->stop && *o->stop;
     }
     free(logits);
     if (st)
