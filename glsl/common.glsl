@@ -4,11 +4,15 @@
 precision highp float;
 precision highp int;
 
-uniform uint u_params[20];
+uniform uint u_params[24];
 
 #define PARAM_U(i) u_params[i]
 #define PARAM_I(i) int(u_params[i])
 #define PARAM_F(i) uintBitsToFloat(u_params[i])
+// The kernels whose result goes to y (matvec.comp, matvec_multi.comp,
+// matmul.comp) write y = W x, or y += W x (the residual add) where param 20
+// is not 0: a uniform's branch, so that the two are one program.
+#define Y_ADD (PARAM_U(20) != 0u)
 
 // x's factors for Q2_K's and Q3_K's levels read in place (weights.glsl
 // W_TWO_IN_PLACE: level x 2^bit), pair k of a unit's low and high half:

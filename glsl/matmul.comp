@@ -13,7 +13,8 @@
 //         the RoPE table (HEAD_DIM floats per token), 7 float offset of the
 //         Q|K|V biases, 14 / 15 uint offsets of token 0's K / V in the cache
 //         (KV_DIM / 2 uints per token).
-// Epilogues (as matvec.comp): none: y = result; ADD_Y: y += result; GLU: rows
+// Epilogues (as matvec.comp): none: y = result, or y += result (param 20,
+// Y_ADD in common.glsl); GLU: rows
 // interleave gate and up, y[t][g / 2] = silu(gate) * up for the global row
 // g; QKV: bias (QKV_BIAS), RoPE, Q to x's buffer as f32, K and V into the
 // cache as packed halves.
@@ -413,11 +414,10 @@ void main()
             if (row >= rows)
                 continue;
             uint o = PARAM_U(5) + tok * PARAM_U(6) + PARAM_U(1) + row;
-#ifdef ADD_Y
-            y[o] += acc[i][j];
-#else
-            y[o] = acc[i][j];
-#endif
+            if (Y_ADD)
+                y[o] += acc[i][j];
+            else
+                y[o] = acc[i][j];
         }
 #endif
     }

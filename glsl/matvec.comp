@@ -24,8 +24,8 @@
 // format allows, H_MERGE below); X_ONCE (F16_DOT; rows of at most
 // X_ONCE_UNITS units): x made into f16 pairs once a work group, in shared
 // memory (stage_once below), instead of by each slot's lane for its unit;
-// and at most one epilogue (matvec_out.glsl):
-//   ADD_Y  y += W x (the residual add) instead of y = W x.
+// and at most one epilogue (matvec_out.glsl; without one, y = W x, or
+// y += W x where param 20 says so: Y_ADD, common.glsl):
 //   GLU    rows interleave gate and up (row 2i gate i, 2i+1 up i):
 //          y[row / 2] = silu(gate) * up, row counted from param 1.
 //   QKV    rows are Q, K, V of one layer (Q_DIM, KV_DIM, HEAD_DIM defines;
@@ -46,11 +46,11 @@
 // 1/sqrt(mean(x^2) + eps) (eps the float bits of param 4). The work group
 // shares out the loads of the partial sums; SQ_AHEAD: how many vec4 of them
 // an invocation loads before the units (ops/matvec.c).
-// NORM_OUT (ADD_Y): the other half: besides y += W x, the new y times the
-// next norm's weight (at x's buffer float offset param 18, counted from this
-// dispatch's first row) goes to y's buffer at float offset param 16
-// (likewise), and each slot's sum of the squares of its rows' new y to float
-// offset param 17 + the slot's index in this dispatch.
+// NORM_OUT (with the residual add): the other half: besides y += W x, the
+// new y times the next norm's weight (at x's buffer float offset param 18,
+// counted from this dispatch's first row) goes to y's buffer at float offset
+// param 16 (likewise), and each slot's sum of the squares of its rows' new y
+// to float offset param 17 + the slot's index in this dispatch.
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -66,9 +66,6 @@
 #endif
 #if (defined(NORM_SCALE) || defined(NORM_OUT)) && defined(NORM)
 #error "NORM_SCALE and NORM_OUT are one-token variants, without NORM"
-#endif
-#if defined(NORM_OUT) && !defined(ADD_Y)
-#error "NORM_OUT writes beside the residual add (ADD_Y)"
 #endif
 #if !defined(FETCH_ROWS) || defined(W_IS_FLOAT)
 #undef FETCH_ROWS

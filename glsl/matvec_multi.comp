@@ -2,7 +2,7 @@
 // small batch (a short prompt, a verifying pass of drafted tokens).
 // matvec.comp is the one-token kernel: its header says what the bindings,
 // the common defines (WG_SIZE, TPR, NR, WTYPE_<type>, F16_DOT, F16_DOT_F32,
-// F16_SUBN, H_MERGE_OK, F16_LEVELS) and the epilogues (ADD_Y, GLU, QKV:
+// F16_SUBN, H_MERGE_OK, F16_LEVELS) and the epilogues (Y_ADD, GLU, QKV:
 // matvec_out.glsl) mean; shared with it: matvec_head.glsl, matvec_dot.glsl,
 // matvec_out.glsl. Here:
 // Params: 0 holds the rows in its low 24 bits and the token count (1..NT)

@@ -1,5 +1,6 @@
 // The epilogue of row `row` (counted from this dispatch's first) of token t:
-// one row, or with GLU/QKV the pair (row, row + 1) as (a, b).
+// one row (y = W x, or y += W x: Y_ADD, common.glsl), or with GLU/QKV the
+// pair (row, row + 1) as (a, b).
 #if defined(GLU) || defined(QKV)
 void put_pair(uint row, uint t, float a, float b)
 {
@@ -41,10 +42,9 @@ void put_pair(uint row, uint t, float a, float b)
 void put_one(uint row, uint t, float v)
 {
     uint o = PARAM_U(1) + row + t * PARAM_U(6);
-#ifdef ADD_Y
-    y[o] += v;
-#else
-    y[o] = v;
-#endif
+    if (Y_ADD)
+        y[o] += v;
+    else
+        y[o] = v;
 }
 #endif

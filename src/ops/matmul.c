@@ -225,7 +225,7 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
         d.params[7] = (uint32_t)a->bias_off;
         d.params[14] = (uint32_t)a->k_off;
         d.params[15] = (uint32_t)a->v_off;
-        d.n_params = 16;
+        matvec_epilogue_params(e, &d);
         /* the tiles are read, but the last part counts as writing them, so
          * that the queue places a barrier before whatever writes them next
          * (the next product's x_tiles) */

@@ -420,13 +420,19 @@ matvec_config matvec_multi_config(gpu_context *ctx, const tuning *tune, uint32_t
 void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
 {
     buf[0] = 0;
-    if (v->epilogue == MATVEC_ADD)
-        snprintf(buf, n, "\nADD_Y 1");
-    else if (v->epilogue == MATVEC_GLU)
+    if (v->epilogue == MATVEC_GLU)
         snprintf(buf, n, "\nGLU 1");
     else if (v->epilogue == MATVEC_QKV)
         snprintf(buf, n, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v->q_dim, v->kv_dim,
                  v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");
+}
+
+#define Y_ADD_PARAM 20u /* common.glsl Y_ADD */
+
+void matvec_epilogue_params(matvec_epilogue e, gpu_dispatch *d)
+{
+    d->params[Y_ADD_PARAM] = e == MATVEC_ADD;
+    d->n_params = Y_ADD_PARAM + 1;
 }
 
 #define XG_WORDS_F16 5u
@@ -778,18 +784,16 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
         d.params[7] = (uint32_t)a->bias_off;
         d.params[14] = (uint32_t)a->k_off;
         d.params[15] = (uint32_t)a->v_off;
-        d.n_params = 16;
         if (k->var.norm_scale) {
             d.params[17] = (uint32_t)a->sq_off;
             d.params[19] = a->sq_count;
-            d.n_params = 20;
         } else if (k->var.norm_out) { /* offsets from this part's first row and slot */
             d.params[16] = (uint32_t)(a->xg_off + p->row0);
             d.params[17] = (uint32_t)(a->sq_off + slots);
             d.params[18] = (uint32_t)(a->norm_off + p->row0);
-            d.n_params = 19;
             slots += part_slots(k, p);
         }
+        matvec_epilogue_params(e, &d); /* (and n_params) */
         weight_grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)

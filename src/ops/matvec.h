@@ -167,7 +167,10 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                                   const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
                                   uint64_t y_off, const matvec_args *a);
 
-/* The defines of an epilogue (matvec.comp and matmul.comp share them). */
+/* The defines of an epilogue, and its params in a dispatch whose other
+ * params are set (matvec.comp and matmul.comp share them): y = W x and
+ * y += W x are one program, told apart by a param (Y_ADD, common.glsl). */
 void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n);
+void matvec_epilogue_params(matvec_epilogue e, gpu_dispatch *d);
 
 #endif
