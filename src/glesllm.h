@@ -136,7 +136,11 @@ GLESLLM_API glesllm_status glesllm_backend_params_from_env(glesllm_backend_param
 
 /* Opens the GPU (params NULL: the defaults). Fails with GLESLLM_ERR_EGL or
  * GLESLLM_ERR_UNSUPPORTED, saying why, where no display offers OpenGL ES
- * 3.1 with compute shaders. */
+ * 3.1 with compute shaders. Where the disk under Mesa's own shader cache has
+ * under about 5 MiB free (Mesa's driver ends the process with SIGBUS when
+ * that disk fills), it first sets MESA_SHADER_CACHE_DISABLE in the
+ * process's environment and logs a warning; a MESA_SHADER_CACHE_DISABLE the
+ * process set itself is left as it is. */
 GLESLLM_API glesllm_status glesllm_backend_open(const glesllm_backend_params *params,
                                                 glesllm_backend **out);
 /* Refused (GLESLLM_ERR_BUSY) while models of it are open; NULL is fine. */

@@ -1,8 +1,10 @@
 /* Programs: compile errors that show the failing line, #define variants,
  * #include of snippets, and the on-disk program cache (second build links
  * from the cache; truncated, corrupted and foreign files are recovered from;
- * GLESLLM_NO_CACHE writes nothing). */
+ * GLESLLM_NO_CACHE writes nothing); when Mesa's own cache is safe on a disk
+ * with little room, and what a context says of it. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -239,6 +241,58 @@ static void test_no_cache_writes_nothing(void)
     TEST_ASSERT_EQUAL_INT(0, count_files(dir, NULL, 0));
 }
 
+/* Mesa's index is made with ftruncate and gets its disk blocks page by page
+ * (program_cache.c): with none yet, 1.3 MB and 4 MiB besides must be free;
+ * with every page written, nothing; partly written, what it lacks and
+ * 4 MiB. (The run on a full disk itself: .ci/run, which can mount one.) */
+static void test_mesa_cache_room(void)
+{
+    char dir[600], index[700];
+    const char *base = getenv("XDG_CACHE_HOME");
+    snprintf(dir, sizeof dir, "%s/mesa-room-test-%ld", base ? base : "/tmp", (long)getpid());
+    snprintf(index, sizeof index, "%s/index", dir);
+    TEST_ASSERT_EQUAL_INT(0, mkdir(dir, 0755));
+    const uint64_t mib = 1 << 20, index_bytes = 65536 * 20 + 8;
+    TEST_ASSERT_FALSE(gpu_mesa_cache_fits(dir, 5 * mib)); /* no index yet */
+    TEST_ASSERT_TRUE(gpu_mesa_cache_fits(dir, 6 * mib));
+    int fd = open(index, O_CREAT | O_WRONLY, 0644);
+    TEST_ASSERT_TRUE(fd >= 0);
+    TEST_ASSERT_EQUAL_INT(0, ftruncate(fd, (off_t)index_bytes)); /* Mesa's, before any write */
+    struct stat st;
+    TEST_ASSERT_EQUAL_INT(0, fstat(fd, &st));
+    if ((uint64_t)st.st_blocks * 512 < index_bytes) { /* (a disk that keeps holes) */
+        TEST_ASSERT_FALSE(gpu_mesa_cache_fits(dir, 5 * mib));
+        TEST_ASSERT_TRUE(gpu_mesa_cache_fits(dir, 6 * mib));
+    }
+    static unsigned char page[4096];
+    memset(page, 0xa5, sizeof page);
+    for (uint64_t at = 0; at < index_bytes; at += sizeof page) {
+        size_t n = index_bytes - at < sizeof page ? (size_t)(index_bytes - at) : sizeof page;
+        TEST_ASSERT_EQUAL_INT((int)n, (int)pwrite(fd, page, n, (off_t)at));
+    }
+    TEST_ASSERT_EQUAL_INT(0, fsync(fd));
+    TEST_ASSERT_EQUAL_INT(0, fstat(fd, &st));
+    TEST_ASSERT_EQUAL_INT(0, close(fd));
+    if ((uint64_t)st.st_blocks * 512 >= index_bytes) /* (not on a compressing disk) */
+        TEST_ASSERT_TRUE(gpu_mesa_cache_fits(dir, 0));
+    unlink(index);
+    rmdir(dir);
+    /* where the context says Mesa's cache is, and that it is on here (the
+     * suite's disk has room) unless Mesa's variable says otherwise */
+    gpu_context *ctx = open_with_cache(NULL, true);
+    const char *off, *folder = gpu_context_mesa_cache(ctx, &off);
+    if (base && !getenv("MESA_SHADER_CACHE_DIR") && !getenv("MESA_GLSL_CACHE_DIR")) {
+        char want[600];
+        snprintf(want, sizeof want, "%s/mesa_shader_cache", base);
+        TEST_ASSERT_EQUAL_STRING(want, folder);
+    }
+    if (!getenv("MESA_SHADER_CACHE_DISABLE") && !getenv("MESA_GLSL_CACHE_DISABLE")) {
+        TEST_ASSERT_EQUAL_STRING("", off);
+        TEST_ASSERT_NULL(gpu_context_warning(ctx));
+    }
+    gpu_context_destroy(ctx);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -246,5 +300,6 @@ int main(void)
     RUN_TEST(test_defines_and_includes);
     RUN_TEST(test_program_cache);
     RUN_TEST(test_no_cache_writes_nothing);
+    RUN_TEST(test_mesa_cache_room);
     return test_exit_code(UNITY_END());
 }

@@ -114,6 +114,8 @@ glesllm_status glesllm_backend_open(const glesllm_backend_params *params, glesll
     b->tag = TAG_BACKEND;
     b->log = p.log;
     b->log_ud = p.log_ud;
+    if (gpu_context_warning(b->gpu) && b->log)
+        b->log(b->log_ud, GLESLLM_LOG_WARN, gpu_context_warning(b->gpu));
     *out = b;
     return GLESLLM_OK;
 }

@@ -105,6 +105,10 @@ static void describe(gpu_context *ctx, const tuning *tune, FILE *f)
         fprintf(f, "program cache:       on (%s)\n", dir);
     else
         fprintf(f, "program cache:       off (%s)\n", gpu_context_cache_off_reason(ctx));
+    const char *mesa_off, *mesa_dir = gpu_context_mesa_cache(ctx, &mesa_off);
+    if (strstr(gpu_context_string(ctx, GL_VERSION), "Mesa"))
+        fprintf(f, "Mesa shader cache:   %s (%s)\n", mesa_off[0] ? "off" : "on",
+                mesa_off[0] ? mesa_off : mesa_dir[0] ? mesa_dir : "no folder");
 }
 
 glesllm_status glesllm_backend_describe(glesllm_backend *b, char **text)

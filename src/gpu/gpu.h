@@ -111,6 +111,18 @@ void gpu_context_leave(gpu_context *ctx, const gpu_current *saved);
 const char *gpu_context_cache_dir(const gpu_context *ctx);
 /* Why the cache is off (NULL when it is on). */
 const char *gpu_context_cache_off_reason(const gpu_context *ctx);
+/* Mesa's own shader cache: its folder (from MESA_SHADER_CACHE_DIR,
+ * XDG_CACHE_HOME or HOME, as Mesa picks it; "" where none), and in `off`
+ * why it is off for this process ("" while on): Mesa's variables, or too
+ * little room on its disk, found before the driver started (program_cache.c
+ * says why that matters). */
+const char *gpu_context_mesa_cache(const gpu_context *ctx, const char **off);
+/* The warning a caller should show, or NULL: Mesa's cache turned off for
+ * want of room. */
+const char *gpu_context_warning(const gpu_context *ctx);
+/* Whether Mesa's cache in `folder` is safe on a disk with free_bytes left
+ * (the check gpu_context_create makes with the disk's free space). */
+bool gpu_mesa_cache_fits(const char *folder, uint64_t free_bytes);
 
 /* ---- buffers ------------------------------------------------------------ */
 

@@ -202,6 +202,7 @@ glesllm_status gpu_context_create(const gpu_options *opt, gpu_context **out)
     ctx->f16_subnormals = -1;
     ctx->subgroup_order = -1;
 
+    gpu_mesa_cache_guard(ctx);
     glesllm_status st = gpu_display_open(opt, ctx);
     if (st == GLESLLM_OK)
         st = create_context(ctx);
@@ -280,6 +281,17 @@ const char *gpu_context_cache_dir(const gpu_context *ctx)
 const char *gpu_context_cache_off_reason(const gpu_context *ctx)
 {
     return ctx->cache_on ? NULL : ctx->cache_off_reason;
+}
+
+const char *gpu_context_mesa_cache(const gpu_context *ctx, const char **off)
+{
+    *off = ctx->mesa_cache_off;
+    return ctx->mesa_cache_dir;
+}
+
+const char *gpu_context_warning(const gpu_context *ctx)
+{
+    return ctx->mesa_cache_warn ? ctx->mesa_cache_off : NULL;
 }
 
 gpu_current gpu_current_get(void)

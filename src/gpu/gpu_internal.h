@@ -39,6 +39,9 @@ struct gpu_context {
     bool cache_on;
     char cache_dir[1024];
     char cache_off_reason[256];
+    char mesa_cache_dir[1024];
+    char mesa_cache_off[400];  /* "" while on */
+    bool mesa_cache_warn;      /* turned off here for want of room */
 };
 
 /* EGL display selection (egl_display.c). On success fills display,
@@ -56,6 +59,9 @@ void gpu_memory_close(gpu_context *ctx);
 
 /* Program cache (program_cache.c). */
 void gpu_cache_init(gpu_context *ctx, const gpu_options *opt);
+/* Before the driver starts: turns Mesa's own cache off where its disk is too
+ * full for it. */
+void gpu_mesa_cache_guard(gpu_context *ctx);
 /* Tries to link `prog` from the cache; false when absent, stale or broken
  * (a broken file is removed). */
 bool gpu_cache_load(gpu_context *ctx, const char *source, GLuint prog);

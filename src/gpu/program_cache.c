@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "gpu/gpu_internal.h"
@@ -78,7 +79,8 @@ void gpu_cache_init(gpu_context *ctx, const gpu_options *opt)
     }
     if (!ctx->caps.program_binary) {
         snprintf(ctx->cache_off_reason, sizeof ctx->cache_off_reason,
-                 "the driver offers no program binary formats");
+                 "the driver offers no program binary formats%s",
+                 ctx->mesa_cache_off[0] ? " (Mesa offers them with its shader cache on only)" : "");
         return;
     }
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -104,6 +106,86 @@ void gpu_cache_init(gpu_context *ctx, const gpu_options *opt)
         return;
     }
     ctx->cache_on = true;
+}
+
+/* Mesa's own shader cache (its multi-file kind, Mesa's default here) maps an
+ * index of 65,536 keys of 20 bytes and a size, made with ftruncate: its
+ * pages take their disk blocks when first written, and a disk that is full
+ * by then ends the process with SIGBUS inside the driver. Its entries are
+ * written with checked writes. So the cache is safe where the disk has
+ * room for what the index still lacks, and some over for other writers. */
+#define MESA_INDEX_BYTES (65536ull * 20 + 8)
+#define MESA_ROOM (4ull << 20)
+
+bool gpu_mesa_cache_fits(const char *folder, uint64_t free_bytes)
+{
+    char index[1100];
+    snprintf(index, sizeof index, "%s/index", folder);
+    struct stat st;
+    uint64_t lacks = MESA_INDEX_BYTES;
+    if (stat(index, &st) == 0 && st.st_size >= 0) {
+        uint64_t has = (uint64_t)st.st_blocks * 512;
+        lacks = (uint64_t)st.st_size > has ? (uint64_t)st.st_size - has : 0;
+        if (lacks == 0)
+            return true; /* every page already on the disk */
+    }
+    return free_bytes >= lacks + MESA_ROOM;
+}
+
+/* The free bytes of the disk holding path, or of its nearest folder that
+ * exists; false where none can be asked. */
+static bool free_bytes_under(const char *path, uint64_t *out)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        struct statvfs vs;
+        if (statvfs(p, &vs) == 0) {
+            *out = (uint64_t)vs.f_bavail * vs.f_frsize;
+            return true;
+        }
+        char *slash = strrchr(p, '/');
+        if (errno != ENOENT || !slash || slash == p)
+            return false;
+        *slash = '\0';
+    }
+}
+
+void gpu_mesa_cache_guard(gpu_context *ctx)
+{
+    const char *dir = getenv("MESA_SHADER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (!dir || !*dir)
+        dir = getenv("MESA_GLSL_CACHE_DIR");
+    if (dir && *dir)
+        snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/mesa_shader_cache", dir);
+    else if (xdg && xdg[0] == '/')
+        snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/mesa_shader_cache", xdg);
+    else if (home && home[0] == '/')
+        snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/.cache/mesa_shader_cache",
+                 home);
+    const char *off = getenv("MESA_SHADER_CACHE_DISABLE");
+    if (!off || !*off)
+        off = getenv("MESA_GLSL_CACHE_DISABLE");
+    if (off && *off) { /* the user's choice, either way (Mesa's booleans) */
+        if (!strcmp(off, "1") || !strcmp(off, "true") || !strcmp(off, "y") || !strcmp(off, "yes"))
+            snprintf(ctx->mesa_cache_off, sizeof ctx->mesa_cache_off,
+                     "MESA_SHADER_CACHE_DISABLE=%.20s", off);
+        return;
+    }
+    uint64_t free_b;
+    if (!ctx->mesa_cache_dir[0] || !free_bytes_under(ctx->mesa_cache_dir, &free_b) ||
+        gpu_mesa_cache_fits(ctx->mesa_cache_dir, free_b))
+        return;
+    /* read by the driver when it starts, which is next */
+    setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
+    setenv("MESA_GLSL_CACHE_DISABLE", "true", 1);
+    snprintf(ctx->mesa_cache_off, sizeof ctx->mesa_cache_off,
+             "Mesa's shader cache is off for this run: only %llu KiB free on the disk of %.200s "
+             "(a full disk there ends the process inside the driver); free some space, or point "
+             "MESA_SHADER_CACHE_DIR at another disk",
+             (unsigned long long)(free_b >> 10), ctx->mesa_cache_dir);
+    ctx->mesa_cache_warn = true;
 }
 
 static void cache_path(const gpu_context *ctx, const char *source, char *out, size_t n)
