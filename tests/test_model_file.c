@@ -2,10 +2,18 @@
  * model's file rewritten with one thing wrong (a layer past block_count, a
  * block_count of billions, a three-dimensional token_embd, a tensor no
  * llama model has, the parts of a mixture-of-experts model) is refused with
- * a message naming it, before anything is allocated by its sizes. */
+ * a message naming it, before anything is allocated by its sizes; and a
+ * corpus of such files (hyperparameters missing, zero, absurd, of another
+ * type, not finite; vocabularies cut short; tensors missing, reshaped,
+ * retyped, unknown) through describe, open and tokenize as `glesllm info`
+ * and `run` take them: the verdict each should get, messages that name what
+ * is wrong and print safely. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "glesllm.h"
 #include "gguf/gguf.h"
 #include "model/demo_model.h"
 #include "model/model.h"
@@ -142,6 +150,280 @@ static void test_mixture_of_experts_is_named(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "mixture-of-experts"), err);
 }
 
+
+/* ---- the crafted-file corpus ---------------------------------------------- */
+
+/* One thing wrong with the demo model's file, as a user's file might have
+ * it: a hyperparameter missing, zero, absurd, of another type or not a
+ * number; a vocabulary cut short or naming a tokenizer nobody knows; a
+ * tensor missing, reshaped, retyped, doubled or unknown. */
+typedef enum { K_NONE, K_U32, K_I32, K_U64, K_F32, K_STR, K_BOOL, K_DROP, K_SHORT } key_op;
+typedef enum { T_NONE, T_DROP, T_SHAPE, T_TYPE, T_COPY_AS } tensor_op;
+typedef struct craft {
+    const char *key; /* replaced by (op, num or str), dropped, or (an array) cut to one element */
+    key_op op;
+    double num;
+    const char *str;
+    const char *tensor; /* dropped, given shape ne (n_dims), type ttype, or copied as `str` */
+    tensor_op top;
+    uint32_t n_dims;
+    uint64_t ne[4];
+    uint32_t ttype;
+    /* OK: glesllm_model_open takes it; else its status and a part of its message */
+    glesllm_status want;
+    const char *says;
+    const char *vocab_says; /* opens, and tokenizing fails saying this (NULL: it works) */
+} craft;
+
+#define L "llama."
+static const craft corpus[] = {
+    /* the layers */
+    { L "block_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "blk.3." },
+    { L "block_count", K_U32, 5, .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_U32, 4e9, .want = GLESLLM_ERR_FORMAT, .says = "block_count is 4000000000" },
+    { L "block_count", K_STR, .str = "4", .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_F32, 4.0, .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_I32, -1, .want = GLESLLM_ERR_FORMAT, .says = "block_count" },
+    { L "block_count", K_U64, 4 }, /* any integer type holding 4 */
+    /* the shapes */
+    { L "embedding_length", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "embedding_length" },
+    { L "embedding_length", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "embedding_length" },
+    { L "embedding_length", K_U32, 512, .want = GLESLLM_ERR_FORMAT, .says = "token_embd.weight" },
+    { L "embedding_length", K_U32, 4e9, .want = GLESLLM_ERR_FORMAT, .says = "[4000000000, 2048]" },
+    { L "feed_forward_length", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "feed_forward_length" },
+    { L "feed_forward_length", K_U32, 769, .want = GLESLLM_ERR_FORMAT, .says = "ffn_" },
+    { L "attention.head_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "head_count" },
+    { L "attention.head_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "head_count" },
+    { L "attention.head_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "head_count" },
+    { L "attention.head_count", K_U32, 512, .want = GLESLLM_ERR_FORMAT, .says = "head_count" },
+    { L "attention.head_count_kv", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "attn_k.weight" },
+    { L "attention.head_count_kv", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "head_count_kv" },
+    { L "attention.head_count_kv", K_U32, 16, .want = GLESLLM_ERR_FORMAT, .says = "head_count_kv" },
+    { L "attention.head_count_kv", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "attn_k.weight" },
+    { L "rope.dimension_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "rope.dimension_count" },
+    { L "rope.dimension_count", K_U32, 31, .want = GLESLLM_ERR_UNSUPPORTED, .says = "partial RoPE (llama.rope.dimension_count is 31" },
+    { L "rope.dimension_count", K_U32, 1000, .want = GLESLLM_ERR_FORMAT, .says = "rope.dimension_count" },
+    /* the numbers */
+    { L "context_length", K_DROP }, /* (then the context is the user's) */
+    { L "context_length", K_U32, 4e9 },
+    { L "rope.freq_base", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "rope.freq_base" },
+    { L "rope.freq_base", K_F32, INFINITY, .want = GLESLLM_ERR_FORMAT, .says = "rope.freq_base" },
+    { L "rope.freq_base", K_F32, 0, .want = GLESLLM_ERR_FORMAT, .says = "rope.freq_base" },
+    { L "rope.freq_base", K_F32, -10000, .want = GLESLLM_ERR_FORMAT, .says = "rope.freq_base" },
+    { L "rope.freq_base", K_STR, .str = "10000", .want = GLESLLM_ERR_FORMAT, .says = "rope.freq_base" },
+    { L "rope.freq_base", K_DROP }, /* llama's default, 10000 */
+    { L "attention.layer_norm_rms_epsilon", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { L "attention.layer_norm_rms_epsilon", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { L "attention.layer_norm_rms_epsilon", K_F32, -1e-5, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { L "attention.layer_norm_rms_epsilon", K_F32, 0, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { L "attention.layer_norm_rms_epsilon", K_BOOL, 1, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { L "rope.scaling.type", K_STR, .str = "linear" }, /* (without a factor: 1) */
+    { L "rope.scaling.factor", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "rope.scaling.factor" },
+    { L "rope.scaling.type", K_STR, .str = "sideways", .want = GLESLLM_ERR_UNSUPPORTED, .says = "sideways" },
+    { L "expert_count", K_U32, 8, .want = GLESLLM_ERR_UNSUPPORTED, .says = "mixture-of-experts" },
+    /* what the file is */
+    { "general.architecture", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
+    { "general.architecture", K_STR, .str = "", .want = GLESLLM_ERR_UNSUPPORTED, .says = "architecture ''" },
+    { "general.architecture", K_STR, .str = "mamba", .want = GLESLLM_ERR_UNSUPPORTED, .says = "mamba" },
+    { "general.architecture", K_STR, .str = "llama\x1b]0;pwned\x07", .want = GLESLLM_ERR_UNSUPPORTED, .says = "'llama\\x1b]0;pwned\\x07'" },
+    { "general.architecture", K_U32, 1, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
+    { "general.name", K_STR, .str = "\x1b[2J\x1b]0;title\x07\xff\xfe\xc2\x9b" "31m" }, /* (escaped by describe) */
+    { "general.alignment", K_U32, 64 },
+    /* the vocabulary: the model opens, its text functions say what is wrong */
+    { "tokenizer.ggml.model", K_STR, .str = "gpt3", .vocab_says = "gpt3" },
+    { "tokenizer.ggml.model", K_DROP, .vocab_says = "tokenizer.ggml.model" },
+    { "tokenizer.ggml.tokens", K_DROP, .vocab_says = "tokenizer.ggml.tokens" },
+    { "tokenizer.ggml.tokens", K_STR, .str = "a", .vocab_says = "tokenizer.ggml.tokens" },
+    { "tokenizer.ggml.scores", K_SHORT, .vocab_says = "tokenizer.ggml.scores" },
+    { "tokenizer.ggml.token_type", K_SHORT, .vocab_says = "tokenizer.ggml.token_type" },
+    { "tokenizer.ggml.bos_token_id", K_U32, 999999, .vocab_says = "bos_token_id" },
+    { "tokenizer.ggml.eos_token_id", K_I32, -5, .vocab_says = "eos_token_id" },
+    /* the tensors */
+    { .tensor = "token_embd.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "token_embd.weight" },
+    { .tensor = "output_norm.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "output_norm.weight" },
+    { .tensor = "blk.2.ffn_down.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.2.ffn_down.weight" },
+    { .tensor = "output.weight", .top = T_DROP }, /* tied: the output is token_embd */
+    { .tensor = "blk.0.attn_q.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 512, 128 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.attn_q.weight" },
+    { .tensor = "output_norm.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 128, 2 }, .want = GLESLLM_ERR_FORMAT, .says = "output_norm.weight" },
+    { .tensor = "blk.1.attn_k.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 256, 64 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.attn_k.weight" },
+    { .tensor = "blk.0.attn_norm.weight", .top = T_TYPE, .ttype = GGML_TYPE_F16 },
+    { .tensor = "blk.0.attn_norm.weight", .top = T_TYPE, .ttype = GGML_TYPE_Q8_0 }, /* (vectors are dequantized) */
+    { .tensor = "blk.3.ffn_up.weight", .top = T_TYPE, .ttype = GGML_TYPE_IQ2_XXS, .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.3.ffn_up.weight" },
+    { .tensor = "blk.0.attn_norm.weight", .top = T_COPY_AS, .str = "blk.0.attn_sinks", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.attn_sinks" },
+    { .tensor = "blk.0.attn_norm.weight", .top = T_COPY_AS, .str = "rope_freqs.weight", .want = GLESLLM_ERR_FORMAT, .says = "rope_freqs.weight" },
+};
+#undef L
+
+static void set_key(gguf_writer *w, const craft *c, const gguf_kv *orig)
+{
+    glesllm_status st = GLESLLM_OK;
+    switch (c->op) {
+    case K_U32: st = gguf_writer_set_u32(w, c->key, (uint32_t)c->num); break;
+    case K_I32: st = gguf_writer_set_i32(w, c->key, (int32_t)c->num); break;
+    case K_U64: st = gguf_writer_set_u64(w, c->key, (uint64_t)c->num); break;
+    case K_F32: st = gguf_writer_set_f32(w, c->key, (float)c->num); break;
+    case K_STR: st = gguf_writer_set_str(w, c->key, c->str); break;
+    case K_BOOL: st = gguf_writer_set_bool(w, c->key, c->num != 0); break;
+    case K_SHORT: { /* the array's first element alone: its type, count 1, the element */
+        TEST_ASSERT_NOT_NULL_MESSAGE(orig, c->key);
+        TEST_ASSERT_EQUAL_INT(GGUF_TYPE_ARRAY, orig->value.type);
+        const uint8_t *raw = orig->raw;
+        uint32_t elem;
+        memcpy(&elem, raw, 4);
+        TEST_ASSERT_TRUE(elem == GGUF_TYPE_FLOAT32 || elem == GGUF_TYPE_INT32);
+        uint8_t one[16];
+        uint64_t count = 1;
+        memcpy(one, &elem, 4);
+        memcpy(one + 4, &count, 8);
+        memcpy(one + 12, raw + 12, 4);
+        st = gguf_writer_set_raw(w, c->key, GGUF_TYPE_ARRAY, one, sizeof one);
+        break;
+    }
+    default: break;
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, st, glesllm_last_error());
+}
+
+/* The demo model's file with craft c, at path; src: the demo's file. */
+static void craft_file(const craft *c, const gguf_file *src, const char *path)
+{
+    gguf_writer *w;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_create(&w));
+    bool placed = false;
+    for (uint64_t i = 0; i < gguf_kv_count(src); i++) {
+        const gguf_kv *kv = gguf_kv_at(src, i);
+        char key[128];
+        gguf_str_copy(kv->key, key, sizeof key);
+        if (c->key && strcmp(key, c->key) == 0) {
+            set_key(w, c, kv); /* in the key's place (K_DROP: nothing) */
+            placed = true;
+            continue;
+        }
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_set_raw(w, key, kv->value.type, kv->raw,
+                                                              kv->raw_len));
+    }
+    if (c->key && !placed)
+        set_key(w, c, NULL);
+    void *retyped = NULL;
+    for (uint64_t i = 0; i < gguf_tensor_count(src); i++) {
+        const gguf_tensor *t = gguf_tensor_at(src, i);
+        bool it = c->tensor && strcmp(t->name, c->tensor) == 0;
+        uint32_t type = t->type, n_dims = t->n_dims;
+        const uint64_t *ne = t->ne;
+        const void *bytes = t->data;
+        if (it && c->top == T_DROP)
+            continue;
+        if (it && c->top == T_SHAPE) {
+            n_dims = c->n_dims;
+            ne = c->ne;
+        }
+        if (it && c->top == T_TYPE) { /* the same bytes as far as they go, then a pattern */
+            uint64_t need = 0;
+            type = c->ttype;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ggml_tensor_bytes(type, n_dims, ne, &need));
+            retyped = malloc((size_t)need);
+            TEST_ASSERT_NOT_NULL(retyped);
+            for (uint64_t b = 0; b < need; b++)
+                ((uint8_t *)retyped)[b] = b < t->size ? ((const uint8_t *)t->data)[b] : (uint8_t)b;
+            bytes = retyped;
+        }
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                      gguf_writer_add_tensor(w, t->name, type, n_dims, ne, bytes),
+                                      glesllm_last_error());
+        if (it && c->top == T_COPY_AS)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_add_tensor(w, c->str, t->type, t->n_dims,
+                                                                     t->ne, t->data));
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gguf_writer_write(w, path), glesllm_last_error());
+    gguf_writer_destroy(w);
+    free(retyped);
+}
+
+static void craft_name(const craft *c, char *buf, size_t n)
+{
+    static const char *const kops[] = { "", "u32", "i32", "u64", "f32", "str", "bool", "dropped",
+                                        "cut to one element" };
+    static const char *const tops[] = { "", "dropped", "reshaped", "retyped", "copied" };
+    if (c->key)
+        snprintf(buf, n, "%s %s %g", c->key, kops[c->op], c->num);
+    else
+        snprintf(buf, n, "%s %s", c->tensor, tops[c->top]);
+}
+
+/* No byte a terminal acts on (ESC, BEL, C1 ...): what the file holds is
+ * escaped wherever it is printed. */
+static void assert_printable(const char *s, const char *msg)
+{
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++)
+        TEST_ASSERT_TRUE_MESSAGE(*p >= 0x20 || *p == '\n' || *p == '\t', msg);
+    TEST_ASSERT_TRUE_MESSAGE(!s || !strstr(s, "\xc2\x9b"), msg); /* (C1's CSI) */
+}
+
+/* Every file of the corpus, as `glesllm info` and `glesllm run` take it
+ * (describe, then open by path without a GPU, then tokenize): what it says
+ * and does is the table's; nothing crashes (the suite runs under ASan in
+ * CI); nothing it prints of the file reaches a terminal raw. */
+static void test_crafted_corpus(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/glesllm-test-crafted-%ld.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+    demo_spec s = demo_spec_default();
+    uint8_t *data;
+    size_t size;
+    gguf_file *src;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open_memory(data, size, &src));
+    for (size_t i = 0; i < sizeof corpus / sizeof corpus[0]; i++) {
+        const craft *c = &corpus[i];
+        char name[200], msg[900];
+        craft_name(c, name, sizeof name);
+        craft_file(c, src, path);
+        for (unsigned flags = 0; flags < 2; flags++) {
+            char *text = NULL;
+            glesllm_status st = glesllm_file_describe(path, 0, flags ? GLESLLM_DESCRIBE_JSON : 0,
+                                                      &text);
+            snprintf(msg, sizeof msg, "%s: describe: %s", name,
+                     st ? glesllm_last_error() : "control bytes in its text");
+            TEST_ASSERT_TRUE_MESSAGE(st == GLESLLM_OK || strlen(glesllm_last_error()) > 10, msg);
+            assert_printable(text, msg);
+            free(text);
+        }
+        glesllm_model *m = NULL;
+        glesllm_status st = glesllm_model_open(NULL, path, NULL, &m);
+        snprintf(msg, sizeof msg, "%s: status %d, %s", name, (int)st,
+                 st ? glesllm_last_error() : "opened");
+        TEST_ASSERT_EQUAL_INT_MESSAGE(c->want, st, msg);
+        if (st != GLESLLM_OK) {
+            TEST_ASSERT_NULL(m);
+            assert_printable(glesllm_last_error(), msg);
+            TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), c->says), msg);
+            TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), path), msg);
+            continue;
+        }
+        int32_t ids[64];
+        size_t n = 0;
+        st = glesllm_tokenize(m, "Hello world, a b", 16, 0, ids, 64, &n);
+        snprintf(msg, sizeof msg, "%s: tokenize: status %d, %s", name, (int)st,
+                 st ? glesllm_last_error() : "ok");
+        if (c->vocab_says) {
+            TEST_ASSERT_NOT_EQUAL_MESSAGE(GLESLLM_OK, st, msg);
+            TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), c->vocab_says), msg);
+        } else {
+            TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, st, msg);
+            char text[256];
+            size_t len;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, glesllm_detokenize(m, ids, n, 0, text, sizeof text, &len));
+        }
+        glesllm_model_close(m);
+    }
+    gguf_close(src);
+    free(data);
+    unlink(path);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -151,5 +433,6 @@ int main(void)
     RUN_TEST(test_a_three_dimensional_tensor_is_refused);
     RUN_TEST(test_a_tensor_nobody_reads_is_refused);
     RUN_TEST(test_mixture_of_experts_is_named);
+    RUN_TEST(test_crafted_corpus);
     return test_exit_code(UNITY_END());
 }

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "common/utf8.h"
 #include "model/model_info.h"
-#include "text/unicode.h"
 #include "ops/matvec.h"
 #include "ops/prefetch.h"
 
@@ -135,12 +135,12 @@ glesllm_status glesllm_backend_describe(glesllm_backend *b, char **text)
  * where s[i] starts none. */
 static size_t utf8_at(const char *s, size_t i, size_t n)
 {
-    size_t k = utf8_char_len((unsigned char)s[i]);
-    return k <= n - i && utf8_valid(s + i, k) ? k : 0;
+    return utf8_seq((const unsigned char *)s + i, n - i);
 }
 
 /* A string from a file, as JSON: invalid UTF-8 as U+FFFD, so that the
- * output is always valid JSON. */
+ * output is always valid JSON; control characters (C1 too: JSON allows them
+ * raw, a terminal acts on them) as \uNNNN. */
 static void json_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
@@ -151,6 +151,8 @@ static void json_str(FILE *f, const char *s, size_t n)
             fprintf(f, "\\%c", c);
         else if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\u%04x", c);
+        else if (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0)
+            fprintf(f, "\\u%04x", (unsigned char)s[i + 1]);
         else if (!k)
             fputs("\\ufffd", f);
         else
@@ -160,26 +162,11 @@ static void json_str(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
-/* A string from a file, for a terminal: control characters (C0, DEL, C1,
- * which can move the cursor or retitle the window) and bytes of no valid
- * UTF-8 character as \xNN; into buf (room for 4 * strlen(s) + 1). */
+/* A string from a file, for a terminal (term_escape); buf has room for
+ * 4 * strlen(s) + 1. */
 static const char *term_str(const char *s, char *buf)
 {
-    size_t n = strlen(s), o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = utf8_at(s, i, n);
-        bool c1 = k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
-        if (c < 0x20 || c == 0x7f || !k || c1) {
-            o += (size_t)sprintf(buf + o, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        memcpy(buf + o, s + i, k);
-        o += k;
-        i += k;
-    }
-    buf[o] = '\0';
+    term_escape(s, strlen(s), false, buf, 4 * strlen(s) + 1);
     return buf;
 }
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/utf8.h"
+
 #define ERR_MSG_MAX 4096
 
 static _Thread_local char err_msg[ERR_MSG_MAX];
@@ -40,12 +42,22 @@ const char *glesllm_version(void)
         GLESLLM_VERSION_PATCH);
 }
 
+/* Messages name keys, tensors, paths and values from files and users: what
+ * a terminal would act on is escaped (a name holding ESC sequences could
+ * retitle or clear the terminal that shows the error). */
+static void keep_escaped(const char *msg)
+{
+    term_escape(msg, strlen(msg), true, err_msg, sizeof err_msg);
+}
+
 glesllm_status err_set(glesllm_status status, const char *fmt, ...)
 {
+    char msg[ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    keep_escaped(msg);
     return status;
 }
 
@@ -57,8 +69,10 @@ glesllm_status err_prefix(glesllm_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    char msg[ERR_MSG_MAX];
     memcpy(old, err_msg, sizeof old);
-    snprintf(err_msg, sizeof err_msg, "%s%s", prefix, old);
+    snprintf(msg, sizeof msg, "%s%s", prefix, old);
+    keep_escaped(msg);
     return status;
 }
 

@@ -43,6 +43,13 @@ static float arch_f32(const gguf_file *f, const char *arch, const char *suffix, 
     return v;
 }
 
+static bool arch_has(const gguf_file *f, const char *arch, const char *suffix)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_find(f, key) != NULL;
+}
+
 static void copy_str(const gguf_file *f, const char *key, char *buf, size_t n)
 {
     gguf_str s;
@@ -77,12 +84,15 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     if (!mi->n_head_kv)
         mi->n_head_kv = mi->n_head;
     mi->head_dim = arch_u32(f, a, "attention.key_length");
+    mi->head_dim_given = mi->head_dim != 0;
     if (!mi->head_dim && mi->n_head)
         mi->head_dim = mi->n_embd / mi->n_head;
     mi->n_ctx_train = arch_u32(f, a, "context_length");
     mi->rope_base = arch_f32(f, a, "rope.freq_base", 10000.0f);
     mi->rope_dims = arch_u32(f, a, "rope.dimension_count");
     mi->rms_eps = arch_f32(f, a, "attention.layer_norm_rms_epsilon", 0.0f);
+    mi->rope_dims_given = arch_has(f, a, "rope.dimension_count");
+    mi->rms_eps_given = arch_has(f, a, "attention.layer_norm_rms_epsilon");
     mi->rope_factor = 1.0f;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);

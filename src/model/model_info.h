@@ -18,6 +18,9 @@ typedef struct model_info {
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
     float rms_eps;          /* {arch}.attention.layer_norm_rms_epsilon, 0 if absent */
+    /* whether the file has attention.key_length (not 0), rope.dimension_count
+     * and the epsilon (any value): a key that is there but wrong is said as such */
+    bool head_dim_given, rope_dims_given, rms_eps_given;
     char rope_scaling[32];  /* "none", "linear", "yarn", ... */
     float rope_factor;
     uint64_t n_vocab;

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "common/utf8.h"
+
 size_t utf8_put(uint32_t cp, char *out)
 {
     if (cp < 0x80) {
@@ -25,25 +27,6 @@ size_t utf8_put(uint32_t cp, char *out)
     out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
     out[3] = (char)(0x80 | (cp & 0x3f));
     return 4;
-}
-
-/* length of the well-formed sequence s[0..n) starts, 0 if none (RFC 3629:
- * no overlong forms, no surrogates, nothing past U+10FFFF) */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t k = c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
-    if (!k || k > n)
-        return 0;
-    for (size_t j = 1; j < k; j++)
-        if ((s[j] & 0xc0) != 0x80)
-            return 0;
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || (c == 0xf0 && s[1] < 0x90) ||
-        (c == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return k;
 }
 
 uint32_t utf8_next(const char *str, size_t n, size_t *i)
