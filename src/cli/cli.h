@@ -32,7 +32,7 @@ void cli_progress_bar(int pct, char bar[31]);
  * NUL-terminated after *len bytes); 0, or 1 after saying why on stderr. */
 int cli_read_text(const char *path, char **text, size_t *len);
 
-/* "glesllm: <what>: <last error>" on stderr; returns 1. */
+/* "glesllm: <what>: <last error>" on stderr (what NULL: without it); returns 1. */
 int cli_fail(const char *what, glesllm_status st);
 
 /* A decimal number within [lo, hi] and nothing else. */

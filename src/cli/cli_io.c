@@ -82,7 +82,8 @@ void cli_progress_bar(int pct, char bar[31])
 int cli_fail(const char *what, glesllm_status st)
 {
     const char *msg = glesllm_last_error();
-    fprintf(stderr, "glesllm: %s: %s\n", what, msg[0] ? msg : glesllm_strerror(st));
+    fprintf(stderr, "glesllm: %s%s%s\n", what ? what : "", what ? ": " : "",
+            msg[0] ? msg : glesllm_strerror(st));
     return 1;
 }
 

@@ -28,7 +28,8 @@ int cli_open_backend(glesllm_backend **b)
     if (st)
         return cli_fail("opening the GPU", st);
     p.log = cli_log;
-    return (st = glesllm_backend_open(&p, b)) ? cli_fail("opening the GPU", st) : 0;
+    /* (the library's message starts "opening the GPU: ") */
+    return (st = glesllm_backend_open(&p, b)) ? cli_fail(NULL, st) : 0;
 }
 
 int cli_open_model(glesllm_backend *b, const char *path, glesllm_model **m)
