@@ -131,13 +131,6 @@ glesllm_status glesllm_backend_describe(glesllm_backend *b, char **text)
 
 /* ---- a GGUF file ------------------------------------------------------------------ */
 
-/* The bytes of the whole UTF-8 character at s[i] (n bytes in all), or 0
- * where s[i] starts none. */
-static size_t utf8_at(const char *s, size_t i, size_t n)
-{
-    return utf8_seq((const unsigned char *)s + i, n - i);
-}
-
 /* A string from a file, as JSON: invalid UTF-8 as U+FFFD, so that the
  * output is always valid JSON; control characters (C1 too: JSON allows them
  * raw, a terminal acts on them) as \uNNNN. */
@@ -145,14 +138,15 @@ static void json_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
     for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = utf8_at(s, i, n);
+        const unsigned char *p = (const unsigned char *)s + i;
+        unsigned char c = p[0];
+        size_t k = utf8_seq(p, n - i);
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\u%04x", c);
-        else if (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0)
-            fprintf(f, "\\u%04x", (unsigned char)s[i + 1]);
+        else if (utf8_is_c1(p, k))
+            fprintf(f, "\\u%04x", p[1]); /* (U+0080 + p[1] - 0x80) */
         else if (!k)
             fputs("\\ufffd", f);
         else

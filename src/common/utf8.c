@@ -11,9 +11,8 @@ size_t term_escape(const char *s, size_t n, bool newlines, char *out, size_t cap
     for (size_t i = 0; i < n;) {
         const unsigned char *p = (const unsigned char *)s + i;
         size_t k = utf8_seq(p, n - i);
-        bool c1 = k == 2 && p[0] == 0xc2 && p[1] < 0xa0;
         bool keep = newlines && (p[0] == '\n' || p[0] == '\t');
-        if (!keep && (p[0] < 0x20 || p[0] == 0x7f || !k || c1)) {
+        if (!keep && (p[0] < 0x20 || p[0] == 0x7f || !k || utf8_is_c1(p, k))) {
             if (o + 4 >= cap)
                 break;
             o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[0]);

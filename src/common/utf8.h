@@ -25,6 +25,13 @@ static inline size_t utf8_seq(const unsigned char *s, size_t n)
     return k;
 }
 
+/* Whether the sequence p[0..k) (k from utf8_seq) is a C1 control, U+0080 to
+ * U+009F: JSON allows them raw, a terminal acts on them (CSI, OSC...). */
+static inline bool utf8_is_c1(const unsigned char *p, size_t k)
+{
+    return k == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+}
+
 /* s[0..n) for a terminal, into out (cap bytes, NUL-terminated, cut at a
  * whole character): control characters (C0 but, with newlines, '\n' and
  * '\t'; DEL; C1, which can move the cursor or retitle the window) and

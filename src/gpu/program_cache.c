@@ -70,6 +70,19 @@ static int mkdir_p(char *path)
     return (mkdir(path, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
+/* $XDG_CACHE_HOME/leaf, else ~/.cache/leaf (where glesllm and Mesa keep
+ * their caches); the length written, or -1 where neither is an absolute
+ * path. */
+static int user_cache_folder(const char *leaf, char *out, size_t n)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/')
+        return snprintf(out, n, "%s/%s", xdg, leaf);
+    if (home && home[0] == '/')
+        return snprintf(out, n, "%s/.cache/%s", home, leaf);
+    return -1;
+}
+
 void gpu_cache_init(gpu_context *ctx, const gpu_options *opt)
 {
     ctx->cache_on = false;
@@ -83,15 +96,9 @@ void gpu_cache_init(gpu_context *ctx, const gpu_options *opt)
                  ctx->mesa_cache_off[0] ? " (Mesa offers them with its shader cache on only)" : "");
         return;
     }
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n;
-    if (opt->cache_dir)
-        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s", opt->cache_dir);
-    else if (xdg && xdg[0] == '/')
-        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s/glesllm", xdg);
-    else if (home && home[0] == '/')
-        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s/.cache/glesllm", home);
-    else {
+    int n = opt->cache_dir ? snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s", opt->cache_dir)
+                           : user_cache_folder("glesllm", ctx->cache_dir, sizeof ctx->cache_dir);
+    if (n < 0) {
         snprintf(ctx->cache_off_reason, sizeof ctx->cache_off_reason,
                  "neither XDG_CACHE_HOME nor HOME is an absolute path");
         return;
@@ -153,17 +160,14 @@ static bool free_bytes_under(const char *path, uint64_t *out)
 
 void gpu_mesa_cache_guard(gpu_context *ctx)
 {
-    const char *dir = getenv("MESA_SHADER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
-               *home = getenv("HOME");
+    const char *dir = getenv("MESA_SHADER_CACHE_DIR");
     if (!dir || !*dir)
         dir = getenv("MESA_GLSL_CACHE_DIR");
     if (dir && *dir)
         snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/mesa_shader_cache", dir);
-    else if (xdg && xdg[0] == '/')
-        snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/mesa_shader_cache", xdg);
-    else if (home && home[0] == '/')
-        snprintf(ctx->mesa_cache_dir, sizeof ctx->mesa_cache_dir, "%s/.cache/mesa_shader_cache",
-                 home);
+    else if (user_cache_folder("mesa_shader_cache", ctx->mesa_cache_dir,
+                               sizeof ctx->mesa_cache_dir) < 0)
+        ctx->mesa_cache_dir[0] = '\0';
     const char *off = getenv("MESA_SHADER_CACHE_DISABLE");
     if (!off || !*off)
         off = getenv("MESA_GLSL_CACHE_DISABLE");

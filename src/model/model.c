@@ -96,12 +96,10 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
     return GLESLLM_OK;
 }
 
-static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
+/* mi: what model_info_read made of f */
+static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, model_hparams *hp)
 {
-    model_info mi;
-    glesllm_status st = model_info_read(f, &mi);
-    if (st != GLESLLM_OK)
-        return st;
+    glesllm_status st;
     memset(hp, 0, sizeof *hp);
     gguf_str arch;
     if (!gguf_find(f, "general.architecture"))
@@ -109,39 +107,39 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
                        "file, or a damaged one");
     if ((st = gguf_get_str(f, "general.architecture", &arch)) != GLESLLM_OK)
         return st;
-    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", mi.arch);
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", mi->arch);
     size_t a_i = 0;
-    while (a_i < sizeof archs / sizeof archs[0] && strcmp(mi.arch, archs[a_i].name) != 0)
+    while (a_i < sizeof archs / sizeof archs[0] && strcmp(mi->arch, archs[a_i].name) != 0)
         a_i++;
-    if (a_i == sizeof archs / sizeof archs[0] || arch.len != strlen(mi.arch))
+    if (a_i == sizeof archs / sizeof archs[0] || arch.len != strlen(mi->arch))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
-                       "Mistral, SmolLM, TinyLlama) and qwen2 models", mi.arch);
+                       "Mistral, SmolLM, TinyLlama) and qwen2 models", mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
     hp->qkv_bias = archs[a_i].qkv_bias;
-    const char *a = mi.arch;
+    const char *a = mi->arch;
     if ((st = check_hp_types(f, a)) != GLESLLM_OK)
         return st;
-    hp->n_layer = mi.n_layers;
-    hp->n_embd = mi.n_embd;
-    hp->n_ff = mi.n_ff;
-    hp->n_head = mi.n_head;
-    hp->n_head_kv = mi.n_head_kv;
-    hp->head_dim = mi.head_dim;
-    hp->n_ctx_train = mi.n_ctx_train;
-    if (mi.n_vocab > INT32_MAX)
+    hp->n_layer = mi->n_layers;
+    hp->n_embd = mi->n_embd;
+    hp->n_ff = mi->n_ff;
+    hp->n_head = mi->n_head;
+    hp->n_head_kv = mi->n_head_kv;
+    hp->head_dim = mi->head_dim;
+    hp->n_ctx_train = mi->n_ctx_train;
+    if (mi->n_vocab > INT32_MAX)
         return err_set(GLESLLM_ERR_FORMAT, "vocabulary of %llu tokens is too large",
-                       (unsigned long long)mi.n_vocab);
-    hp->n_vocab = (uint32_t)mi.n_vocab;
+                       (unsigned long long)mi->n_vocab);
+    hp->n_vocab = (uint32_t)mi->n_vocab;
+    /* (a missing head_count_kv is head_count's: model_info_read) */
     const struct {
         const char *suffix;
         uint32_t v;
     } needed[] = { { "block_count", hp->n_layer },
                    { "embedding_length", hp->n_embd },
                    { "feed_forward_length", hp->n_ff },
-                   { "attention.head_count", hp->n_head },
-                   { "attention.head_count_kv", hp->n_head_kv } };
+                   { "attention.head_count", hp->n_head } };
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
         char key[160];
         snprintf(key, sizeof key, "%s.%s", a, needed[i].suffix);
@@ -153,33 +151,33 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
         return err_set(GLESLLM_ERR_FORMAT,
                        "%u attention heads (%s.attention.head_count) are not a multiple of %u KV "
                        "heads (attention.head_count_kv)", hp->n_head, a, hp->n_head_kv);
-    if (!mi.head_dim_given && (hp->n_embd % hp->n_head || !hp->head_dim))
+    if (!mi->head_dim_given && (hp->n_embd % hp->n_head || !hp->head_dim))
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.embedding_length %u is not a multiple of attention.head_count %u: the "
                        "file is damaged", a, hp->n_embd, hp->n_head);
     if (!hp->head_dim)
         return err_set(GLESLLM_ERR_FORMAT, "%s.attention.key_length is 0: the file is damaged", a);
-    hp->eps = mi.rms_eps;
+    hp->eps = mi->rms_eps;
     if (!(hp->eps > 0.0f))
         return err_set(GLESLLM_ERR_FORMAT,
-                       mi.rms_eps_given ? "%s.attention.layer_norm_rms_epsilon is %g; it must be "
+                       mi->rms_eps_given ? "%s.attention.layer_norm_rms_epsilon is %g; it must be "
                                           "above 0: the file is damaged"
                                         : "the model has no %s.attention.layer_norm_rms_epsilon "
                                           "(a positive float)",
                        a, hp->eps);
-    hp->rope_base = mi.rope_base;
+    hp->rope_base = mi->rope_base;
     /* (a NaN base gives NaN logits, silently) */
     if (!(hp->rope_base > 1.0f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.rope.freq_base is %g; RoPE needs a finite base above 1 (10000 is "
                        "usual): the file is damaged", a, hp->rope_base);
     hp->rope_scale = 1.0f;
-    if (strcmp(mi.rope_scaling, "linear") == 0 && mi.rope_factor > 0.0f)
-        hp->rope_scale = 1.0f / mi.rope_factor;
-    if (mi.rope_dims_given && (mi.rope_dims == 0 || mi.rope_dims > hp->head_dim))
+    if (strcmp(mi->rope_scaling, "linear") == 0 && mi->rope_factor > 0.0f)
+        hp->rope_scale = 1.0f / mi->rope_factor;
+    if (mi->rope_dims_given && (mi->rope_dims == 0 || mi->rope_dims > hp->head_dim))
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.rope.dimension_count is %u, for heads of %u dimensions: the file is "
-                       "damaged", a, mi.rope_dims, hp->head_dim);
+                       "damaged", a, mi->rope_dims, hp->head_dim);
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
     hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
@@ -190,25 +188,21 @@ static glesllm_status read_hparams(const gguf_file *f, model_hparams *hp)
 /* What a well-formed file may ask that the engine does not do; looked at
  * once its tensors have matched the metadata, so that a damaged file is
  * said to be damaged rather than unsupported. */
-static glesllm_status check_support(const gguf_file *f, const model_hparams *hp)
+static glesllm_status check_support(const model_info *mi, const model_hparams *hp)
 {
-    model_info mi;
-    glesllm_status st = model_info_read(f, &mi);
-    if (st != GLESLLM_OK)
-        return st;
     const char *a = hp->arch_name;
     if (hp->head_dim % 2 || hp->head_dim > 256)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "heads of %u dimensions are not supported (even, at most 256)",
                        hp->head_dim);
-    if (strcmp(mi.rope_scaling, "linear") != 0 && strcmp(mi.rope_scaling, "none") != 0)
+    if (strcmp(mi->rope_scaling, "linear") != 0 && strcmp(mi->rope_scaling, "none") != 0)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "%s.rope.scaling.type '%s' is not supported (none and linear are)", a,
-                       mi.rope_scaling);
-    if (mi.rope_dims_given && mi.rope_dims != hp->head_dim)
+                       mi->rope_scaling);
+    if (mi->rope_dims_given && mi->rope_dims != hp->head_dim)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "partial RoPE (%s.rope.dimension_count is %u of %u dimensions a head) is "
-                       "not supported", a, mi.rope_dims, hp->head_dim);
+                       "not supported", a, mi->rope_dims, hp->head_dim);
     return GLESLLM_OK;
 }
 
@@ -276,7 +270,10 @@ glesllm_status model_open(const gguf_file *f, model *m)
 {
     memset(m, 0, sizeof *m);
     m->file = f;
-    glesllm_status st = read_hparams(f, &m->hp);
+    model_info mi;
+    glesllm_status st = model_info_read(f, &mi);
+    if (st == GLESLLM_OK)
+        st = read_hparams(f, &mi, &m->hp);
     if (st != GLESLLM_OK)
         return err_prefix(st, "model: ");
     if ((st = refuse_experts(f, m->hp.arch_name)) != GLESLLM_OK)
@@ -346,7 +343,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
             }
         }
     }
-    if ((st = check_all_read(f, m)) != GLESLLM_OK || (st = check_support(f, hp)) != GLESLLM_OK) {
+    if ((st = check_all_read(f, m)) != GLESLLM_OK || (st = check_support(&mi, hp)) != GLESLLM_OK) {
         model_close(m);
         return err_prefix(st, "model: ");
     }
