@@ -9,7 +9,8 @@
  *   - the `glesllm info FILE` command end to end,
  * and reports the command's peak resident memory next to the file size.
  *
- * usage: bench_gguf_info [FILE] [--reuse]   (default /tmp/glesllm-bench-mistral7b-q4_0.gguf) */
+ * usage: bench_gguf_info [FILE] [--reuse]   (default /tmp/glesllm-bench-mistral7b-q4_0.gguf;
+ *        a FILE that exists is timed with --reuse, never written over) */
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ static int write_model(const char *path)
 
 int main(int argc, char **argv)
 {
-    const char *path = "/tmp/glesllm-bench-mistral7b-q4_0.gguf";
+    const char *def = "/tmp/glesllm-bench-mistral7b-q4_0.gguf", *path = def;
     int reuse = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reuse") == 0)
@@ -120,6 +121,13 @@ int main(int argc, char **argv)
             path = argv[i];
     }
     struct stat sb;
+    /* FILE is written over only where it is the default: a model passed by
+     * mistake is timed as it is, never replaced */
+    if (!reuse && path != def && stat(path, &sb) == 0) {
+        fprintf(stderr, "bench_gguf_info: %s exists; it is not written over (pass --reuse to "
+                "time it as it is, or a path that does not exist)\n", path);
+        return 2;
+    }
     if (!reuse || stat(path, &sb) != 0) {
         fprintf(stderr, "writing %s ...\n", path);
         double t0 = now_ms();
