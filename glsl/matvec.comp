@@ -51,6 +51,17 @@
 // counted from this dispatch's first row) goes to y's buffer at float offset
 // param 16 (likewise), and each slot's sum of the squares of its rows' new y
 // to float offset param 17 + the slot's index in this dispatch.
+// EXPERT (one token a work-group layer, no norm): layer z =
+// gl_WorkGroupID.z of the dispatch is one (token, expert slot) of a
+// mixture-of-experts FFN, or one token of a dense weight beside it (the
+// router, the shared expert). Its x is at vec4 offset param 2 + (z / param
+// 23) x param 22 (the tokens' x shared by their slots), its y param 6 floats
+// further per z (GLU: output floats). Param 25 bit 0: the rows are those of
+// expert float(x_at(param 21 + 2 z)) (the route, ops/moe.c) of the experts
+// stacked in this weight, param 0 rows each: the experts in this buffer are
+// its rows [param 26, param 26 + param 27), a layer whose expert is in
+// another part does nothing; bit 1: the results times the expert's weight,
+// x_at(param 21 + 2 z + 1).
 // A work group computes (WG_SIZE / TPR) * NR rows; its threads are slots of
 // TPR lanes, each lane strides the row's 32-value units, then the lanes of a
 // slot sum their partials (subgroup adds or a shared-memory tree).
@@ -183,6 +194,23 @@ void main()
     uint row0 = wg * uint(ROWS_WG);
     if (row0 >= rows)
         return;  // the whole work group
+#ifdef EXPERT
+#if defined(NORM_ANY) || defined(NORM_OUT) || defined(QKV)
+#error "EXPERT takes x as it is, and writes y or GLU"
+#endif
+    uint z = gl_WorkGroupID.z;
+    w_row_base = 0u;
+    if ((PARAM_U(25) & 1u) != 0u) {
+        uint e0 = uint(x_at(PARAM_U(21) + 2u * z)) * rows;  // the expert's first row
+        if (e0 < PARAM_U(26) || e0 >= PARAM_U(26) + PARAM_U(27))
+            return;  // in another part: the whole work group
+        w_row_base = e0 - PARAM_U(26);
+    }
+    uint xo = PARAM_U(2) + (z / PARAM_U(23)) * PARAM_U(22);
+#else
+    const uint z = 0u;
+    uint xo = PARAM_U(2);
+#endif
     uint t = gl_LocalInvocationIndex;
     uint lane = t % uint(TPR), slot = t / uint(TPR);
     uint first = row0 + slot * uint(NR);
@@ -190,7 +218,6 @@ void main()
     // the block of unit uu of this thread's row r (past the last row, the last row's)
 #define UNIT_BI(r, uu) w_block(min(first + uint(r), rows - 1u), uu)
 #endif
-    uint xo = PARAM_U(2);
     const uint ntok = 1u, xs = 0u;
 
     float acc[NR * NT];
@@ -372,10 +399,17 @@ void main()
     for (int r = 0; r < NR; r++)
         tot[r] *= nscale;
 #endif
+#ifdef EXPERT
+    if ((PARAM_U(25) & 2u) != 0u) {
+        float ew = x_at(PARAM_U(21) + 2u * z + 1u);
+        for (int r = 0; r < NR; r++)
+            tot[r] *= ew;
+    }
+#endif
 #if defined(GLU) || defined(QKV)
     for (int r = 0; r < NR; r += 2)
         if (first + uint(r) < rows)
-            put_pair(first + uint(r), 0u, tot[r], tot[r + 1]);
+            put_pair(first + uint(r), z, tot[r], tot[r + 1]);
 #elif defined(NORM_OUT)
     float ss = 0.0;  // the squares of this slot's new y
     for (int r = 0; r < NR; r++) {
@@ -392,6 +426,6 @@ void main()
 #else
     for (int r = 0; r < NR; r++)
         if (first + uint(r) < rows)
-            put_one(first + uint(r), 0u, tot[r]);
+            put_one(first + uint(r), z, tot[r]);
 #endif
 }

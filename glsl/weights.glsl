@@ -131,8 +131,14 @@ vec4 w_x_in_row(uint u, uint j, vec4 v)
 uint w_u32(uint byte_off) { return wu[byte_off >> 2u]; }
 
 // the index of the block that holds unit u of a row (u % W_UPB: the unit
-// within it)
+// within it). EXPERT (matvec.comp): rows count from the chosen expert's
+// first row in this buffer, w_row_base, set before any weight is read.
+#ifdef EXPERT
+uint w_row_base;
+uint w_block(uint row, uint u) { return (row + w_row_base) * W_NB + u / W_UPB; }
+#else
 uint w_block(uint row, uint u) { return row * W_NB + u / W_UPB; }
+#endif
 
 // The 8 bytes at a multiple of 8 (TWO words). Q2_K and Q3_K load them alone
 // (the buffer as 8-byte words too), faster for them; Q6_K loads the 16 bytes

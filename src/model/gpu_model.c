@@ -17,6 +17,7 @@ static arch_graph arch_graph_of(model_arch arch)
     static const arch_graph graphs[] = {
         [MODEL_ARCH_LLAMA] = llama_graph,
         [MODEL_ARCH_QWEN2] = llama_graph, /* biases and NeoX RoPE are data */
+        [MODEL_ARCH_QWEN2MOE] = llama_graph, /* and experts */
     };
     return graphs[arch];
 }
@@ -83,13 +84,14 @@ typedef struct fuse_part {
     bool pair_halves;
 } fuse_part;
 
-/* Uploads rows of several tensors of one type as one weight. interleave:
- * row 2i from parts[0], 2i+1 from parts[1] (gate/up); else one after the
- * other. twin: the same weight of the model whose weights gm shares, taken
+/* Uploads rows of several tensors of one type as one weight, its parts
+ * holding whole groups of `group` rows (experts; 0: any). interleave: row 2i
+ * from parts[0], 2i+1 from parts[1] (gate/up); else one after the other.
+ * twin: the same weight of the model whose weights gm shares, taken
  * instead. */
-static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_part *parts,
-                                   uint32_t n, bool interleave, const gpu_weight *twin,
-                                   gpu_weight *out)
+static glesllm_status upload_grouped(gpu_model *gm, const char *name, const fuse_part *parts,
+                                     uint32_t n, bool interleave, uint64_t group,
+                                     const gpu_weight *twin, gpu_weight *out)
 {
     if (twin) { /* the weights of the model gm shares them with (not owned) */
         *out = *twin;
@@ -97,7 +99,8 @@ static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_p
     }
     const model_tensor *t0 = parts[0].t;
     if (n == 1 && !parts[0].pair_halves) /* the tensor as it is */
-        return gpu_weight_upload(gm->ctx, name, t0->type, t0->rows, t0->cols, t0->data, 0, out);
+        return gpu_weight_upload_groups(gm->ctx, name, t0->type, t0->rows, t0->cols, t0->data,
+                                        gm->max_part_bytes, group, out);
     uint64_t rb = model_tensor_row_bytes(t0), rows = 0;
     for (uint32_t i = 0; i < n; i++)
         rows += parts[i].t->rows;
@@ -115,9 +118,17 @@ static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_p
         }
         r += t->rows;
     }
-    glesllm_status st = gpu_weight_upload(gm->ctx, name, t0->type, rows, t0->cols, host, 0, out);
+    glesllm_status st = gpu_weight_upload_groups(gm->ctx, name, t0->type, rows, t0->cols, host,
+                                                 gm->max_part_bytes, group, out);
     free(host);
     return st;
+}
+
+static glesllm_status upload_fused(gpu_model *gm, const char *name, const fuse_part *parts,
+                                   uint32_t n, bool interleave, const gpu_weight *twin,
+                                   gpu_weight *out)
+{
+    return upload_grouped(gm, name, parts, n, interleave, 0, twin, out);
 }
 
 typedef struct upload_progress {
@@ -139,6 +150,70 @@ static glesllm_status upload_linear(gpu_model *gm, const model_tensor *t, const 
     fuse_part part = { t, false };
     glesllm_status st = upload_fused(gm, t->name, &part, 1, false, twin ? &twin->w : NULL, &out->w);
     return st ? st : gm_linear_kernels(gm, out, var, NULL);
+}
+
+/* A dense weight read by expert kernels: the router, the shared expert */
+static glesllm_status upload_beside(gpu_model *gm, const char *name, const fuse_part *parts,
+                                    uint32_t n, matvec_epilogue e, const gpu_linear *twin,
+                                    gpu_linear *out, upload_progress *pr)
+{
+    glesllm_status st = upload_fused(gm, name, parts, n, n == 2, twin ? &twin->w : NULL, &out->w);
+    if (!st)
+        st = gm_expert_kernel(gm, out, out->w.rows, e);
+    for (uint32_t i = 0; i < n; i++)
+        progress(pr, parts[i].t->rows * model_tensor_row_bytes(parts[i].t));
+    gm->weight_bytes += twin ? 0 : out->w.bytes;
+    return st;
+}
+
+/* The FFN of a mixture-of-experts layer: router, experts (gate/up
+ * interleaved within each expert, as glu's), shared expert and its gate. */
+static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL;
+    char name[64];
+    glesllm_status st;
+    fuse_part r = { &l->router, false };
+    if ((st = upload_beside(gm, l->router.name, &r, 1, MATVEC_STORE, tw ? &tw->router : NULL,
+                            &g->router, pr)))
+        return st;
+    if (l->gate_exps.type != l->up_exps.type)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) differ in type; glesllm "
+                       "runs them as one interleaved matrix and needs one type",
+                       li, ggml_type_name(l->gate_exps.type), ggml_type_name(l->up_exps.type));
+    fuse_part gu[2] = { { &l->gate_exps, false }, { &l->up_exps, false } };
+    fuse_part dn = { &l->down_exps, false };
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps", li);
+    if ((st = upload_grouped(gm, name, gu, 2, true, 2ull * hp->n_ff_exp, tw ? &tw->eglu.w : NULL,
+                             &g->eglu.w)) ||
+        (st = gm_expert_kernel(gm, &g->eglu, 2ull * hp->n_ff_exp, MATVEC_GLU)) ||
+        (st = upload_grouped(gm, l->down_exps.name, &dn, 1, false, hp->n_embd,
+                             tw ? &tw->edown.w : NULL, &g->edown.w)) ||
+        (st = gm_expert_kernel(gm, &g->edown, hp->n_embd, MATVEC_STORE)))
+        return st;
+    progress(pr, (2 * l->gate_exps.rows + l->down_exps.rows) * model_tensor_row_bytes(&l->gate_exps));
+    if (!tw)
+        gm->weight_bytes += g->eglu.w.bytes + g->edown.w.bytes;
+    if (!hp->n_ff_shexp)
+        return GLESLLM_OK;
+    if (l->gate_shexp.type != l->up_shexp.type)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "layer %u: ffn_gate_shexp (%s) and ffn_up_shexp (%s) differ in type; "
+                       "glesllm needs one type",
+                       li, ggml_type_name(l->gate_shexp.type), ggml_type_name(l->up_shexp.type));
+    fuse_part sgu[2] = { { &l->gate_shexp, false }, { &l->up_shexp, false } };
+    fuse_part sdn = { &l->down_shexp, false }, sgt = { &l->shexp_gate, false };
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up_shexp", li);
+    if ((st = upload_beside(gm, name, sgu, 2, MATVEC_GLU, tw ? &tw->sglu : NULL, &g->sglu, pr)) ||
+        (st = upload_beside(gm, l->down_shexp.name, &sdn, 1, MATVEC_STORE,
+                            tw ? &tw->sdown : NULL, &g->sdown, pr)))
+        return st;
+    return upload_beside(gm, l->shexp_gate.name, &sgt, 1, MATVEC_STORE, tw ? &tw->sgate : NULL,
+                         &g->sgate, pr);
 }
 
 static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
@@ -183,6 +258,12 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
+    if (hp->n_expert) {
+        for (uint32_t i = 0; i < g->n_qkv; i++)
+            gm->weight_bytes += g->qkv[i].l.w.bytes;
+        gm->weight_bytes += g->wo.w.bytes;
+        return upload_experts(gm, li, pr);
+    }
     if (l->gate.type != l->up.type)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "layer %u: ffn_gate (%s) and ffn_up (%s) differ in type; glesllm runs "
@@ -273,7 +354,13 @@ static glesllm_status create_act(gpu_model *gm)
      * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     uint64_t per_tok = 2 * act_stride(hp->n_embd) + 2 * act_stride(q_dim) + act_stride(hp->n_ff);
-    uint64_t room = limit / 4 > at + 256 ? (limit / 4 - at - 256) / per_tok : 0;
+    /* experts: a token's router logits, route, shared gate, and for each of
+     * its slots (and the shared expert) a hidden row and an output row */
+    uint32_t ke = hp->n_expert_used;
+    if (hp->n_expert)
+        per_tok += act_stride(hp->n_expert) + 2 * ke + 1 + ke * act_stride(hp->n_ff_exp) +
+                   (ke + 1ull) * act_stride(hp->n_embd) + act_stride(hp->n_ff_shexp);
+    uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
     if (gm->n_small > gm->n_batch)
@@ -289,6 +376,22 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64(nb * act_stride(q_dim));
     gm->bhid = at;
     at += align64(nb * act_stride(hp->n_ff));
+    if (hp->n_expert) {
+        gm->moe_logits = at;
+        at += align64(nb * act_stride(hp->n_expert));
+        gm->moe_route = at;
+        at += align64(nb * 2 * ke);
+        gm->moe_sgate = at;
+        at += align64(nb);
+        gm->moe_hid = at;
+        at += align64(nb * ke * act_stride(hp->n_ff_exp));
+        gm->moe_out = at;
+        at += align64(nb * ke * act_stride(hp->n_embd));
+        gm->moe_shared = at;
+        at += align64(nb * act_stride(hp->n_embd));
+        gm->moe_shid = at;
+        at += align64(nb * act_stride(hp->n_ff_shexp));
+    }
     if (at * 4 > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "the activations and constants (%.1f MiB at context %u, batch %u) exceed "
@@ -383,6 +486,12 @@ void gpu_model_destroy(gpu_model *gm)
         linear_destroy(&g->wo);
         linear_destroy(&g->glu);
         linear_destroy(&g->down);
+        linear_destroy(&g->router);
+        linear_destroy(&g->eglu);
+        linear_destroy(&g->edown);
+        linear_destroy(&g->sglu);
+        linear_destroy(&g->sdown);
+        linear_destroy(&g->sgate);
         gpu_buffer_destroy(&g->cache);
     }
     free(gm->layers);
@@ -397,6 +506,7 @@ void gpu_model_destroy(gpu_model *gm)
     norm_destroy(&gm->norm);
     sample_destroy(&gm->sample);
     prefetch_destroy(&gm->prefetch);
+    moe_destroy(&gm->moe);
     for (uint32_t i = 0; i < gm->n_logits_all; i++)
         gpu_buffer_destroy(&gm->logits_all[i]);
     free(gm->logits_all);
@@ -446,7 +556,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
-        (st = norm_build(gm->ctx, &gm->norm)))
+        (st = norm_build(gm->ctx, &gm->norm)) ||
+        (hp->n_expert && (st = moe_build(gm->ctx, &gm->moe))))
         return st;
     gm->layers = calloc(hp->n_layer, sizeof *gm->layers);
     if (!gm->layers)
@@ -510,6 +621,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->share = opt->share;
     gm->tune = *t;
     gm->n_ctx = opt->n_ctx;
+    gm->max_part_bytes = opt->max_part_bytes;
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;

@@ -64,6 +64,9 @@ typedef struct gpu_model_options {
      * one reads instead of uploading its own (the cache, activations and
      * kernels are its own): it must outlive this one. NULL: none */
     const gpu_model *share;
+    /* weights in buffers of at most this many bytes (0: the storage-block
+     * limit): tests split small weights so, experts whole */
+    uint64_t max_part_bytes;
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8

@@ -9,6 +9,7 @@
 #include "ops/get_rows.h"
 #include "ops/matmul.h"
 #include "ops/matvec.h"
+#include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/prefetch.h"
 #include "ops/sample.h"
@@ -44,6 +45,11 @@ typedef struct gpu_layer {
     segment qkv[MAX_SEGMENTS];
     uint32_t n_qkv;
     gpu_linear wo, glu, down; /* glu: gate and up rows interleaved */
+    /* mixture of experts (model_hparams.n_expert; glu and down unused): the
+     * router, the experts' gate/up (each expert's rows interleaved as glu's)
+     * and down, the shared expert's and its gate; one-token expert kernels
+     * (matvec_variant.expert) in .k only */
+    gpu_linear router, eglu, edown, sglu, sdown, sgate;
     gpu_buffer cache;         /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
 } gpu_layer;
@@ -60,6 +66,7 @@ struct gpu_model {
     arch_graph graph;
     tuning tune;
     uint32_t n_ctx;
+    uint64_t max_part_bytes; /* gpu_model_options.max_part_bytes */
     kv_placement kv;
     gpu_weight tok_embd;
     gpu_linear out;  /* the output head (lm_head); tied: out.w is tok_embd, not owned */
@@ -74,6 +81,12 @@ struct gpu_model {
     norm_kernels norm;
     sample_kernels sample;
     prefetch_kernel prefetch;
+    moe_kernels moe;
+    /* experts: float offsets in act of n_batch tokens' router logits, routes
+     * (k pairs a token), shared-expert gate logits, the experts' hidden rows
+     * and outputs (a row a (token, slot), then the shared expert's a token),
+     * the shared expert's hidden rows */
+    uint64_t moe_logits, moe_route, moe_sgate, moe_hid, moe_out, moe_shared, moe_shid;
     bool prefetch_down; /* the down matrix into L2 beside gate/up (prefetch_choose) */
     /* prefills of at most n_small tokens: several-token matvecs (multi_nt
      * tokens a dispatch, in sets), the norm folded in, logits of every
@@ -122,6 +135,9 @@ struct gpu_model {
 glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_variant *one,
                                  const matvec_variant *multi);
 uint32_t gm_multi_tokens(uint32_t n_small);
+/* l's one-token expert kernel (matvec_variant.expert) for rows `rows` a
+ * dispatch (an expert's, or the whole weight's) */
+glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e);
 void gm_multi_sets(gpu_model *gm);
 uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
 glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);
@@ -169,6 +185,9 @@ typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN } pass_input;
 glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm);
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
 glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
+/* x += the mixture of experts' FFN of RMSNorm(x) * ffn_norm (the norm its
+ * own dispatch in every kind of pass) */
+glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm);
 
 /* model/arch/: the graphs. */

@@ -18,7 +18,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim &&
            k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim &&
            k->var.bias == v->bias && k->var.nt == v->nt && k->var.norm_scale == v->norm_scale &&
-           k->var.norm_out == v->norm_out;
+           k->var.norm_out == v->norm_out && k->var.expert == v->expert;
 }
 
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
@@ -101,6 +101,13 @@ glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_vari
     if (!st)
         st = get_multi(gm, w, multi ? multi : one, l->vk);
     return st;
+}
+
+glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e)
+{
+    matvec_variant v = { e };
+    v.expert = true;
+    return get_matvec(gm, l->w.type, rows, l->w.cols, &v, &l->k);
 }
 
 uint32_t gm_multi_tokens(uint32_t n_small)

@@ -10,9 +10,10 @@
 #include "model/model_info.h"
 #include "quant/quant_gpu.h"
 
-/* Finds `name` and checks it is a rows x cols matrix (rows 1: a vector). */
-static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t rows,
-                                 uint64_t cols, bool optional, model_tensor *out)
+/* Finds `name` and checks it is n_mat matrices of rows x cols (n_mat 1: a
+ * matrix, rows 1 too: a vector); out->rows counts the rows of all of them. */
+static glesllm_status get_tensor_n(const gguf_file *f, const char *name, uint64_t n_mat,
+                                   uint64_t rows, uint64_t cols, bool optional, model_tensor *out)
 {
     memset(out, 0, sizeof *out);
     const gguf_tensor *t = gguf_find_tensor(f, name);
@@ -21,18 +22,26 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
             return GLESLLM_OK;
         return err_set(GLESLLM_ERR_FORMAT, "the model has no tensor %s", name);
     }
-    /* (dimensions past the second must be 1, as llama.cpp checks them:
+    /* (dimensions past the ones asked must be 1, as llama.cpp checks them:
      * [64, 256, 2] is not a 512 x 64 matrix) */
-    bool flat = true;
-    for (uint32_t d = 2; d < GGUF_MAX_DIMS; d++)
+    bool flat = t->ne[2] == n_mat;
+    for (uint32_t d = 3; d < GGUF_MAX_DIMS; d++)
         flat = flat && t->ne[d] == 1;
-    if (t->ne[0] != cols || t->ne[1] != rows || !flat)
+    if (t->ne[0] != cols || t->ne[1] != rows || !flat) {
+        char want[96];
+        if (n_mat > 1)
+            snprintf(want, sizeof want, "[%llu, %llu, %llu] (columns, rows, experts)",
+                     (unsigned long long)cols, (unsigned long long)rows,
+                     (unsigned long long)n_mat);
+        else
+            snprintf(want, sizeof want, "[%llu, %llu] (columns, rows)", (unsigned long long)cols,
+                     (unsigned long long)rows);
         return err_set(GLESLLM_ERR_FORMAT,
-                       "tensor %s has shape [%llu, %llu, %llu, %llu]; the metadata says [%llu, "
-                       "%llu] (columns, rows): the file is damaged or of another architecture",
+                       "tensor %s has shape [%llu, %llu, %llu, %llu]; the metadata says %s: the "
+                       "file is damaged or of another architecture",
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
-                       (unsigned long long)cols, (unsigned long long)rows);
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], want);
+    }
     if (!quant_gpu_layout_of(t->type))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "tensor %s is of type %s, which glesllm cannot run yet; supported: F32, "
@@ -40,10 +49,16 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
                        name, ggml_type_name(t->type));
     out->name = t->name;
     out->type = t->type;
-    out->rows = rows;
+    out->rows = rows * n_mat;
     out->cols = cols;
     out->data = t->data;
     return GLESLLM_OK;
+}
+
+static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t rows,
+                                 uint64_t cols, bool optional, model_tensor *out)
+{
+    return get_tensor_n(f, name, 1, rows, cols, optional, out);
 }
 
 /* The architectures glesllm runs, and what tells them apart as data: the
@@ -54,9 +69,13 @@ static const struct {
     model_arch arch;
     bool rope_neox; /* RoPE on pairs half a head apart */
     bool qkv_bias;  /* attn_q/k/v.bias tensors */
+    bool moe;       /* experts: required (else: where expert_count says) */
+    bool expert_norm; /* the chosen experts' weights renormalised to sum 1 */
+    bool shexp;     /* a shared expert beside the routed ones */
 } archs[] = {
-    { "llama", MODEL_ARCH_LLAMA, false, false },
-    { "qwen2", MODEL_ARCH_QWEN2, true, true },
+    { "llama", MODEL_ARCH_LLAMA, false, false, false, true, false },
+    { "qwen2", MODEL_ARCH_QWEN2, true, true, false, false, false },
+    { "qwen2moe", MODEL_ARCH_QWEN2MOE, true, true, true, false, true },
 };
 
 /* The hyperparameters a model reads: where one is there, it must be a number
@@ -78,7 +97,13 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
                  { "rope.freq_base", true },
                  { "attention.layer_norm_rms_epsilon", true },
                  { "rope.scaling.factor", true },
-                 { "rope.scale_linear", true } };
+                 { "rope.scale_linear", true },
+                 { "expert_count", false },
+                 { "expert_used_count", false },
+                 { "expert_feed_forward_length", false },
+                 { "expert_shared_feed_forward_length", false },
+                 { "expert_gating_func", false },
+                 { "expert_weights_scale", true } };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[160];
         snprintf(key, sizeof key, "%s.%s", arch, keys[i].suffix);
@@ -93,6 +118,74 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
             return err_set(GLESLLM_ERR_FORMAT, "%s is %g, not a finite number: the file is damaged",
                            key, v);
     }
+    return GLESLLM_OK;
+}
+
+/* {arch}.key as a u32, or `def` where the file has none (check_hp_types
+ * has checked its type). */
+static uint32_t key_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t def)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    return gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK ? v : def;
+}
+
+/* The experts' hyperparameters of a file of architecture archs[ai] (none:
+ * a dense model). */
+static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_info *mi,
+                                   model_hparams *hp)
+{
+    const char *a = archs[ai].name;
+    char key[160];
+    hp->n_expert = key_u32(f, a, "expert_count", 0);
+    hp->n_expert_used = key_u32(f, a, "expert_used_count", 0);
+    if (!hp->n_expert && !archs[ai].moe)
+        return GLESLLM_OK;
+    if (!hp->n_expert || hp->n_expert > MODEL_MAX_EXPERTS)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.expert_count is %u; a %s model has 1 to %d experts a layer: the file "
+                       "is damaged", a, hp->n_expert, a, MODEL_MAX_EXPERTS);
+    if (!hp->n_expert_used || hp->n_expert_used > hp->n_expert)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.expert_used_count is %u, for %u experts: it must be 1 to %u; the file "
+                       "is damaged", a, hp->n_expert_used, hp->n_expert, hp->n_expert);
+    if (hp->n_expert_used > MODEL_MAX_EXPERTS_USED)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "%s.expert_used_count is %u; glesllm routes a token to at most %d experts",
+                       a, hp->n_expert_used, MODEL_MAX_EXPERTS_USED);
+    /* (llama.cpp: Mixtral's experts are feed_forward_length wide; qwen2moe's
+     * expert_feed_forward_length, else feed_forward_length / expert_used_count) */
+    hp->n_ff_exp = archs[ai].shexp ? key_u32(f, a, "expert_feed_forward_length",
+                                             mi->n_ff / hp->n_expert_used)
+                                   : mi->n_ff;
+    hp->n_ff_shexp = archs[ai].shexp ? key_u32(f, a, "expert_shared_feed_forward_length", mi->n_ff)
+                                     : 0;
+    if (!hp->n_ff_exp || (archs[ai].shexp && !hp->n_ff_shexp))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the experts of this %s model have no width (%s.expert_feed_forward_length "
+                       "and feed_forward_length): the file is damaged", a, a);
+    hp->expert_norm = archs[ai].expert_norm;
+    hp->expert_scale = 1.0f;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", a);
+    if (gguf_find(f, key)) {
+        gguf_get_f32(f, key, &hp->expert_scale);
+        if (!(hp->expert_scale > 0.0f))
+            return err_set(GLESLLM_ERR_FORMAT, "%s is %g; it must be above 0: the file is damaged",
+                           key, hp->expert_scale);
+    }
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    if (gguf_find(f, key)) {
+        glesllm_status st = gguf_get_bool(f, key, &hp->expert_norm);
+        if (st)
+            return err_prefix(st, "the file is damaged: ");
+    }
+    /* 1: softmax, 2: sigmoid (DeepSeek-V3's, which these architectures do not use) */
+    uint32_t gating = key_u32(f, a, "expert_gating_func", 1);
+    if (gating != 1)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "%s.expert_gating_func is %u; glesllm routes %s experts by softmax (1) only",
+                       a, gating, a);
     return GLESLLM_OK;
 }
 
@@ -120,6 +213,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     hp->qkv_bias = archs[a_i].qkv_bias;
     const char *a = mi->arch;
     if ((st = check_hp_types(f, a)) != GLESLLM_OK)
+        return st;
+    if ((st = read_experts(f, a_i, mi, hp)) != GLESLLM_OK)
         return st;
     hp->n_layer = mi->n_layers;
     hp->n_embd = mi->n_embd;
@@ -206,24 +301,6 @@ static glesllm_status check_support(const model_info *mi, const model_hparams *h
     return GLESLLM_OK;
 }
 
-/* A mixture-of-experts file read as a dense one would fail on a missing
- * ffn_gate; say what it is instead. */
-static glesllm_status refuse_experts(const gguf_file *f, const char *arch)
-{
-    char key[96];
-    snprintf(key, sizeof key, "%s.expert_count", arch);
-    int32_t n_expert = gguf_get_id_or_none(f, key); /* (an integer, or -1; sets no error) */
-    if (n_expert > 0)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "model: this is a mixture-of-experts model (%s is %d), which glesllm "
-                       "does not run yet", key, n_expert);
-    if (gguf_find_tensor(f, "blk.0.ffn_gate_inp.weight"))
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "model: this is a mixture-of-experts model (it has an expert router, "
-                       "blk.0.ffn_gate_inp.weight), which glesllm does not run yet");
-    return GLESLLM_OK;
-}
-
 /* Whether tensor t of the file is one the model reads. */
 static bool is_read(const model *m, const gguf_tensor *t)
 {
@@ -233,8 +310,12 @@ static bool is_read(const model *m, const gguf_tensor *t)
             return true;
     for (uint32_t i = 0; i < m->hp.n_layer; i++) {
         const model_layer *l = &m->layers[i];
-        const model_tensor *in[] = { &l->attn_norm, &l->wq, &l->wk,   &l->wv, &l->wo, &l->ffn_norm,
-                                     &l->gate,      &l->up, &l->down, &l->bq, &l->bk, &l->bv };
+        const model_tensor *in[] = { &l->attn_norm,  &l->wq,        &l->wk,        &l->wv,
+                                     &l->wo,         &l->ffn_norm,  &l->gate,      &l->up,
+                                     &l->down,       &l->bq,        &l->bk,        &l->bv,
+                                     &l->router,     &l->gate_exps, &l->up_exps,   &l->down_exps,
+                                     &l->gate_shexp, &l->up_shexp,  &l->down_shexp,
+                                     &l->shexp_gate };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -276,8 +357,6 @@ glesllm_status model_open(const gguf_file *f, model *m)
         st = read_hparams(f, &mi, &m->hp);
     if (st != GLESLLM_OK)
         return err_prefix(st, "model: ");
-    if ((st = refuse_experts(f, m->hp.arch_name)) != GLESLLM_OK)
-        return st;
     const model_hparams *hp = &m->hp;
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
@@ -311,32 +390,54 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
-    bool bias = hp->qkv_bias;
+    bool bias = hp->qkv_bias, moe = hp->n_expert > 0, shexp = hp->n_ff_shexp > 0;
+    uint64_t ne = hp->n_expert, fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
         struct {
             model_tensor *t;
             const char *name;
-            uint64_t rows, cols;
-            bool optional;
+            uint64_t n_mat, rows, cols;
+            bool present;
         } want[] = {
-            { &l->attn_norm, "attn_norm.weight", 1, hp->n_embd, false },
-            { &l->wq, "attn_q.weight", q_dim, hp->n_embd, false },
-            { &l->wk, "attn_k.weight", kv_dim, hp->n_embd, false },
-            { &l->wv, "attn_v.weight", kv_dim, hp->n_embd, false },
-            { &l->wo, "attn_output.weight", hp->n_embd, q_dim, false },
-            { &l->ffn_norm, "ffn_norm.weight", 1, hp->n_embd, false },
-            { &l->gate, "ffn_gate.weight", hp->n_ff, hp->n_embd, false },
-            { &l->up, "ffn_up.weight", hp->n_ff, hp->n_embd, false },
-            { &l->down, "ffn_down.weight", hp->n_embd, hp->n_ff, false },
-            { &l->bq, "attn_q.bias", 1, q_dim, !bias },
-            { &l->bk, "attn_k.bias", 1, kv_dim, !bias },
-            { &l->bv, "attn_v.bias", 1, kv_dim, !bias },
+            { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
+            { &l->wq, "attn_q.weight", 1, q_dim, hp->n_embd, true },
+            { &l->wk, "attn_k.weight", 1, kv_dim, hp->n_embd, true },
+            { &l->wv, "attn_v.weight", 1, kv_dim, hp->n_embd, true },
+            { &l->wo, "attn_output.weight", 1, hp->n_embd, q_dim, true },
+            { &l->ffn_norm, "ffn_norm.weight", 1, 1, hp->n_embd, true },
+            { &l->gate, "ffn_gate.weight", 1, hp->n_ff, hp->n_embd, !moe },
+            { &l->up, "ffn_up.weight", 1, hp->n_ff, hp->n_embd, !moe },
+            { &l->down, "ffn_down.weight", 1, hp->n_embd, hp->n_ff, !moe },
+            { &l->bq, "attn_q.bias", 1, 1, q_dim, bias },
+            { &l->bk, "attn_k.bias", 1, 1, kv_dim, bias },
+            { &l->bv, "attn_v.bias", 1, 1, kv_dim, bias },
+            { &l->router, "ffn_gate_inp.weight", 1, ne, hp->n_embd, moe },
+            { &l->gate_exps, "ffn_gate_exps.weight", ne, fe, hp->n_embd, moe },
+            { &l->up_exps, "ffn_up_exps.weight", ne, fe, hp->n_embd, moe },
+            { &l->down_exps, "ffn_down_exps.weight", ne, hp->n_embd, fe, moe },
+            { &l->gate_shexp, "ffn_gate_shexp.weight", 1, fs, hp->n_embd, shexp },
+            { &l->up_shexp, "ffn_up_shexp.weight", 1, fs, hp->n_embd, shexp },
+            { &l->down_shexp, "ffn_down_shexp.weight", 1, hp->n_embd, fs, shexp },
+            { &l->shexp_gate, "ffn_gate_inp_shexp.weight", 1, 1, hp->n_embd, shexp },
         };
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+            if (!want[k].present)
+                continue; /* (a tensor there all the same: check_all_read) */
             char name[96];
             snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
-            st = get_tensor(f, name, want[k].rows, want[k].cols, want[k].optional, want[k].t);
+            st = get_tensor_n(f, name, want[k].n_mat, want[k].rows, want[k].cols, false,
+                              want[k].t);
+            if (st == GLESLLM_ERR_FORMAT && moe && k >= 13 && k <= 15 &&
+                !gguf_find_tensor(f, name)) {
+                snprintf(name, sizeof name, "blk.%u.ffn_gate.0.weight", i);
+                if (gguf_find_tensor(f, name))
+                    st = err_set(GLESLLM_ERR_UNSUPPORTED,
+                                 "the file keeps each expert in its own tensor (%s), as GGUF "
+                                 "files converted before mid-2024 do; glesllm reads experts "
+                                 "stacked in ffn_gate_exps/ffn_up_exps/ffn_down_exps: convert "
+                                 "the model again with a current llama.cpp", name);
+            }
             if (st != GLESLLM_OK) {
                 model_close(m);
                 return err_prefix(st, "model: ");

@@ -3,8 +3,9 @@
  * type before anything is uploaded. Knows no GPU.
  *
  * Architectures: `llama` (Llama 2/3, Mistral, SmolLM, TinyLlama: RoPE on
- * adjacent pairs) and `qwen2` (Q/K/V biases, NeoX RoPE on pairs half a head
- * apart). */
+ * adjacent pairs; with experts, Mixtral), `qwen2` (Q/K/V biases, NeoX RoPE on
+ * pairs half a head apart) and `qwen2moe` (qwen2's attention, experts and a
+ * shared expert). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -13,7 +14,12 @@
 
 #include "gguf/gguf.h"
 
-typedef enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN2 } model_arch;
+typedef enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN2MOE } model_arch;
+
+/* The most experts a layer may have (llama.cpp's limit too), and the most a
+ * token may use. */
+#define MODEL_MAX_EXPERTS 256
+#define MODEL_MAX_EXPERTS_USED 16
 
 typedef struct model_hparams {
     model_arch arch;
@@ -26,6 +32,14 @@ typedef struct model_hparams {
                                 3.1/3.2): pair i's angle divided by factor i; NULL: none */
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
+    /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
+     * sum of the n_expert_used experts its router scores highest, each of
+     * n_ff_exp rows, weighted by their softmax probabilities (renormalised
+     * over the chosen ones where expert_norm, times expert_scale); qwen2moe
+     * adds a shared expert of n_ff_shexp rows gated by a sigmoid. */
+    uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    bool expert_norm;
+    float expert_scale;
     int32_t bos, eos;  /* token ids, -1 when the file has none */
 } model_hparams;
 
@@ -46,6 +60,12 @@ static inline uint64_t model_tensor_row_bytes(const model_tensor *t)
 typedef struct model_layer {
     model_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     model_tensor bq, bk, bv; /* qwen2: biases (rows 1), else data NULL */
+    /* experts (data NULL in a dense model, whose gate/up/down are then set):
+     * the router (n_expert rows); each expert tensor is n_expert matrices
+     * one after the other, so expert e's row r is row e * n_ff_exp + r
+     * (down: e * n_embd + r); the shared expert and its gate (one row) */
+    model_tensor router, gate_exps, up_exps, down_exps;
+    model_tensor gate_shexp, up_shexp, down_shexp, shexp_gate;
 } model_layer;
 
 typedef struct model {

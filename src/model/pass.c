@@ -317,6 +317,59 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
                                                       : GLESLLM_OK;
 }
 
+glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    bool step = p->kind == PASS_STEP;
+    uint32_t n = step ? 1 : p->n, k = hp->n_expert_used;
+    uint64_t emb = act_stride(hp->n_embd), x = step ? gm->x : gm->bx, xn = step ? gm->xn : gm->bxn;
+    gpu_queue *q = gm->q;
+    const gpu_buffer *act = &gm->act;
+    p->wrote_x = NULL; /* (the next norm from x alone: no partial sums of it) */
+    glesllm_status st = norm_record_rms(q, &gm->norm, act, hp->n_embd, hp->eps, (uint32_t)emb,
+                                        l->ffn_norm, x, xn, n);
+    /* the router's logits, and each token's experts and weights */
+    moe_matvec_args r = { .n_z = n, .x_div = 1, .x_stride = emb,
+                          .y_stride = act_stride(hp->n_expert) };
+    if (!st)
+        st = moe_record_matvec(q, l->router.k, &l->router.w, act, xn, act, gm->moe_logits, &r);
+    moe_route_args ra = { hp->n_expert, k, n, hp->expert_norm, hp->expert_scale, gm->moe_logits,
+                          act_stride(hp->n_expert), gm->moe_route };
+    if (!st)
+        st = moe_record_route(q, &gm->moe, act, &ra);
+    /* the experts: hidden = silu(gate xn) * (up xn) a (token, slot), then
+     * its down times the expert's weight */
+    moe_matvec_args g = { .n_z = n * k, .x_div = k, .x_stride = emb,
+                          .y_stride = act_stride(hp->n_ff_exp), .select = true,
+                          .expert_rows = 2ull * hp->n_ff_exp, .route_off = gm->moe_route };
+    if (!st)
+        st = moe_record_matvec(q, l->eglu.k, &l->eglu.w, act, xn, act, 2 * gm->moe_hid, &g);
+    moe_matvec_args d = { .n_z = n * k, .x_div = 1, .x_stride = act_stride(hp->n_ff_exp),
+                          .y_stride = emb, .select = true, .scale = true,
+                          .expert_rows = hp->n_embd, .route_off = gm->moe_route };
+    if (!st)
+        st = moe_record_matvec(q, l->edown.k, &l->edown.w, act, gm->moe_hid, act, gm->moe_out, &d);
+    /* the shared expert and its gate's logit */
+    bool shared = hp->n_ff_shexp > 0;
+    if (shared && !st) {
+        moe_matvec_args sg = { .n_z = n, .x_div = 1, .x_stride = emb,
+                               .y_stride = act_stride(hp->n_ff_shexp) };
+        moe_matvec_args sd = { .n_z = n, .x_div = 1, .x_stride = act_stride(hp->n_ff_shexp),
+                               .y_stride = emb };
+        moe_matvec_args gt = { .n_z = n, .x_div = 1, .x_stride = emb, .y_stride = 1 };
+        st = moe_record_matvec(q, l->sglu.k, &l->sglu.w, act, xn, act, 2 * gm->moe_shid, &sg);
+        if (!st)
+            st = moe_record_matvec(q, l->sdown.k, &l->sdown.w, act, gm->moe_shid, act,
+                                   gm->moe_shared, &sd);
+        if (!st)
+            st = moe_record_matvec(q, l->sgate.k, &l->sgate.w, act, xn, act, gm->moe_sgate, &gt);
+    }
+    moe_combine_args c = { hp->n_embd, k, n, x, emb, gm->moe_out, emb, shared, gm->moe_shared,
+                           gm->moe_sgate };
+    return st ? st : moe_record_combine(q, &gm->moe, act, &c);
+}
+
 /* ---- the output head ----------------------------------------------------------------- */
 
 static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,

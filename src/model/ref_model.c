@@ -15,6 +15,7 @@ struct ref_model {
     float *k, *v;  /* [layer][pos][kv_dim] */
     float *rope;   /* [pos][head_dim/2][cos, sin] */
     float *x, *xn, *q, *kn, *vn, *att, *gate, *up, *scores, *row;
+    float *moe, *eout; /* experts: their weighted sum, one expert's output */
 };
 
 void ref_model_destroy(ref_model *r)
@@ -22,7 +23,7 @@ void ref_model_destroy(ref_model *r)
     if (!r)
         return;
     float *bufs[] = { r->k, r->v, r->rope, r->x, r->xn, r->q, r->kn, r->vn, r->att,
-                      r->gate, r->up, r->scores, r->row };
+                      r->gate, r->up, r->scores, r->row, r->moe, r->eout };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(r);
@@ -37,7 +38,14 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
     r->m = m;
     r->n_ctx = n_ctx;
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, q_dim = (size_t)hp->n_head * hp->head_dim;
-    size_t widest = hp->n_vocab > hp->n_ff ? hp->n_vocab : hp->n_ff;
+    size_t ff = hp->n_ff;
+    if (hp->n_ff_exp > ff)
+        ff = hp->n_ff_exp;
+    if (hp->n_ff_shexp > ff)
+        ff = hp->n_ff_shexp;
+    if (hp->n_expert > ff)
+        ff = hp->n_expert;
+    size_t widest = hp->n_vocab > ff ? hp->n_vocab : ff;
     if (widest < hp->n_embd)
         widest = hp->n_embd;
     r->k = malloc(sizeof(float) * hp->n_layer * n_ctx * kv_dim);
@@ -49,12 +57,14 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
     r->kn = malloc(sizeof(float) * kv_dim);
     r->vn = malloc(sizeof(float) * kv_dim);
     r->att = malloc(sizeof(float) * q_dim);
-    r->gate = malloc(sizeof(float) * hp->n_ff);
-    r->up = malloc(sizeof(float) * hp->n_ff);
+    r->gate = malloc(sizeof(float) * ff);
+    r->up = malloc(sizeof(float) * ff);
+    r->moe = malloc(sizeof(float) * hp->n_embd);
+    r->eout = malloc(sizeof(float) * hp->n_embd);
     r->scores = malloc(sizeof(float) * n_ctx);
     r->row = malloc(sizeof(float) * (widest + 32));
     if (!r->k || !r->v || !r->rope || !r->x || !r->xn || !r->q || !r->kn || !r->vn || !r->att ||
-        !r->gate || !r->up || !r->scores || !r->row) {
+        !r->gate || !r->up || !r->scores || !r->row || !r->moe || !r->eout) {
         ref_model_destroy(r);
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
     }
@@ -70,13 +80,60 @@ static const float *get_row(ref_model *r, const model_tensor *t, uint64_t i)
     return r->row;
 }
 
+/* y = W[row0 .. row0 + rows) x (+ y when add) */
+static void matvec_rows(ref_model *r, const model_tensor *w, uint64_t row0, uint64_t rows,
+                        const float *x, float *y, int add)
+{
+    for (uint64_t i = 0; i < rows; i++) {
+        double s = ref_dot(get_row(r, w, row0 + i), x, (size_t)w->cols);
+        y[i] = add ? y[i] + (float)s : (float)s;
+    }
+}
+
 /* y = W x (+ y when add) */
 static void matvec(ref_model *r, const model_tensor *w, const float *x, float *y, int add)
 {
-    for (uint64_t i = 0; i < w->rows; i++) {
-        double s = ref_dot(get_row(r, w, i), x, (size_t)w->cols);
-        y[i] = add ? y[i] + (float)s : (float)s;
+    matvec_rows(r, w, 0, w->rows, x, y, add);
+}
+
+/* out = Wdown (silu(Wgate xn) * (Wup xn)) with matrix e of stacked experts
+ * (e 0 and single matrices: a dense FFN of n_ff rows) */
+static void ffn(ref_model *r, const model_tensor *gate, const model_tensor *up,
+                const model_tensor *down, uint32_t e, uint32_t n_ff, float *out, int add)
+{
+    uint32_t n_embd = r->m->hp.n_embd;
+    matvec_rows(r, gate, (uint64_t)e * n_ff, n_ff, r->xn, r->gate, 0);
+    matvec_rows(r, up, (uint64_t)e * n_ff, n_ff, r->xn, r->up, 0);
+    ref_silu_mul(r->gate, r->up, n_ff);
+    matvec_rows(r, down, (uint64_t)e * n_embd, n_embd, r->gate, out, add);
+}
+
+/* x += the experts' FFN of xn: the router's choice, weighted, plus the
+ * shared expert times its sigmoid gate */
+static void moe_ffn(ref_model *r, const model_layer *l)
+{
+    const model_hparams *hp = &r->m->hp;
+    uint32_t n_embd = hp->n_embd, ids[MODEL_MAX_EXPERTS_USED];
+    float w[MODEL_MAX_EXPERTS_USED], logits[MODEL_MAX_EXPERTS];
+    matvec(r, &l->router, r->xn, logits, 0);
+    ref_moe_route(logits, hp->n_expert, hp->n_expert_used, hp->expert_norm, hp->expert_scale, ids,
+                  w);
+    memset(r->moe, 0, sizeof(float) * n_embd);
+    for (uint32_t j = 0; j < hp->n_expert_used; j++) {
+        ffn(r, &l->gate_exps, &l->up_exps, &l->down_exps, ids[j], hp->n_ff_exp, r->eout, 0);
+        for (uint32_t i = 0; i < n_embd; i++)
+            r->moe[i] += w[j] * r->eout[i];
     }
+    if (l->shexp_gate.data) {
+        float g;
+        matvec(r, &l->shexp_gate, r->xn, &g, 0);
+        g = 1.0f / (1.0f + expf(-g));
+        ffn(r, &l->gate_shexp, &l->up_shexp, &l->down_shexp, 0, hp->n_ff_shexp, r->eout, 0);
+        for (uint32_t i = 0; i < n_embd; i++)
+            r->moe[i] += g * r->eout[i];
+    }
+    for (uint32_t i = 0; i < n_embd; i++)
+        r->x[i] += r->moe[i];
 }
 
 static void add_bias(ref_model *r, const model_tensor *b, float *y)
@@ -124,10 +181,10 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
         ref_attention(r->att, r->q, kc, vc, pos + 1, hp->n_head, hp->n_head_kv, hd, r->scores);
         matvec(r, &l->wo, r->att, r->x, 1);
         ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, n_embd, hp->eps);
-        matvec(r, &l->gate, r->xn, r->gate, 0);
-        matvec(r, &l->up, r->xn, r->up, 0);
-        ref_silu_mul(r->gate, r->up, hp->n_ff);
-        matvec(r, &l->down, r->gate, r->x, 1);
+        if (hp->n_expert)
+            moe_ffn(r, l);
+        else
+            ffn(r, &l->gate, &l->up, &l->down, 0, hp->n_ff, r->x, 1);
     }
     if (!logits)
         return GLESLLM_OK;

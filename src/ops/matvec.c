@@ -13,7 +13,6 @@
  * and the bytes of that row in shared memory (matvec.comp XO_V uvec4 a unit:
  * 5 in f16 pairs, 9 in f32 pairs under F16_DOT_F32); longer rows keep each
  * slot's own pairs */
-#define X_ONCE_UNITS 128u
 #define X_ONCE_BYTES(f32_pairs) (X_ONCE_UNITS * ((f32_pairs) ? 9u : 5u) * 16u)
 
 /* ---- how a kernel multiplies ------------------------------------------------ */
@@ -464,6 +463,10 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec: the split norm (norm_scale, norm_out) is for one token, "
                        "without the folded norm");
+    if (v.expert && (v.nt > 1 || v.norm || v.norm_scale || v.norm_out ||
+                     (v.epilogue != MATVEC_STORE && v.epilogue != MATVEC_GLU)))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec: an expert kernel is one token, y = W x or GLU, without the norm");
     if (v.norm_out && v.epilogue != MATVEC_ADD)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec: norm_out goes with the residual add (MATVEC_ADD)");
@@ -568,6 +571,8 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
              unroll ? "" : "\nNO_UNROLL 1");
     if (eff.xg)
         strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
+    if (v.expert)
+        strncat(defines, "\nEXPERT 1", sizeof defines - strlen(defines) - 1);
     if (part_padded(&eff, v.nt))
         strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
     if (xg_w_coherent(&eff, v.nt))
@@ -649,7 +654,8 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
     static const char *const epi_names[] = { "", " +y", " glu", " qkv" };
     snprintf(out->prog.name, sizeof out->prog.name, "matvec %s x%u%s%s", weight_type_label(type),
              v.nt > 1 ? v.nt : 1, v.epilogue < 4 ? epi_names[v.epilogue] : "",
-             v.norm ? " norm" : v.norm_scale ? " norm-scale" : v.norm_out ? " norm-out" : "");
+             v.norm ? " norm" : v.norm_scale ? " norm-scale" : v.norm_out ? " norm-out"
+             : v.expert ? " expert" : "");
     out->type = type;
     out->cfg = *cfg;
     out->var = v;

@@ -59,6 +59,10 @@ uint32_t matvec_shared_bytes(const matvec_config *c, uint32_t nt, bool xsh);
 #define MATVEC_MAX_NT 16
 #define MATVEC_MULTI_NT 9
 
+/* The most units (32 values) a row may have for x to be staged once a work
+ * group (matvec_config.x_once). */
+#define X_ONCE_UNITS 128u
+
 /* What a matvec does besides y = W x (glsl/matvec.comp says how). */
 typedef enum matvec_epilogue {
     MATVEC_STORE, /* y = W x */
@@ -81,6 +85,9 @@ typedef struct matvec_variant {
      * weight (norm_off) to xg_off and its partial sums of squares to sq_off,
      * matvec_norm_parts of them. */
     bool norm_scale, norm_out;
+    /* One token a work-group layer, for mixture-of-experts FFNs (ops/moe.h
+     * moe_record_matvec; matvec.comp EXPERT): STORE or GLU, no norm. */
+    bool expert;
 } matvec_variant;
 
 typedef struct matvec_kernel {

@@ -76,3 +76,37 @@ void ref_silu_mul(float *gate, const float *up, size_t n)
         gate[i] = g / (1.0f + expf(-g)) * up[i];
     }
 }
+
+void ref_moe_route(const float *logits, uint32_t n_expert, uint32_t k, bool norm, float scale,
+                   uint32_t *ids, float *weights)
+{
+    float p[256]; /* (MODEL_MAX_EXPERTS) */
+    uint32_t order[256];
+    float mx = logits[0];
+    for (uint32_t e = 1; e < n_expert; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    double sum = 0.0;
+    for (uint32_t e = 0; e < n_expert; e++) {
+        p[e] = expf(logits[e] - mx);
+        sum += p[e];
+        order[e] = e;
+    }
+    for (uint32_t e = 0; e < n_expert; e++)
+        p[e] = (float)(p[e] / sum);
+    /* slot j: swap in every later entry that is strictly larger */
+    for (uint32_t j = 0; j < k; j++)
+        for (uint32_t i = j + 1; i < n_expert; i++)
+            if (p[order[j]] < p[order[i]]) {
+                uint32_t t = order[j];
+                order[j] = order[i];
+                order[i] = t;
+            }
+    double wsum = 0.0;
+    for (uint32_t j = 0; j < k; j++) {
+        ids[j] = order[j];
+        weights[j] = p[order[j]];
+        wsum += weights[j];
+    }
+    for (uint32_t j = 0; j < k; j++)
+        weights[j] = (float)((norm ? weights[j] / wsum : weights[j]) * scale);
+}

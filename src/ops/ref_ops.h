@@ -28,4 +28,13 @@ void ref_attention(float *out, const float *q, const float *k, const float *v, u
 /* gate[i] = silu(gate[i]) * up[i] */
 void ref_silu_mul(float *gate, const float *up, size_t n);
 
+/* A token's experts from its router's n_expert logits: their softmax, the k
+ * largest probabilities in llama.cpp's order (below), renormalised to sum 1
+ * where `norm`, times `scale`: ids[j], weights[j] for j < k. The order, and
+ * so which of equal probabilities is chosen, is that of llama.cpp's argsort
+ * on the CPU: slot j takes the first largest of the entries j.. in an order
+ * where each slot's pick swapped places with the entry it displaced. */
+void ref_moe_route(const float *logits, uint32_t n_expert, uint32_t k, bool norm, float scale,
+                   uint32_t *ids, float *weights);
+
 #endif

@@ -24,6 +24,13 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
                                  uint64_t cols, const void *data, uint64_t max_part_bytes,
                                  gpu_weight *out)
 {
+    return gpu_weight_upload_groups(ctx, name, type, rows, cols, data, max_part_bytes, 0, out);
+}
+
+glesllm_status gpu_weight_upload_groups(gpu_context *ctx, const char *name, uint32_t type,
+                                        uint64_t rows, uint64_t cols, const void *data,
+                                        uint64_t max_part_bytes, uint64_t group, gpu_weight *out)
+{
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", name);
     out->type = type;
@@ -41,6 +48,15 @@ glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t ty
     uint64_t per_part = whole.bytes <= limit ? rows : quant_gpu_rows_within(type, cols, limit);
     if (per_part < rows && per_part > 1)
         per_part &= ~(uint64_t)1; /* parts keep pairs of rows together (GLU, RoPE) */
+    if (group > 1 && per_part < rows) { /* and groups (experts) whole */
+        if (per_part < group)
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "tensor %s: one expert (%llu rows of %llu %s values) exceeds the "
+                           "GPU's storage-block limit of %llu bytes",
+                           name, (unsigned long long)group, (unsigned long long)cols,
+                           ggml_type_name(type), (unsigned long long)limit);
+        per_part = per_part / group * group;
+    }
     if (!per_part)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "tensor %s: one row of %llu %s values exceeds the GPU's storage-block "

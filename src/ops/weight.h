@@ -42,6 +42,10 @@ static inline uint64_t act_stride(uint64_t n) { return (n + 31) / 32 * 32; }
 glesllm_status gpu_weight_upload(gpu_context *ctx, const char *name, uint32_t type, uint64_t rows,
                                  uint64_t cols, const void *data, uint64_t max_part_bytes,
                                  gpu_weight *out);
+/* The same, each part holding whole groups of `group` rows (experts). */
+glesllm_status gpu_weight_upload_groups(gpu_context *ctx, const char *name, uint32_t type,
+                                        uint64_t rows, uint64_t cols, const void *data,
+                                        uint64_t max_part_bytes, uint64_t group, gpu_weight *out);
 void gpu_weight_destroy(gpu_weight *w);
 
 /* For the weight kernels (ops/): the units (QGPU_UNIT values) of a row of

@@ -1,6 +1,7 @@
 /* The llama family's graph: Llama 2/3, Mistral, SmolLM, TinyLlama, and Qwen2
  * (the same graph with Q/K/V biases and NeoX RoPE, which the model's
- * description carries: model_hparams.rope_neox, the layers' bias tensors).
+ * description carries: model_hparams.rope_neox, the layers' bias tensors);
+ * with experts in place of the FFN, Mixtral and Qwen2-MoE.
  *
  * One function records a pass of any number of tokens (a decode step, a
  * small batch, a prefill chunk: model/pass.c records each op as its pass
@@ -32,6 +33,11 @@ static glesllm_status llama_layer(gpu_pass *p, const gpu_layer *l, uint64_t next
     /* x += Wo attn_out */
     if ((st = pass_residual(p, &l->wo, PASS_ATTN_OUT, l->ffn_norm)))
         return st;
+    /* mixture of experts: x += sum over the router's top k experts e of
+     * w_e Wdown_e(silu(Wgate_e xn) * (Wup_e xn)), xn = RMSNorm(x) * ffn_norm
+     * (+ the shared expert's FFN times sigmoid(its gate . xn)) */
+    if (p->gm->m->hp.n_expert)
+        return pass_moe(p, l);
     /* xn = RMSNorm(x) * ffn_norm */
     if ((st = pass_norm(p, l->ffn_norm)))
         return st;

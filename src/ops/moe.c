@@ -1,0 +1,140 @@
+/* Mixture of experts. See moe.h. */
+#include "ops/moe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+glesllm_status moe_build(gpu_context *ctx, moe_kernels *out)
+{
+    memset(out, 0, sizeof *out);
+    char defs[64];
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nROUTE 1", MOE_WG);
+    glesllm_status st = gpu_program_build(ctx, "moe.comp", defs, &out->route);
+    if (st)
+        return st;
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nCOMBINE 1", MOE_WG);
+    if ((st = gpu_program_build(ctx, "moe.comp", defs, &out->combine)))
+        moe_destroy(out);
+    return st;
+}
+
+void moe_destroy(moe_kernels *k)
+{
+    gpu_program_destroy(&k->route);
+    gpu_program_destroy(&k->combine);
+}
+
+glesllm_status moe_record_route(gpu_queue *q, const moe_kernels *k, const gpu_buffer *act,
+                                const moe_route_args *a)
+{
+    uint64_t end = a->route_off + 2ull * a->k * a->n_tok,
+             lend = a->logits_off + (uint64_t)(a->n_tok - 1) * a->logits_stride + a->n_expert;
+    if (!a->n_tok || !a->k || a->k > a->n_expert || a->n_expert > 256 || end * 4 > act->size ||
+        lend * 4 > act->size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "moe route: %u tokens of %u experts (top %u) outside the buffer or the "
+                       "kernel's 256 experts", a->n_tok, a->n_expert, a->k);
+    gpu_dispatch d = { 0 };
+    d.prog = &k->route;
+    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    d.params[0] = a->n_expert;
+    d.params[1] = a->k;
+    d.params[2] = (uint32_t)a->logits_off;
+    d.params[3] = (uint32_t)a->logits_stride;
+    d.params[4] = (uint32_t)a->route_off;
+    d.params[5] = a->norm;
+    d.params[6] = gpu_f2u(a->scale);
+    d.n_params = 7;
+    d.groups[0] = a->n_tok;
+    d.groups[1] = d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
+}
+
+/* matvec.comp EXPERT's params */
+enum { P_ROUTE = 21, P_XSTRIDE = 22, P_XDIV = 23, P_FLAGS = 25, P_PART0 = 26, P_PARTN = 27 };
+
+glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu_weight *w,
+                                 const gpu_buffer *x, uint64_t x_off, const gpu_buffer *y,
+                                 uint64_t y_off, const moe_matvec_args *a)
+{
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t rows = a->select ? a->expert_rows : w->rows;
+    uint64_t out_rows = e == MATVEC_GLU ? rows / 2 : rows;
+    uint64_t y_first = e == MATVEC_GLU ? y_off / 2 : y_off;
+    uint64_t y_end = y_first + (uint64_t)(a->n_z - 1) * a->y_stride + out_rows;
+    uint64_t x_end = x_off + (uint64_t)((a->n_z - 1) / (a->x_div ? a->x_div : 1)) * a->x_stride +
+                     act_stride(w->cols);
+    if (k->type != w->type || !k->var.expert || !a->n_z || !a->x_div || x_off % 4 ||
+        a->x_stride % 4 || x_end * 4 > x->size || y_end * 4 > y->size || y_end >= (1ull << 32) ||
+        (a->select && (!rows || w->rows % rows)) || (a->select && (a->route_off + 2ull * a->n_z) * 4 > x->size))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "expert matvec %s over %u layers: the kernel (%s) or the buffers do not "
+                       "fit", w->name, a->n_z, weight_type_label(k->type));
+    if (k->x_once && weight_units_per_row(w->type, w->cols) > X_ONCE_UNITS)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "matvec kernel staging x once given %s of %llu columns", w->name,
+                       (unsigned long long)w->cols);
+    uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr;
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        if (a->select && (p->row0 % rows || p->rows % rows))
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "expert matvec %s: part %u does not hold whole experts", w->name, i);
+        uint64_t n = a->select ? rows : p->rows;
+        gpu_dispatch d;
+        weight_part_dispatch(&d, &k->prog, w, p, x, y, GPU_WRITE);
+        d.params[0] = (uint32_t)n;
+        d.params[1] = (uint32_t)(a->select ? y_off : y_off + p->row0);
+        d.params[2] = (uint32_t)(x_off / 4);
+        d.params[6] = (uint32_t)a->y_stride;
+        matvec_epilogue_params(e, &d);
+        d.params[P_ROUTE] = (uint32_t)a->route_off;
+        d.params[P_XSTRIDE] = (uint32_t)(a->x_stride / 4);
+        d.params[P_XDIV] = a->x_div;
+        d.params[24] = 0;
+        d.params[P_FLAGS] = (a->select ? 1u : 0u) | (a->scale ? 2u : 0u);
+        d.params[P_PART0] = (uint32_t)p->row0;
+        d.params[P_PARTN] = (uint32_t)p->rows;
+        d.n_params = P_PARTN + 1;
+        weight_grid(&d, (n + rows_wg - 1) / rows_wg);
+        d.groups[2] = a->n_z;
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
+glesllm_status moe_record_combine(gpu_queue *q, const moe_kernels *k, const gpu_buffer *act,
+                                  const moe_combine_args *a)
+{
+    uint64_t xe = a->x_off + (uint64_t)(a->n_tok - 1) * a->x_stride + a->n_embd;
+    uint64_t oe = a->out_off + ((uint64_t)a->n_tok * a->k - 1) * a->out_stride + a->n_embd;
+    if (!a->n_tok || xe * 4 > act->size || oe * 4 > act->size ||
+        (a->shared && ((a->shared_off + (uint64_t)a->n_tok * a->out_stride) * 4 > act->size ||
+                       (a->gate_off + a->n_tok) * 4 > act->size)))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "moe combine: %u tokens of %u outside the activations", a->n_tok, a->n_embd);
+    gpu_dispatch d = { 0 };
+    d.prog = &k->combine;
+    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    uint32_t p[] = { a->n_embd,
+                     a->k,
+                     (uint32_t)a->x_off,
+                     (uint32_t)a->x_stride,
+                     (uint32_t)a->out_off,
+                     (uint32_t)a->out_stride,
+                     (uint32_t)a->shared_off,
+                     a->shared,
+                     (uint32_t)a->gate_off };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 9;
+    d.groups[0] = (a->n_embd + MOE_WG - 1) / MOE_WG;
+    d.groups[1] = a->n_tok;
+    d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
+}
