@@ -6,11 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "engine/perplexity.h"
 #include "model/demo_model.h"
 #include "model/gpu_model.h"
 #include "model/model.h"
 #include "model/ref_model.h"
+#include "ops/moe.h"
+#include "ops/ref_ops.h"
 #include "quant/quant.h"
 #include "quant/quantize_model.h"
 #include "reference_jsonl.h"
@@ -25,6 +28,7 @@ static uint32_t n_batch; /* prefill chunk of the models loaded (0: the default) 
 static int32_t n_small;  /* their small-batch limit (0: the default, -1: none) */
 static bool f16_tiles;   /* their prefill tiles: the default (f16 where the driver
                             has the types) instead of f32 */
+static uint64_t part_bytes; /* their weights in buffers of at most this (0: the limit) */
 
 void setUp(void) {}
 void tearDown(void) {}
@@ -43,6 +47,7 @@ static gpu_model_options options(uint32_t n_ctx)
      * the CPU reference at 1e-4 (the f16 default where the driver has the
      * types: test_prefill_f16_tiles) */
     opt.f32_tiles = !f16_tiles;
+    opt.max_part_bytes = part_bytes;
     return opt;
 }
 
@@ -687,12 +692,126 @@ static void test_unsupported_models_are_named(void)
     free(data);
 }
 
+/* ---- mixture of experts --------------------------------------------------- */
+
+/* A small mixture-of-experts model: Mixtral's layout (llama with experts,
+ * renormalised) or Qwen2-MoE's (not renormalised, a shared expert). */
+static demo_spec moe_spec(const char *arch, uint32_t type)
+{
+    demo_spec s = fixture_small_spec(arch, type);
+    s.n_embd = 128;
+    s.n_ff = 96;
+    s.n_expert = 6;
+    s.n_expert_used = 2;
+    if (strcmp(arch, "qwen2moe") == 0) {
+        s.n_ff_shexp = 160;
+        s.n_expert_used = 3;
+    }
+    return s;
+}
+
+/* The experts' FFN on the GPU against the CPU reference: decode steps,
+ * prefill (the several-token path and chunks) against them, in F32 and
+ * quantized formats, and with each stacked expert tensor split into
+ * buffers of whole experts. */
+static void test_experts_match_cpu(void)
+{
+    demo_spec s = moe_spec("llama", GGML_TYPE_F32);
+    check_against_reference(&s, 64, 20, 1);
+    demo_spec q = moe_spec("qwen2moe", GGML_TYPE_F32);
+    check_against_reference(&q, 64, 20, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(&s, 16, -1, pieces, 3);
+    check_prefill(&q, 16, 0, pieces, 3);
+    uint32_t types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        demo_spec t = moe_spec(i % 2 ? "qwen2moe" : "llama", types[i]);
+        t.n_embd = 256; /* (whole K-quant blocks) */
+        t.n_ff = 256;
+        if (types[i] == GGML_TYPE_Q4_K)
+            t.down_type = GGML_TYPE_Q6_K;
+        check_against_reference(&t, 32, 8, 1);
+    }
+    /* buffers of at most 3 experts' gate/up (96 x 2 rows of 512 bytes each):
+     * two parts of 3 experts, a token's experts in either or both */
+    part_bytes = 3 * 2 * 96 * 512;
+    check_against_reference(&s, 64, 12, 1);
+    check_prefill(&s, 16, -1, pieces, 3);
+    part_bytes = 0;
+}
+
+/* The route kernel against ref_moe_route on random router logits, among them
+ * rows whose largest probabilities tie exactly or nearly (the order of
+ * equal ones is llama.cpp's), with and without renormalising, over 1 to
+ * 256 experts. */
+static void test_route_kernel(void)
+{
+    moe_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, moe_build(ctx, &k), glesllm_last_error());
+    gpu_queue *q;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_create(ctx, &q));
+    static const uint32_t shapes[][2] = { { 1, 1 }, { 4, 2 }, { 8, 2 }, { 60, 4 }, { 64, 8 },
+                                          { 128, 8 }, { 256, 16 } };
+    enum { TOK = 9, STRIDE = 256 };
+    uint64_t seed = 11;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        uint32_t ne = shapes[si][0], kk = shapes[si][1];
+        for (int norm = 0; norm < 2; norm++) {
+            static float host[TOK * STRIDE + 2 * TOK * 16];
+            for (uint32_t t = 0; t < TOK; t++)
+                for (uint32_t e = 0; e < ne; e++) {
+                    float v = 3.0f * (float)((splitmix64(&seed) >> 40) / 16777216.0) - 1.5f;
+                    /* token 1: every logit equal; 2: pairs equal; 3: a
+                     * near-tie of the top two (1e-4 apart: more than the
+                     * GPU's exp may be off) */
+                    host[t * STRIDE + e] = t == 1 ? 0.25f : t == 2 ? (float)(e / 2) * 0.01f : v;
+                }
+            if (ne > 1) {
+                host[3 * STRIDE + 1] = host[3 * STRIDE] + 2.0001f;
+                host[3 * STRIDE] += 2.0f;
+            }
+            gpu_buffer act;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                                  gpu_buffer_create(ctx, sizeof host, host, GPU_BUFFER_DYNAMIC,
+                                                    "route test", &act));
+            moe_route_args a = { ne, kk, TOK, norm != 0, 1.5f, 0, STRIDE, TOK * STRIDE };
+            TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, moe_record_route(q, &k, &act, &a),
+                                          glesllm_last_error());
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(q));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(q, 0));
+            static float got[2 * TOK * 16];
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &act, TOK * STRIDE * 4, got,
+                                                              2 * TOK * kk * 4));
+            gpu_buffer_destroy(&act);
+            for (uint32_t t = 0; t < TOK; t++) {
+                uint32_t ids[16];
+                float w[16];
+                ref_moe_route(host + t * STRIDE, ne, kk, norm != 0, 1.5f, ids, w);
+                for (uint32_t j = 0; j < kk; j++) {
+                    char msg[128];
+                    snprintf(msg, sizeof msg, "%u experts top %u norm %d token %u slot %u", ne,
+                             kk, norm, t, j);
+                    TEST_ASSERT_EQUAL_UINT_MESSAGE(ids[j], (uint32_t)got[2 * (t * kk + j)], msg);
+                    /* exp and the sums in f32 on both sides: a few ulps */
+                    TEST_ASSERT_FLOAT_WITHIN_MESSAGE(1e-5f * 1.5f, w[j], got[2 * (t * kk + j) + 1],
+                                                     msg);
+                }
+            }
+        }
+    }
+    gpu_queue_destroy(q);
+    moe_destroy(&k);
+}
+
 /* ---- llama.cpp's outputs ---------------------------------------------------- */
 
 /* (arch-llama3: Llama 3.1's RoPE frequency factors, rope_freqs.weight) */
+/* (arch-mixtral: llama with experts, renormalised; arch-qwen2moe: experts
+ * not renormalised and a shared expert) */
 static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32", "tiny-bpe-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
-                                             "tiny-spm-q4_k_m", "arch-llama3" };
+                                             "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
+                                             "arch-qwen2moe" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -892,6 +1011,8 @@ int main(void)
         return 1;
     RUN_TEST(test_f32_llama_matches_cpu);
     RUN_TEST(test_f32_qwen2_matches_cpu);
+    RUN_TEST(test_experts_match_cpu);
+    RUN_TEST(test_route_kernel);
     RUN_TEST(test_quantized_formats_match_cpu);
     RUN_TEST(test_f16_products_match_cpu);
     RUN_TEST(test_norm_as_its_own_dispatch);

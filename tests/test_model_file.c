@@ -1,7 +1,8 @@
 /* The loader's checks of a model file as a whole, on the host: the demo
  * model's file rewritten with one thing wrong (a layer past block_count, a
  * block_count of billions, a three-dimensional token_embd, a tensor no
- * llama model has, the parts of a mixture-of-experts model) is refused with
+ * llama model has, a router without experts, experts of a shape or layout
+ * the metadata does not say) is refused with
  * a message naming it, before anything is allocated by its sizes; and a
  * corpus of such files (hyperparameters missing, zero, absurd, of another
  * type, not finite; vocabularies cut short; tensors missing, reshaped,
@@ -131,15 +132,18 @@ static void craft_file(const craft *c, const gguf_file *src, const char *path)
     free(retyped);
 }
 
-/* model_open's status on the demo file with craft c (written to a
- * temporary file and opened as glesllm_model_open opens it, without the
- * vocabulary); its message in err */
+/* the file the crafts rewrite: NULL, the demo model's */
+static const demo_spec *craft_spec;
+
+/* model_open's status on the demo file (craft_spec's) with craft c (written
+ * to a temporary file and opened as glesllm_model_open opens it, without
+ * the vocabulary); its message in err */
 static glesllm_status open_crafted(const craft *c, char *err, size_t n)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/glesllm-test-model-file-%ld.gguf",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
-    demo_spec s = demo_spec_default();
+    demo_spec s = craft_spec ? *craft_spec : demo_spec_default();
     uint8_t *data;
     size_t size;
     gguf_file *src, *f;
@@ -205,21 +209,66 @@ static void test_a_tensor_nobody_reads_is_refused(void)
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "tensor blk.1.attn_sinks.weight"), err);
 }
 
-/* a Mixtral file is named as such, not "the model has no tensor
- * blk.0.ffn_gate.weight" */
-static void test_mixture_of_experts_is_named(void)
+/* expert_count on a dense file: how many experts a token uses is missing
+ * (and then its router); a router without expert_count: the count is */
+static void test_experts_half_there_are_named(void)
 {
     char err[512];
     craft e = { "llama.expert_count", K_U32, 8 };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, open_crafted(&e, err, sizeof err));
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "mixture-of-experts"), err);
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "llama.expert_count is 8"), err);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, open_crafted(&e, err, sizeof err));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "no llama.expert_used_count"), err);
     craft router = { .tensor = "blk.0.attn_norm.weight", .top = T_COPY_AS,
                      .str = "blk.0.ffn_gate_inp.weight" };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, open_crafted(&router, err, sizeof err));
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "mixture-of-experts"), err);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, open_crafted(&router, err, sizeof err));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "no llama.expert_count"), err);
 }
 
+/* A Mixtral-layout file (4 experts, 2 a token) with one thing wrong. */
+static void test_expert_files(void)
+{
+    demo_spec s = demo_spec_default();
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 96;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    craft_spec = &s;
+    static const craft cases[] = {
+        { 0 },
+        { "llama.expert_used_count", K_U32, 5, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 5, for 4 experts" },
+        { "llama.expert_used_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 0" },
+        { "llama.expert_used_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_used_count" },
+        { "llama.expert_used_count", K_STR, .str = "2", .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count" },
+        { "llama.expert_count", K_U32, 300, .want = GLESLLM_ERR_FORMAT, .says = "expert_count is 300" },
+        { "llama.expert_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "ffn_gate_inp.weight" },
+        { "llama.expert_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_count" },
+        { "llama.expert_gating_func", K_U32, 2, .want = GLESLLM_ERR_UNSUPPORTED, .says = "expert_gating_func is 2" },
+        { "llama.expert_weights_scale", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
+        { "llama.expert_weights_scale", K_F32, -1, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
+        { "llama.expert_weights_scale", K_F32, 2.5 },
+        { "llama.expert_weights_norm", K_BOOL, 0 },
+        { "llama.expert_weights_norm", K_U32, 7, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_norm" },
+        { .tensor = "blk.1.ffn_up_exps.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.ffn_up_exps.weight" },
+        { .tensor = "blk.0.ffn_down_exps.weight", .top = T_SHAPE, .n_dims = 3, .ne = { 96, 64, 3 }, .want = GLESLLM_ERR_FORMAT, .says = "(columns, rows, experts)" },
+        { .tensor = "blk.0.ffn_gate_exps.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 64, 384 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.ffn_gate_exps.weight" },
+        { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.0.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "convert the model again" },
+        { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_gate.weight" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[512], msg[700];
+        glesllm_status st = open_crafted(&cases[i], err, sizeof err);
+        snprintf(msg, sizeof msg, "case %zu (%s%s): %s", i, cases[i].key ? cases[i].key : "",
+                 cases[i].tensor ? cases[i].tensor : "", err);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(cases[i].want, st, msg);
+        if (cases[i].says)
+            TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, cases[i].says), msg);
+    }
+    craft_spec = NULL;
+}
 
 /* ---- the crafted-file corpus ------------------------------------------------ */
 
@@ -270,7 +319,7 @@ static const craft corpus[] = {
     { L "rope.scaling.type", K_STR, .str = "linear" }, /* (without a factor: 1) */
     { L "rope.scaling.factor", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "rope.scaling.factor" },
     { L "rope.scaling.type", K_STR, .str = "sideways", .want = GLESLLM_ERR_UNSUPPORTED, .says = "sideways" },
-    { L "expert_count", K_U32, 8, .want = GLESLLM_ERR_UNSUPPORTED, .says = "mixture-of-experts" },
+    { L "expert_count", K_U32, 8, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count" },
     /* what the file is */
     { "general.architecture", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
     { "general.architecture", K_STR, .str = "", .want = GLESLLM_ERR_UNSUPPORTED, .says = "architecture ''" },
@@ -395,7 +444,8 @@ int main(void)
     RUN_TEST(test_a_huge_block_count_is_refused_before_allocating);
     RUN_TEST(test_a_three_dimensional_tensor_is_refused);
     RUN_TEST(test_a_tensor_nobody_reads_is_refused);
-    RUN_TEST(test_mixture_of_experts_is_named);
+    RUN_TEST(test_experts_half_there_are_named);
+    RUN_TEST(test_expert_files);
     RUN_TEST(test_crafted_corpus);
     return test_exit_code(UNITY_END());
 }

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "model/demo_model.h"
+#include "model/model.h"
 #include "quant/quant.h"
 #include "quant/quantize_model.h"
 #include "test_support.h"
@@ -90,6 +92,7 @@ static void test_other_quantizers_round_trip(void)
         { GGML_TYPE_F16, 0.0005 }, { GGML_TYPE_BF16, 0.004 }, { GGML_TYPE_Q4_1, 0.09 },
         { GGML_TYPE_Q5_0, 0.05 },  { GGML_TYPE_Q5_1, 0.045 }, { GGML_TYPE_Q8_0, 0.006 },
         { GGML_TYPE_Q4_0, 0.10 },  { GGML_TYPE_Q4_K, 0.09 },  { GGML_TYPE_Q6_K, 0.025 },
+        { GGML_TYPE_Q5_K, 0.045 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         double e = our_error(cases[i].type, x, N);
@@ -240,6 +243,63 @@ static void test_row_length_fallback(void)
     unlink(out);
 }
 
+/* Q4_K_M of a Mixtral-layout model (8 experts): the stacked experts are
+ * quantized whole (3-D, the same shape), the router is kept, and llama.cpp's
+ * rules for 8-expert models hold: attn_k and attn_v Q8_0, attn_output Q5_K,
+ * ffn_down_exps Q6_K in the layers use_more_bits picks by the layer of its
+ * name. The file opens as a model. */
+static void test_expert_mix(void)
+{
+    char in[512], out[512];
+    tmp_path(in, sizeof in, "moe.gguf");
+    tmp_path(out, sizeof out, "moe-q.gguf");
+    demo_spec s = demo_spec_default();
+    s.n_layer = 8;
+    s.n_embd = 256;
+    s.n_ff = 256;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    demo_model *d;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_create(&s, &d), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(demo_model_writer(d), in));
+    demo_model_destroy(d);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_model(in, out, QUANT_FTYPE_Q4_K_M, NULL),
+                                  glesllm_last_error());
+    gguf_file *f;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(out, &f));
+    for (unsigned i = 0; i < s.n_layer; i++) {
+        char name[64];
+        struct {
+            const char *t;
+            uint32_t want;
+        } w[] = { { "ffn_gate_inp.weight", GGML_TYPE_F32 },  { "attn_k.weight", GGML_TYPE_Q8_0 },
+                  { "attn_v.weight", GGML_TYPE_Q8_0 },       { "attn_output.weight", GGML_TYPE_Q5_K },
+                  { "attn_q.weight", GGML_TYPE_Q4_K },       { "ffn_gate_exps.weight", GGML_TYPE_Q4_K },
+                  { "ffn_up_exps.weight", GGML_TYPE_Q4_K },
+                  /* use_more_bits of 8 layers: 0, 3, 6, 7 */
+                  { "ffn_down_exps.weight",
+                    i == 0 || i == 3 || i == 6 || i == 7 ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K } };
+        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+            snprintf(name, sizeof name, "blk.%u.%s", i, w[k].t);
+            const gguf_tensor *t = gguf_find_tensor(f, name);
+            TEST_ASSERT_NOT_NULL_MESSAGE(t, name);
+            TEST_ASSERT_EQUAL_STRING_MESSAGE(ggml_type_name(w[k].want), ggml_type_name(t->type), name);
+            if (strstr(name, "_exps"))
+                TEST_ASSERT_EQUAL_UINT64_MESSAGE(8, t->ne[2], name);
+        }
+    }
+    model m;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &m), glesllm_last_error());
+    model_close(&m);
+    gguf_close(f);
+    unlink(in);
+    unlink(out);
+}
+
 /* the files whose names start with tmp_path(stem)'s, in its folder */
 static int count_leftovers(const char *stem)
 {
@@ -336,6 +396,7 @@ int main(void)
     RUN_TEST(test_other_quantizers_round_trip);
     RUN_TEST(test_mixes_match_llama_cpp_files);
     RUN_TEST(test_row_length_fallback);
+    RUN_TEST(test_expert_mix);
     RUN_TEST(test_interrupted_or_failed_run_leaves_nothing);
     RUN_TEST(test_input_truncated_while_read);
     return test_exit_code(UNITY_END());

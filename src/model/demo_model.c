@@ -93,13 +93,15 @@ static void *fill_rows(void *arg)
 
 /* rows x cols random values of spread `scale` around `center`, quantized on
  * every core. */
-static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *name, uint32_t type,
-                                  uint64_t rows, uint64_t cols, float center, float scale,
-                                  const void *reuse)
+static glesllm_status make_tensor_n(demo_model *d, uint64_t *seed, const char *name,
+                                    uint32_t type, uint64_t n_mat, uint64_t mat_rows,
+                                    uint64_t cols, float center, float scale, const void *reuse)
 {
-    uint64_t ne[2] = { cols, rows }, bytes;
-    uint32_t n_dims = rows == 1 ? 1 : 2;
-    glesllm_status st = ggml_tensor_bytes(type, n_dims, ne, &bytes);
+    uint64_t rows = n_mat * mat_rows;
+    uint64_t ne[3] = { cols, mat_rows, n_mat }, bytes;
+    uint32_t n_dims = n_mat > 1 ? 3 : rows == 1 ? 1 : 2;
+    uint64_t ne2[2] = { cols, rows };
+    glesllm_status st = ggml_tensor_bytes(type, 2, ne2, &bytes);
     if (st)
         return err_prefix(st, "demo tensor %s: ", name);
     if (reuse)
@@ -137,6 +139,13 @@ static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *nam
     if (st)
         return err_prefix(st, "demo tensor %s: ", name);
     return gguf_writer_add_tensor(d->w, name, type, n_dims, ne, buf);
+}
+
+static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *name, uint32_t type,
+                                  uint64_t rows, uint64_t cols, float center, float scale,
+                                  const void *reuse)
+{
+    return make_tensor_n(d, seed, name, type, 1, rows, cols, center, scale, reuse);
 }
 
 static glesllm_status make_vocab(demo_model *d, const demo_spec *s)
@@ -214,12 +223,20 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     U32("attention.head_count_kv", s->n_head_kv);
     U32("rope.dimension_count", s->n_embd / s->n_head);
     U32("vocab_size", s->n_vocab);
+    if (s->n_expert) {
+        U32("expert_count", s->n_expert);
+        U32("expert_used_count", s->n_expert_used);
+        if (s->n_ff_shexp) {
+            U32("expert_feed_forward_length", s->n_ff);
+            U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+        }
+    }
 #undef U32
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((st = gguf_writer_set_f32(w, key, 1e-5f)))
         return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
-    return gguf_writer_set_f32(w, key, strcmp(a, "qwen2") == 0 ? 1000000.0f : 10000.0f);
+    return gguf_writer_set_f32(w, key, strncmp(a, "qwen2", 5) == 0 ? 1000000.0f : 10000.0f);
 }
 
 /* attn_v's or ffn_down's type in layer i */
@@ -234,9 +251,10 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
     if (!s->n_layer || !s->n_embd || !s->n_ff || !s->n_head || !s->n_head_kv || s->n_vocab < 3 ||
-        s->n_embd % s->n_head || s->n_head % s->n_head_kv)
+        s->n_embd % s->n_head || s->n_head % s->n_head_kv ||
+        (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
-    bool qwen = strcmp(s->arch, "qwen2") == 0;
+    bool qwen = strncmp(s->arch, "qwen2", 5) == 0, moe = s->n_expert > 0;
     demo_model *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -257,7 +275,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st && !s->tied)
         st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
                          2.0f * se, NULL);
-    const void *(*made)[12] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
+    const void *(*made)[20] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
     if (!made && !st)
         st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
@@ -267,6 +285,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             uint32_t type;
             uint64_t rows, cols;
             float center, scale;
+            uint64_t n_mat;
         } t[] = {
             { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
             { "attn_q.weight", s->type, q_dim, s->n_embd, 0.0f, se },
@@ -280,19 +299,32 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             { "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.0f, 0.5f },
             { "attn_k.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
             { "attn_v.bias", GGML_TYPE_F32, 1, kv_dim, 0.0f, 0.5f },
+            /* experts (in place of ffn_gate/up/down) */
+            { "ffn_gate_inp.weight", GGML_TYPE_F32, s->n_expert, s->n_embd, 0.0f, 4.0f * se },
+            { "ffn_gate_exps.weight", s->type, s->n_ff, s->n_embd, 0.0f, se, s->n_expert },
+            { "ffn_up_exps.weight", s->type, s->n_ff, s->n_embd, 0.0f, se, s->n_expert },
+            { "ffn_down_exps.weight", dt, s->n_embd, s->n_ff, 0.0f, sf, s->n_expert },
+            { "ffn_gate_inp_shexp.weight", GGML_TYPE_F32, 1, s->n_embd, 0.0f, se },
+            { "ffn_gate_shexp.weight", s->type, s->n_ff_shexp, s->n_embd, 0.0f, se },
+            { "ffn_up_shexp.weight", s->type, s->n_ff_shexp, s->n_embd, 0.0f, se },
+            { "ffn_down_shexp.weight", dt, s->n_embd, s->n_ff_shexp, 0.0f,
+              1.0f / sqrtf((float)(s->n_ff_shexp ? s->n_ff_shexp : 1)) },
         };
-        uint32_t n = qwen ? 12 : 9;
+        uint32_t n = sizeof t / sizeof t[0];
         for (uint32_t k = 0; k < n && !st; k++) {
+            bool want = k < 6 || (k < 9 ? !moe : k < 12 ? qwen : k < 16 ? moe : s->n_ff_shexp > 0);
+            if (!want)
+                continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
             const void *reuse = NULL;
             for (uint32_t j = 0; s->same_layers && j < i && !reuse; j++)
-                if (made[j][k] && (k == 3   ? override_type(s, j, s->v_type) == vt
-                                   : k == 8 ? override_type(s, j, s->down_type) == dt
-                                            : true))
+                if (made[j][k] && (k == 3                 ? override_type(s, j, s->v_type) == vt
+                                   : k == 8 || k == 15 || k == 19 ? override_type(s, j, s->down_type) == dt
+                                                          : true))
                     reuse = made[j][k];
-            st = make_tensor(d, &seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
-                             t[k].scale, reuse);
+            st = make_tensor_n(d, &seed, name, t[k].type, t[k].n_mat ? t[k].n_mat : 1, t[k].rows,
+                               t[k].cols, t[k].center, t[k].scale, reuse);
             made[i][k] = reuse ? reuse : d->bufs[d->n_bufs - 1];
         }
     }

@@ -25,6 +25,10 @@ typedef struct demo_spec {
     bool more_bits_only;
     bool same_layers; /* layers share the bytes of an earlier layer's tensor of the
                          same type: fast to make (benchmarks) */
+    /* mixture of experts (n_expert 0: dense): n_expert experts of n_ff rows,
+     * n_expert_used a token; "qwen2moe" adds a shared expert of n_ff_shexp
+     * rows (its arch; "llama" with experts is Mixtral's layout) */
+    uint32_t n_expert, n_expert_used, n_ff_shexp;
     uint64_t seed;
 } demo_spec;
 

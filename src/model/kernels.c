@@ -158,9 +158,9 @@ glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si)
             st = multi_twin(gm, &g->qkv[i].l, si);
         if (!st)
             st = multi_twin(gm, &g->wo, si);
-        if (!st)
+        if (!st && g->glu.k) /* (experts: one-token kernels only) */
             st = multi_twin(gm, &g->glu, si);
-        if (!st)
+        if (!st && g->down.k)
             st = multi_twin(gm, &g->down, si);
     }
     gm->set_built[si] = st == GLESLLM_OK;

@@ -146,6 +146,11 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.expert_count is %u; a %s model has 1 to %d experts a layer: the file "
                        "is damaged", a, hp->n_expert, a, MODEL_MAX_EXPERTS);
+    snprintf(key, sizeof key, "%s.expert_used_count", a);
+    if (!gguf_find(f, key))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has %u experts a layer but no %s (how many a token uses): the "
+                       "file is damaged", hp->n_expert, key);
     if (!hp->n_expert_used || hp->n_expert_used > hp->n_expert)
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.expert_used_count is %u, for %u experts: it must be 1 to %u; the file "
@@ -301,6 +306,24 @@ static glesllm_status check_support(const model_info *mi, const model_hparams *h
     return GLESLLM_OK;
 }
 
+/* What the experts' tensors say against the metadata, before they are
+ * looked for one by one: a router without an expert count, and the layout
+ * of files converted before mid-2024 (one tensor an expert). */
+static glesllm_status check_expert_layout(const gguf_file *f, const model_hparams *hp)
+{
+    if (!hp->n_expert && gguf_find_tensor(f, "blk.0.ffn_gate_inp.weight"))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the file has an expert router (blk.0.ffn_gate_inp.weight) but no "
+                       "%s.expert_count: the file is damaged", hp->arch_name);
+    if (hp->n_expert && gguf_find_tensor(f, "blk.0.ffn_gate.0.weight"))
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "the file keeps each expert in its own tensor (blk.0.ffn_gate.0.weight), as "
+                       "GGUF files converted before mid-2024 do; glesllm reads experts stacked in "
+                       "ffn_gate_exps, ffn_up_exps and ffn_down_exps: convert the model again "
+                       "with a current llama.cpp");
+    return GLESLLM_OK;
+}
+
 /* Whether tensor t of the file is one the model reads. */
 static bool is_read(const model *m, const gguf_tensor *t)
 {
@@ -391,6 +414,10 @@ glesllm_status model_open(const gguf_file *f, model *m)
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
     bool bias = hp->qkv_bias, moe = hp->n_expert > 0, shexp = hp->n_ff_shexp > 0;
+    if ((st = check_expert_layout(f, hp)) != GLESLLM_OK) {
+        model_close(m);
+        return err_prefix(st, "model: ");
+    }
     uint64_t ne = hp->n_expert, fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
@@ -428,16 +455,6 @@ glesllm_status model_open(const gguf_file *f, model *m)
             snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
             st = get_tensor_n(f, name, want[k].n_mat, want[k].rows, want[k].cols, false,
                               want[k].t);
-            if (st == GLESLLM_ERR_FORMAT && moe && k >= 13 && k <= 15 &&
-                !gguf_find_tensor(f, name)) {
-                snprintf(name, sizeof name, "blk.%u.ffn_gate.0.weight", i);
-                if (gguf_find_tensor(f, name))
-                    st = err_set(GLESLLM_ERR_UNSUPPORTED,
-                                 "the file keeps each expert in its own tensor (%s), as GGUF "
-                                 "files converted before mid-2024 do; glesllm reads experts "
-                                 "stacked in ffn_gate_exps/ffn_up_exps/ffn_down_exps: convert "
-                                 "the model again with a current llama.cpp", name);
-            }
             if (st != GLESLLM_OK) {
                 model_close(m);
                 return err_prefix(st, "model: ");

@@ -212,18 +212,21 @@ static void k4_pack_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t out
     }
 }
 
-static void quant_q4_K(const float *x, block_q4_K *b)
+/* A Q4_K or Q5_K block's scales, mins and levels (0..nmax: 15 or 31): the
+ * two formats differ only in how the levels are stored. */
+static void k_affine_block(const float *x, int nmax, ggml_half *d_out, ggml_half *dmin_out,
+                           uint8_t scales[12], uint8_t q[QK_K])
 {
     float sc[8], mn[8], max_sc = 0, max_mn = 0;
     for (int s = 0; s < 8; s++) {
-        fit_affine(x + 32 * s, 32, 15, &sc[s], &mn[s]);
+        fit_affine(x + 32 * s, 32, nmax, &sc[s], &mn[s]);
         max_sc = fmaxf(max_sc, sc[s]);
         max_mn = fmaxf(max_mn, mn[s]);
     }
     float d = max_sc / 63.0f, dmin = max_mn / 63.0f;
-    b->d = f2h(d);
-    b->dmin = f2h(dmin);
-    float dh = quant_half_to_float(b->d), mh = quant_half_to_float(b->dmin);
+    *d_out = f2h(d);
+    *dmin_out = f2h(dmin);
+    float dh = quant_half_to_float(*d_out), mh = quant_half_to_float(*dmin_out);
     uint8_t ls[8], lm[8];
     for (int s = 0; s < 8; s++) {
         ls[s] = (uint8_t)(dh > 0 ? clampi((int)lroundf(sc[s] / dh), 0, 63) : 0);
@@ -240,8 +243,8 @@ static void quant_q4_K(const float *x, block_q4_K *b)
                 double err = 0;
                 for (int i = 0; i < 32; i++) {
                     float v = x[32 * s + i];
-                    int q = step > 0 ? clampi((int)lroundf((v + off) / step), 0, 15) : 0;
-                    double e = step * q - off - v;
+                    int qi = step > 0 ? clampi((int)lroundf((v + off) / step), 0, nmax) : 0;
+                    double e = step * qi - off - v;
                     err += e * e;
                 }
                 if (err < best) {
@@ -253,18 +256,38 @@ static void quant_q4_K(const float *x, block_q4_K *b)
         ls[s] = (uint8_t)bs;
         lm[s] = (uint8_t)bm;
     }
-    k4_pack_scales(ls, lm, b->scales);
-    uint8_t q[QK_K];
+    k4_pack_scales(ls, lm, scales);
     for (int s = 0; s < 8; s++) {
         float step = dh * ls[s], off = mh * lm[s];
         for (int i = 0; i < 32; i++)
             q[32 * s + i] =
-                (uint8_t)(step > 0 ? clampi((int)lroundf((x[32 * s + i] + off) / step), 0, 15) : 0);
+                (uint8_t)(step > 0 ? clampi((int)lroundf((x[32 * s + i] + off) / step), 0, nmax) : 0);
     }
+}
+
+static void quant_q4_K(const float *x, block_q4_K *b)
+{
+    uint8_t q[QK_K];
+    k_affine_block(x, 15, &b->d, &b->dmin, b->scales, q);
     /* chunk c of 32 bytes: values 64c.. in the low nibbles, 64c+32.. high */
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++)
             b->qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+}
+
+static void quant_q5_K(const float *x, block_q5_K *b)
+{
+    uint8_t q[QK_K];
+    k_affine_block(x, 31, &b->d, &b->dmin, b->scales, q);
+    /* Q4_K's nibbles of the low 4 bits; the fifth bit of value 64c + l in
+     * bit 2c of qh[l], of value 64c + 32 + l in bit 2c + 1 */
+    memset(b->qh, 0, sizeof b->qh);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            uint8_t lo = q[64 * c + l], hi = q[64 * c + 32 + l];
+            b->qs[32 * c + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            b->qh[l] |= (uint8_t)((lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+        }
 }
 
 static void quant_q6_K(const float *x, block_q6_K *b)
@@ -323,7 +346,7 @@ int quant_can_quantize(uint32_t type)
     switch (type) {
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
     case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
         return 1;
     }
     return 0;
@@ -367,6 +390,7 @@ glesllm_status quant_quantize(uint32_t type, const float *x, void *dst, size_t n
         case GGML_TYPE_Q5_1: quant_q5_1(x, (block_q5_1 *)p); break;
         case GGML_TYPE_Q8_0: quant_q8_0(x, (block_q8_0 *)p); break;
         case GGML_TYPE_Q4_K: quant_q4_K(x, (block_q4_K *)p); break;
+        case GGML_TYPE_Q5_K: quant_q5_K(x, (block_q5_K *)p); break;
         case GGML_TYPE_Q6_K: quant_q6_K(x, (block_q6_K *)p); break;
         }
     }

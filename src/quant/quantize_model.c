@@ -47,6 +47,18 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* {general.architecture}.suffix as a number, 0 where there is none */
+static uint32_t arch_key_u32(const gguf_file *f, const char *suffix)
+{
+    gguf_str a;
+    char key[160];
+    uint32_t v;
+    if (gguf_get_str(f, "general.architecture", &a) != GLESLLM_OK || a.len > 64)
+        return 0;
+    snprintf(key, sizeof key, "%.*s.%s", (int)a.len, a.data, suffix);
+    return gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK ? v : 0;
+}
+
 /* llama.cpp's choice of which layers of a Q4_K_M get more bits */
 static int use_more_bits(uint64_t i, uint64_t n)
 {
@@ -57,14 +69,18 @@ typedef struct policy {
     quant_ftype ftype;
     int tied;               /* no output.weight: token_embd is the output */
     uint64_t n_attn_v, i_attn_v, n_ffn_down, i_ffn_down;
+    uint32_t n_expert, n_layer; /* {arch}.expert_count (0: none), block_count */
 } policy;
 
 /* The type for tensor t, before the row-length fallback; t's own type when
  * it stays as it is. */
 static uint32_t choose_type(policy *p, const gguf_tensor *t)
 {
-    if (t->n_dims != 2 || !ends_with(t->name, "weight"))
+    /* (matrices and stacked experts; llama.cpp keeps the experts' router as
+     * it is) */
+    if (t->n_dims < 2 || !ends_with(t->name, "weight") || strstr(t->name, "ffn_gate_inp.weight"))
         return t->type;
+    bool eight = p->n_expert == 8; /* llama.cpp's rules for 8-expert models (Mixtral) */
     uint32_t base = ftypes[p->ftype].base;
     int is_output = strcmp(t->name, "output.weight") == 0 ||
                     (p->tied && strcmp(t->name, "token_embd.weight") == 0);
@@ -72,11 +88,26 @@ static uint32_t choose_type(policy *p, const gguf_tensor *t)
         return base == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K;
     if (strstr(t->name, "attn_v.weight")) {
         uint64_t i = p->i_attn_v++;
+        if (eight)
+            return GGML_TYPE_Q8_0;
         if (p->ftype == QUANT_FTYPE_Q4_K_M && use_more_bits(i, p->n_attn_v))
             return GGML_TYPE_Q6_K;
+    } else if (strstr(t->name, "attn_k.weight")) {
+        if (eight)
+            return GGML_TYPE_Q8_0;
+    } else if (strstr(t->name, "attn_output.weight")) {
+        if (eight && (p->ftype == QUANT_FTYPE_Q4_K_M || p->ftype == QUANT_FTYPE_Q4_K))
+            return GGML_TYPE_Q5_K;
     } else if (strstr(t->name, "ffn_down")) {
-        uint64_t i = p->i_ffn_down++;
-        if (p->ftype == QUANT_FTYPE_Q4_K_M && use_more_bits(i, p->n_ffn_down))
+        /* with experts, a layer's by its name over block_count (its experts'
+         * and shared expert's down alike); else the count of those before */
+        uint64_t i = p->i_ffn_down++, n = p->n_ffn_down;
+        unsigned layer;
+        if (p->n_expert > 1 && sscanf(t->name, "blk.%u.", &layer) == 1) {
+            i = layer;
+            n = p->n_layer;
+        }
+        if (p->ftype == QUANT_FTYPE_Q4_K_M && use_more_bits(i, n))
             return GGML_TYPE_Q6_K;
     }
     return base;
@@ -91,6 +122,8 @@ static uint32_t fit_type(uint32_t type, uint64_t cols)
         return GGML_TYPE_Q5_0;
     if (type == GGML_TYPE_Q6_K && cols % 32 == 0)
         return GGML_TYPE_Q8_0;
+    if (type == GGML_TYPE_Q5_K && cols % 32 == 0)
+        return GGML_TYPE_Q5_1;
     return GGML_TYPE_F16;
 }
 
@@ -208,7 +241,8 @@ static glesllm_status read_source(const model_ctx *m, const gguf_tensor *t, uint
 
 static glesllm_status convert_tensor(const model_ctx *m, const out_tensor *o)
 {
-    uint64_t one[1] = { o->src->ne[0] }, src_row = 0, dst_row = 0, rows = o->src->ne[1];
+    uint64_t one[1] = { o->src->ne[0] }, src_row = 0, dst_row = 0;
+    uint64_t rows = o->src->ne[1] * o->src->ne[2] * o->src->ne[3]; /* (stacked experts: all) */
     ggml_tensor_bytes(o->src->type, 1, one, &src_row);
     ggml_tensor_bytes(o->to, 1, one, &dst_row);
     uint64_t per = src_row < SLICE_BYTES ? SLICE_BYTES / src_row : 1;
@@ -323,7 +357,9 @@ glesllm_status quant_model(const char *in_path, const char *out_path, quant_ftyp
     if (st != GLESLLM_OK)
         return st;
     uint64_t n = gguf_tensor_count(in);
-    policy pol = { ftype, gguf_find_tensor(in, "output.weight") == NULL, 0, 0, 0, 0 };
+    policy pol = { ftype, gguf_find_tensor(in, "output.weight") == NULL, 0, 0, 0, 0, 0, 0 };
+    pol.n_expert = arch_key_u32(in, "expert_count");
+    pol.n_layer = arch_key_u32(in, "block_count");
     model_ctx m = { cb, 0, 0, cb && cb->threads ? cb->threads : 0, in_path, -1,
                     gguf_data_offset(in) };
     m.fd = open(in_path, O_RDONLY | O_CLOEXEC);
