@@ -8,6 +8,11 @@
  *                     49152 vocab, tied embeddings
  *            mistral  Mistral-7B: 4096 hidden, 14336 ff, 32 layers, 32/8 heads,
  *                     32000 vocab
+ *            mixtral  Mixtral-8x7B: Mistral-7B's with 8 experts of 14336 ff
+ *                     a layer, 2 a token
+ *            olmoe    OLMoE-1B-7B's FFN and sizes: 2048 hidden, 16 layers,
+ *                     16/16 heads, 50304 vocab, 64 experts of 1024 ff, 8 a
+ *                     token (llama attention: no Q/K norms)
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -25,7 +30,8 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe Q4_0|Q8_0|Q4_K_M OUT.gguf "
+                        "[N_LAYERS]\n");
         return 2;
     }
     demo_spec s = demo_spec_default();
@@ -40,8 +46,20 @@ int main(int argc, char **argv)
         s.n_layer = 32, s.n_embd = 4096, s.n_ff = 14336, s.n_head = 32, s.n_head_kv = 8;
         s.n_vocab = 32000, s.tied = false;
         s.n_ctx = 32768;
+    } else if (strcmp(argv[1], "mixtral") == 0) {
+        s.name = "Mixtral-8x7B shape, random weights";
+        s.n_layer = 32, s.n_embd = 4096, s.n_ff = 14336, s.n_head = 32, s.n_head_kv = 8;
+        s.n_vocab = 32000, s.tied = false;
+        s.n_expert = 8, s.n_expert_used = 2;
+        s.n_ctx = 32768;
+    } else if (strcmp(argv[1], "olmoe") == 0) {
+        s.name = "OLMoE-1B-7B shape (llama attention), random weights";
+        s.n_layer = 16, s.n_embd = 2048, s.n_ff = 1024, s.n_head = 16, s.n_head_kv = 16;
+        s.n_vocab = 50304, s.tied = false;
+        s.n_expert = 64, s.n_expert_used = 8;
     } else {
-        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral)\n", argv[1]);
+        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe)\n",
+                argv[1]);
         return 2;
     }
     if (argc == 5) {

@@ -294,6 +294,11 @@ typedef struct glesllm_context_info {
 } glesllm_context_info;
 GLESLLM_API glesllm_status glesllm_context_get_info(const glesllm_context *c,
                                                    glesllm_context_info *out);
+/* The weight bytes one decode step reads on the GPU: every layer's and the
+ * output head's, of a mixture of experts only the experts a token uses (its
+ * active parameters); 0 for NULL. Divided by a step's time: the weights'
+ * share of the memory bandwidth. */
+GLESLLM_API uint64_t glesllm_context_step_bytes(const glesllm_context *c);
 
 /* ---- sampling --------------------------------------------------------------- */
 

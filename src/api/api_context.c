@@ -172,6 +172,11 @@ glesllm_status glesllm_context_get_info(const glesllm_context *c, glesllm_contex
     return GLESLLM_OK;
 }
 
+uint64_t glesllm_context_step_bytes(const glesllm_context *c)
+{
+    return api_check_context(c) ? 0 : gpu_model_step_bytes(c->gm);
+}
+
 glesllm_status glesllm_set_sampling(glesllm_context *c, const glesllm_sampling *s)
 {
     glesllm_status st = api_check_context(c);

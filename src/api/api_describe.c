@@ -191,6 +191,8 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     fprintf(f, "layers:             %u\n", mi->n_layers);
     fprintf(f, "hidden size:        %u\n", mi->n_embd);
     fprintf(f, "feed-forward size:  %u\n", mi->n_ff);
+    if (mi->n_expert)
+        fprintf(f, "experts:            %u, %u a token\n", mi->n_expert, mi->n_expert_used);
     fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
     fprintf(f, "head dimension:     %u\n", mi->head_dim);
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);
@@ -238,6 +240,7 @@ static void print_json(FILE *f, const char *path, const gguf_file *gf, const mod
            "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"context_length\": %u",
            (unsigned long long)mi->n_params, mi->n_layers, mi->n_embd, mi->n_ff, mi->n_head,
            mi->n_head_kv, mi->head_dim, mi->n_ctx_train);
+    fprintf(f, ", \"experts\": %u, \"experts_used\": %u", mi->n_expert, mi->n_expert_used);
     fprintf(f, ", \"rope\": {\"type\": \"%s\", \"base\": %.9g, \"scaling\": ", mi->rope_type, mi->rope_base);
     json_cstr(f, mi->rope_scaling);
     fprintf(f, ", \"factor\": %.9g}, \"vocab_size\": %llu, \"tokenizer_model\": ", mi->rope_factor,

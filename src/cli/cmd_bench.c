@@ -355,6 +355,12 @@ int cmd_bench(int argc, char **argv)
             if (r.n) {
                 print_row(a.fmt, &d, ci.n_batch, &r, first);
                 first = false;
+                /* (decode reads the weights once a token: their bandwidth) */
+                uint64_t sb = glesllm_context_step_bytes(c);
+                if (ng && sb)
+                    fprintf(stderr, "glesllm: %s: a token reads %.1f MiB of weights (of %.1f MiB "
+                            "on the GPU): %.1f GB/s at %.2f tokens/s\n", r.test,
+                            sb / 1048576.0, ci.weight_bytes / 1048576.0, sb * r.avg / 1e9, r.avg);
             }
         }
         cli_release_signals();

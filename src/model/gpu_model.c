@@ -663,6 +663,22 @@ const model *gpu_model_model(const gpu_model *gm) { return gm->m; }
 gpu_queue *gpu_model_queue(gpu_model *gm) { return gm->q; }
 kv_placement gpu_model_kv(const gpu_model *gm) { return gm->kv; }
 uint64_t gpu_model_weight_bytes(const gpu_model *gm) { return gm->weight_bytes; }
+
+uint64_t gpu_model_step_bytes(const gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t n = gm->out.w.bytes; /* (the embeddings: one row) */
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        const gpu_layer *g = &gm->layers[i];
+        for (uint32_t j = 0; j < g->n_qkv; j++)
+            n += g->qkv[j].l.w.bytes;
+        n += g->wo.w.bytes + g->glu.w.bytes + g->down.w.bytes + g->router.w.bytes +
+             g->sglu.w.bytes + g->sdown.w.bytes + g->sgate.w.bytes;
+        if (hp->n_expert) /* a token's experts of the stacked ones */
+            n += (g->eglu.w.bytes + g->edown.w.bytes) / hp->n_expert * hp->n_expert_used;
+    }
+    return n;
+}
 uint32_t gpu_model_last_dispatches(const gpu_model *gm) { return gm->last_dispatches; }
 
 glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token)

@@ -81,6 +81,8 @@ uint32_t gpu_model_n_ctx(const gpu_model *gm);
 uint32_t gpu_model_n_vocab(const gpu_model *gm);
 kv_placement gpu_model_kv(const gpu_model *gm);
 uint64_t gpu_model_weight_bytes(const gpu_model *gm);
+/* glesllm_context_step_bytes: the weight bytes a decode step reads */
+uint64_t gpu_model_step_bytes(const gpu_model *gm);
 
 /* Puts token id `token` in slot `pos` of the token buffer. A step with
  * GPU_STEP_ARGMAX at pos - 1 writes that slot too: wait for it first. */

@@ -212,7 +212,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     if (a_i == sizeof archs / sizeof archs[0] || arch.len != strlen(mi->arch))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
-                       "Mistral, SmolLM, TinyLlama) and qwen2 models", mi->arch);
+                       "Mistral, Mixtral, SmolLM, TinyLlama), qwen2 and qwen2moe models",
+                       mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
     hp->qkv_bias = archs[a_i].qkv_bias;

@@ -79,6 +79,8 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     mi->n_layers = arch_u32(f, a, "block_count");
     mi->n_embd = arch_u32(f, a, "embedding_length");
     mi->n_ff = arch_u32(f, a, "feed_forward_length");
+    mi->n_expert = arch_u32(f, a, "expert_count");
+    mi->n_expert_used = arch_u32(f, a, "expert_used_count");
     mi->n_head = arch_u32(f, a, "attention.head_count");
     mi->n_head_kv = arch_u32(f, a, "attention.head_count_kv");
     if (!mi->n_head_kv)

@@ -14,6 +14,7 @@ typedef struct model_info {
     char name[256];         /* general.name */
     uint64_t n_params;      /* elements of all tensors */
     uint32_t n_layers, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
+    uint32_t n_expert, n_expert_used; /* {arch}.expert_count, _used_count; 0: dense */
     const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
