@@ -400,7 +400,8 @@ static void test_run_shared_model_greedy(void)
 }
 
 /* --draft: the same greedy ids with the llama.cpp Q4_0 file as draft of the
- * F32 one, and the stats line; a draft with another vocabulary is refused.
+ * F32 one (and for the mixture-of-experts files), and the stats line; a
+ * draft with another vocabulary is refused.
  * --prompt-cache: a second run reuses the prompt and prints the same ids. */
 static void test_run_draft_and_prompt_cache(void)
 {
@@ -473,6 +474,21 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, args));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "must share the model's vocabulary"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
+    /* mixture-of-experts targets: the same ids with a draft (each the
+     * other's: one vocabulary) */
+    const char *moe[2] = { "arch-mixtral", "arch-qwen2moe" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "run -m %s/models/%s.gguf --temp 0 -n 24 --print-ids "
+                 "-p 'Once upon a time'", dir, moe[i]);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+        snprintf(plain, sizeof plain, "%s", out);
+        snprintf(args, sizeof args, "run -m %s/models/%s.gguf --temp 0 -n 24 --print-ids "
+                 "-p 'Once upon a time' --draft %s/models/%s.gguf --draft-max 4", dir, moe[i],
+                 dir, moe[1 - i]);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+        TEST_ASSERT_EQUAL_STRING_MESSAGE(plain, out, moe[i]);
+        TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "drafted "), err);
+    }
 }
 
 static void test_bench_command(void)
