@@ -6,7 +6,8 @@
  * a message naming it, before anything is allocated by its sizes; and a
  * corpus of such files (hyperparameters missing, zero, absurd, of another
  * type, not finite; vocabularies cut short; tensors missing, reshaped,
- * retyped, unknown) through describe, open and tokenize as `glesllm info`
+ * retyped, unknown; and a Mixtral-layout file's expert keys and tensors)
+ * through describe, open and tokenize as `glesllm info`
  * and `run` take them: the verdict each should get, messages that name what
  * is wrong and print safely. */
 #include <math.h>
@@ -132,18 +133,15 @@ static void craft_file(const craft *c, const gguf_file *src, const char *path)
     free(retyped);
 }
 
-/* the file the crafts rewrite: NULL, the demo model's */
-static const demo_spec *craft_spec;
-
-/* model_open's status on the demo file (craft_spec's) with craft c (written
- * to a temporary file and opened as glesllm_model_open opens it, without
- * the vocabulary); its message in err */
+/* model_open's status on the demo file with craft c (written to a
+ * temporary file and opened as glesllm_model_open opens it, without the
+ * vocabulary); its message in err */
 static glesllm_status open_crafted(const craft *c, char *err, size_t n)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/glesllm-test-model-file-%ld.gguf",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
-    demo_spec s = craft_spec ? *craft_spec : demo_spec_default();
+    demo_spec s = demo_spec_default();
     uint8_t *data;
     size_t size;
     gguf_file *src, *f;
@@ -221,53 +219,6 @@ static void test_experts_half_there_are_named(void)
                      .str = "blk.0.ffn_gate_inp.weight" };
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_FORMAT, open_crafted(&router, err, sizeof err));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "no llama.expert_count"), err);
-}
-
-/* A Mixtral-layout file (4 experts, 2 a token) with one thing wrong. */
-static void test_expert_files(void)
-{
-    demo_spec s = demo_spec_default();
-    s.n_layer = 2;
-    s.n_embd = 64;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 96;
-    s.n_vocab = 300;
-    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
-    s.n_expert = 4;
-    s.n_expert_used = 2;
-    craft_spec = &s;
-    static const craft cases[] = {
-        { 0 },
-        { "llama.expert_used_count", K_U32, 5, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 5, for 4 experts" },
-        { "llama.expert_used_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 0" },
-        { "llama.expert_used_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_used_count" },
-        { "llama.expert_used_count", K_STR, .str = "2", .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count" },
-        { "llama.expert_count", K_U32, 300, .want = GLESLLM_ERR_FORMAT, .says = "expert_count is 300" },
-        { "llama.expert_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "ffn_gate_inp.weight" },
-        { "llama.expert_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_count" },
-        { "llama.expert_gating_func", K_U32, 2, .want = GLESLLM_ERR_UNSUPPORTED, .says = "expert_gating_func is 2" },
-        { "llama.expert_weights_scale", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
-        { "llama.expert_weights_scale", K_F32, -1, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
-        { "llama.expert_weights_scale", K_F32, 2.5 },
-        { "llama.expert_weights_norm", K_BOOL, 0 },
-        { "llama.expert_weights_norm", K_U32, 7, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_norm" },
-        { .tensor = "blk.1.ffn_up_exps.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.ffn_up_exps.weight" },
-        { .tensor = "blk.0.ffn_down_exps.weight", .top = T_SHAPE, .n_dims = 3, .ne = { 96, 64, 3 }, .want = GLESLLM_ERR_FORMAT, .says = "(columns, rows, experts)" },
-        { .tensor = "blk.0.ffn_gate_exps.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 64, 384 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.ffn_gate_exps.weight" },
-        { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.0.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "convert the model again" },
-        { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_gate.weight" },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char err[512], msg[700];
-        glesllm_status st = open_crafted(&cases[i], err, sizeof err);
-        snprintf(msg, sizeof msg, "case %zu (%s%s): %s", i, cases[i].key ? cases[i].key : "",
-                 cases[i].tensor ? cases[i].tensor : "", err);
-        TEST_ASSERT_EQUAL_INT_MESSAGE(cases[i].want, st, msg);
-        if (cases[i].says)
-            TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, cases[i].says), msg);
-    }
-    craft_spec = NULL;
 }
 
 /* ---- the crafted-file corpus ------------------------------------------------ */
@@ -351,6 +302,30 @@ static const craft corpus[] = {
     { .tensor = "blk.0.attn_norm.weight", .top = T_COPY_AS, .str = "blk.0.attn_sinks", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.attn_sinks" },
     { .tensor = "blk.0.attn_norm.weight", .top = T_COPY_AS, .str = "rope_freqs.weight", .want = GLESLLM_ERR_FORMAT, .says = "rope_freqs.weight" },
 };
+
+/* The same for a Mixtral-layout file (4 experts of 96 rows, 2 a token, 64
+ * hidden): the experts' keys and tensors. */
+static const craft expert_corpus[] = {
+    { 0 },
+    { L "expert_used_count", K_U32, 5, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 5, for 4 experts" },
+    { L "expert_used_count", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count is 0" },
+    { L "expert_used_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_used_count" },
+    { L "expert_used_count", K_STR, .str = "2", .want = GLESLLM_ERR_FORMAT, .says = "expert_used_count" },
+    { L "expert_count", K_U32, 300, .want = GLESLLM_ERR_FORMAT, .says = "expert_count is 300" },
+    { L "expert_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "ffn_gate_inp.weight" },
+    { L "expert_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no llama.expert_count" },
+    { L "expert_gating_func", K_U32, 2, .want = GLESLLM_ERR_UNSUPPORTED, .says = "expert_gating_func is 2" },
+    { L "expert_weights_scale", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
+    { L "expert_weights_scale", K_F32, -1, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_scale" },
+    { L "expert_weights_scale", K_F32, 2.5 },
+    { L "expert_weights_norm", K_BOOL, 0 },
+    { L "expert_weights_norm", K_U32, 7, .want = GLESLLM_ERR_FORMAT, .says = "expert_weights_norm" },
+    { .tensor = "blk.1.ffn_up_exps.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.ffn_up_exps.weight" },
+    { .tensor = "blk.0.ffn_down_exps.weight", .top = T_SHAPE, .n_dims = 3, .ne = { 96, 64, 3 }, .want = GLESLLM_ERR_FORMAT, .says = "(columns, rows, experts)" },
+    { .tensor = "blk.0.ffn_gate_exps.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 64, 384 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.ffn_gate_exps.weight" },
+    { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.0.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "convert the model again" },
+    { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_gate.weight" },
+};
 #undef L
 
 static void craft_name(const craft *c, char *buf, size_t n)
@@ -377,19 +352,21 @@ static void assert_printable(const char *s, const char *msg)
  * (describe, then open by path without a GPU, then tokenize): what it says
  * and does is the table's; nothing crashes (the suite runs under ASan in
  * CI); nothing it prints of the file reaches a terminal raw. */
-static void test_crafted_corpus(void)
+/* Each of n crafts of the model of spec s through describe, open and
+ * tokenize: the verdict it should get, messages that name it and print
+ * safely. */
+static void check_corpus(const demo_spec *s, const craft *cases, size_t n_cases)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/glesllm-test-crafted-%ld.gguf",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
-    demo_spec s = demo_spec_default();
     uint8_t *data;
     size_t size;
     gguf_file *src;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(s, &data, &size));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open_memory(data, size, &src));
-    for (size_t i = 0; i < sizeof corpus / sizeof corpus[0]; i++) {
-        const craft *c = &corpus[i];
+    for (size_t i = 0; i < n_cases; i++) {
+        const craft *c = &cases[i];
         char name[200], msg[900];
         craft_name(c, name, sizeof name);
         craft_file(c, src, path);
@@ -436,6 +413,27 @@ static void test_crafted_corpus(void)
     unlink(path);
 }
 
+static void test_crafted_corpus(void)
+{
+    demo_spec s = demo_spec_default();
+    check_corpus(&s, corpus, sizeof corpus / sizeof corpus[0]);
+}
+
+static void test_crafted_expert_files(void)
+{
+    demo_spec s = demo_spec_default();
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 96;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    check_corpus(&s, expert_corpus, sizeof expert_corpus / sizeof expert_corpus[0]);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -445,7 +443,8 @@ int main(void)
     RUN_TEST(test_a_three_dimensional_tensor_is_refused);
     RUN_TEST(test_a_tensor_nobody_reads_is_refused);
     RUN_TEST(test_experts_half_there_are_named);
-    RUN_TEST(test_expert_files);
+
     RUN_TEST(test_crafted_corpus);
+    RUN_TEST(test_crafted_expert_files);
     return test_exit_code(UNITY_END());
 }

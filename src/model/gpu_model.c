@@ -152,6 +152,19 @@ static glesllm_status upload_linear(gpu_model *gm, const model_tensor *t, const 
     return st ? st : gm_linear_kernels(gm, out, var, NULL);
 }
 
+/* gate and up (named so in errors) of layer li are one interleaved weight:
+ * they must be of one type */
+static glesllm_status check_glu_types(uint32_t li, const model_tensor *gate, const char *gname,
+                                      const model_tensor *up, const char *uname)
+{
+    if (gate->type == up->type)
+        return GLESLLM_OK;
+    return err_set(GLESLLM_ERR_UNSUPPORTED,
+                   "layer %u: %s (%s) and %s (%s) differ in type; glesllm runs them as one "
+                   "interleaved matrix and needs one type",
+                   li, gname, ggml_type_name(gate->type), uname, ggml_type_name(up->type));
+}
+
 /* A dense weight read by expert kernels: the router, the shared expert */
 static glesllm_status upload_beside(gpu_model *gm, const char *name, const fuse_part *parts,
                                     uint32_t n, matvec_epilogue e, const gpu_linear *twin,
@@ -162,7 +175,7 @@ static glesllm_status upload_beside(gpu_model *gm, const char *name, const fuse_
         st = gm_expert_kernel(gm, out, out->w.rows, e);
     for (uint32_t i = 0; i < n; i++)
         progress(pr, parts[i].t->rows * model_tensor_row_bytes(parts[i].t));
-    gm->weight_bytes += twin ? 0 : out->w.bytes;
+    gm->weight_bytes += out->w.bytes;
     return st;
 }
 
@@ -180,11 +193,8 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
     if ((st = upload_beside(gm, l->router.name, &r, 1, MATVEC_STORE, tw ? &tw->router : NULL,
                             &g->router, pr)))
         return st;
-    if (l->gate_exps.type != l->up_exps.type)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) differ in type; glesllm "
-                       "runs them as one interleaved matrix and needs one type",
-                       li, ggml_type_name(l->gate_exps.type), ggml_type_name(l->up_exps.type));
+    if ((st = check_glu_types(li, &l->gate_exps, "ffn_gate_exps", &l->up_exps, "ffn_up_exps")))
+        return st;
     fuse_part gu[2] = { { &l->gate_exps, false }, { &l->up_exps, false } };
     fuse_part dn = { &l->down_exps, false };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps", li);
@@ -195,16 +205,13 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
                              tw ? &tw->edown.w : NULL, &g->edown.w)) ||
         (st = gm_expert_kernel(gm, &g->edown, hp->n_embd, MATVEC_STORE)))
         return st;
-    progress(pr, (2 * l->gate_exps.rows + l->down_exps.rows) * model_tensor_row_bytes(&l->gate_exps));
-    if (!tw)
-        gm->weight_bytes += g->eglu.w.bytes + g->edown.w.bytes;
+    progress(pr, 2 * l->gate_exps.rows * model_tensor_row_bytes(&l->gate_exps) +
+                     l->down_exps.rows * model_tensor_row_bytes(&l->down_exps));
+    gm->weight_bytes += g->eglu.w.bytes + g->edown.w.bytes;
     if (!hp->n_ff_shexp)
         return GLESLLM_OK;
-    if (l->gate_shexp.type != l->up_shexp.type)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "layer %u: ffn_gate_shexp (%s) and ffn_up_shexp (%s) differ in type; "
-                       "glesllm needs one type",
-                       li, ggml_type_name(l->gate_shexp.type), ggml_type_name(l->up_shexp.type));
+    if ((st = check_glu_types(li, &l->gate_shexp, "ffn_gate_shexp", &l->up_shexp, "ffn_up_shexp")))
+        return st;
     fuse_part sgu[2] = { { &l->gate_shexp, false }, { &l->up_shexp, false } };
     fuse_part sdn = { &l->down_shexp, false }, sgt = { &l->shexp_gate, false };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up_shexp", li);
@@ -258,17 +265,13 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
-    if (hp->n_expert) {
-        for (uint32_t i = 0; i < g->n_qkv; i++)
-            gm->weight_bytes += g->qkv[i].l.w.bytes;
-        gm->weight_bytes += g->wo.w.bytes;
+    for (uint32_t i = 0; i < g->n_qkv; i++)
+        gm->weight_bytes += g->qkv[i].l.w.bytes;
+    gm->weight_bytes += g->wo.w.bytes;
+    if (hp->n_expert)
         return upload_experts(gm, li, pr);
-    }
-    if (l->gate.type != l->up.type)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "layer %u: ffn_gate (%s) and ffn_up (%s) differ in type; glesllm runs "
-                       "them as one interleaved matrix and needs one type",
-                       li, ggml_type_name(l->gate.type), ggml_type_name(l->up.type));
+    if ((st = check_glu_types(li, &l->gate, "ffn_gate", &l->up, "ffn_up")))
+        return st;
     fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
     if ((st = upload_fused(gm, name, gu, 2, true, tw ? &tw->glu.w : NULL, &g->glu.w)) ||
@@ -278,9 +281,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     if ((st = upload_linear(gm, &l->down, &add, tw ? &tw->down : NULL, &g->down)))
         return st;
     progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
-    for (uint32_t i = 0; i < g->n_qkv; i++)
-        gm->weight_bytes += g->qkv[i].l.w.bytes;
-    gm->weight_bytes += g->wo.w.bytes + g->glu.w.bytes + g->down.w.bytes;
+    gm->weight_bytes += g->glu.w.bytes + g->down.w.bytes;
     return GLESLLM_OK;
 }
 

@@ -138,8 +138,8 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
 {
     const char *a = archs[ai].name;
     char key[160];
-    hp->n_expert = key_u32(f, a, "expert_count", 0);
-    hp->n_expert_used = key_u32(f, a, "expert_used_count", 0);
+    hp->n_expert = mi->n_expert;
+    hp->n_expert_used = mi->n_expert_used;
     if (!hp->n_expert && !archs[ai].moe)
         return GLESLLM_OK;
     if (!hp->n_expert || hp->n_expert > MODEL_MAX_EXPERTS)

@@ -94,7 +94,6 @@ glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu
         d.params[P_ROUTE] = (uint32_t)a->route_off;
         d.params[P_XSTRIDE] = (uint32_t)(a->x_stride / 4);
         d.params[P_XDIV] = a->x_div;
-        d.params[24] = 0;
         d.params[P_FLAGS] = (a->select ? 1u : 0u) | (a->scale ? 2u : 0u);
         d.params[P_PART0] = (uint32_t)p->row0;
         d.params[P_PARTN] = (uint32_t)p->rows;
