@@ -35,6 +35,17 @@
 // With PAIRS (GLU, QKV) slot s < BM / 2 holds row 2 s of the tile and slot
 // s + BM / 2 row 2 s + 1, so a thread's slots i and i + TM / 2 are a pair of
 // rows.
+// EXPERT (mixture of experts, ops/moe.c): the weight is experts of param 0
+// rows stacked, and work-group layer z = gl_WorkGroupID.z takes expert
+// param 23 + z (its rows from row z param 0 of this part) over the tokens
+// grouped to it (moe.comp GROUP): its count at float param 16 + e of x's
+// buffer, its first entry in the list at param 16 + param 19 + e, the list
+// at param 17 (entries, each a (token, slot) row: y's row, and x's row
+// entry / param 21); F16_TILES: the tiles x_tiles.comp EXPERT made, the
+// expert's first at the tile slot at float param 16 + 2 param 19 + e. Param
+// 22 bit 1: the results times the entry's weight
+// (the route at param 18: entry i's weight at param 18 + 2 i + 1). Param 1
+// is 0 (rows count within the expert); param 4 unused.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
@@ -70,6 +81,9 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 
 #if defined(GLU) || defined(QKV)
 #define PAIRS 1
+#endif
+#if defined(EXPERT) && defined(QKV)
+#error "EXPERT writes y or GLU"
 #endif
 #ifdef F16_TILES
 // x_tiles.comp's tiles: NQ uvec4 a tile (BN tokens of one unit), tile (b, u)
@@ -151,6 +165,24 @@ shared TVEC xs[BN * RS];
 
 float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 
+#ifdef EXPERT
+// the tile's tokens: vec4 offset of each one's x, and its entry (y's row)
+shared uint s_xrow[BN], s_ent[BN];
+#endif
+
+// the tile slot of the tokens' tiles the work group reads (F16_TILES)
+uint x_tile;
+
+// vec4 offset of the x row of token tl of the work group's tile
+uint x_row(uint tl)
+{
+#ifdef EXPERT
+    return s_xrow[tl];
+#else
+    return PARAM_U(2) + (gl_WorkGroupID.y * BN + tl) * (W_UNITS * 8u);
+#endif
+}
+
 // the tile row held by row slot s
 uint slot_row(uint s)
 {
@@ -177,12 +209,12 @@ uint slot_tok(uint ty, int j)
 #define WPER ((16 * TM + WG_SIZE - 1) / WG_SIZE)
 #define XPER (((WG_SIZE / 16) * TN * 8 + WG_SIZE - 1) / WG_SIZE)
 
-// x vec4 k4 of token tok of the tile for unit u (zeros past the tokens)
-vec4 x_vec(uint tok, uint u, uint k4, uint n_tok)
+// x vec4 k4 of token tl of the tile for unit u (zeros past its nt tokens)
+vec4 x_vec(uint tl, uint u, uint k4, uint nt)
 {
     vec4 v = vec4(0.0);
-    if (tok < n_tok) {
-        v = xv[PARAM_U(2) + tok * (W_UNITS * 8u) + u * 8u + k4];
+    if (tl < nt) {
+        v = xv[x_row(tl) + u * 8u + k4];
 #ifdef W_IS_FLOAT
         v = w_x_in_row(u, k4, v);
 #endif
@@ -198,7 +230,7 @@ uvec4 xw[TN / 4];
 #else
 TVEC sx[XPER];
 #endif
-void load_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
+void load_unit(uint u, uint row0, uint rows, uint nt)
 {
     uint t = gl_LocalInvocationIndex;
     // load everything first, then store: the loads are in flight together
@@ -221,11 +253,11 @@ void load_unit(uint u, uint row0, uint rows, uint tok0, uint n_tok)
     // stored after the weights
 #define NQ (4u * BN)
     for (int m = 0; m < TN / 4; m++)
-        xw[m] = xt[(gl_WorkGroupID.y * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
+        xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
 #else
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE);
-        sx[m] = TSTORE(x_vec(tok0 + i / 8u, u, i % 8u, i < BN * 8u ? n_tok : 0u));
+        sx[m] = TSTORE(x_vec(i / 8u, u, i % 8u, i < BN * 8u ? nt : 0u));
     }
 #endif
 }
@@ -283,9 +315,28 @@ void store_part(int p)
 
 void main()
 {
-    uint rows = PARAM_U(0), n_tok = PARAM_U(4);
+    uint rows = PARAM_U(0);
     uint row0 = gl_WorkGroupID.x * BM, tok0 = gl_WorkGroupID.y * BN;
     uint t = gl_LocalInvocationIndex, tx = t % TX, ty = t / TX;
+#ifdef EXPERT
+    // this layer's expert, its tokens of this tile (nt), their rows
+    uint e = PARAM_U(23) + gl_WorkGroupID.z;
+    uint cnt = uint(x_at(PARAM_U(16) + e));
+    if (tok0 >= cnt)
+        return;  // the whole work group
+    uint nt = min(cnt - tok0, BN);
+    w_row_base = gl_WorkGroupID.z * rows;
+    x_tile = uint(x_at(PARAM_U(16) + 2u * PARAM_U(19) + e)) + gl_WorkGroupID.y;
+    if (t < nt) {
+        uint ent = uint(x_at(PARAM_U(17) + uint(x_at(PARAM_U(16) + PARAM_U(19) + e)) + tok0 + t));
+        s_ent[t] = ent;
+        s_xrow[t] = PARAM_U(2) + (ent / PARAM_U(21)) * (W_UNITS * 8u);
+    }
+    barrier();
+#else
+    uint nt = min(PARAM_U(4) - tok0, BN);
+    x_tile = gl_WorkGroupID.y;
+#endif
 #if defined(F16_TILES) && WG_SIZE % 64 == 0
     // a subgroup of 32 holds 8 row slots x 4 token slots (bits 0-2 and 5 of
     // t give the row slot, bits 3-4 and 6.. the token slot)
@@ -304,7 +355,7 @@ void main()
             acc[i][j] = 0.0;
 
     for (uint u = 0u; u < W_UNITS; u++) {
-        load_unit(u, row0, rows, tok0, n_tok);
+        load_unit(u, row0, rows, nt);
 #ifdef F16_TILES
         // a row's products with a pair of tokens over the unit in one
         // f16vec2 (an f16 sum of 32 products), then into the f32 sums
@@ -369,9 +420,16 @@ void main()
     }
 
     for (int j = 0; j < TN; j++) {
-        uint tok = tok0 + slot_tok(ty, j);
-        if (tok >= n_tok)
+        uint tl = slot_tok(ty, j);
+        if (tl >= nt)
             continue;
+#ifdef EXPERT
+        uint tok = s_ent[tl];
+        float sc = (PARAM_U(22) & 2u) != 0u ? x_at(PARAM_U(18) + 2u * tok + 1u) : 1.0;
+#else
+        uint tok = tok0 + tl;
+        const float sc = 1.0;
+#endif
 #ifdef PAIRS
         for (int i = 0; i < TM / 2; i++) {
             uint row = row0 + slot_row(tx + TX * uint(i));  // even; its pair is slot i + TM / 2
@@ -415,9 +473,9 @@ void main()
                 continue;
             uint o = PARAM_U(5) + tok * PARAM_U(6) + PARAM_U(1) + row;
             if (Y_ADD)
-                y[o] += acc[i][j];
+                y[o] += acc[i][j] * sc;
             else
-                y[o] = acc[i][j];
+                y[o] = acc[i][j] * sc;
         }
 #endif
     }

@@ -19,14 +19,28 @@
 // 5 floats an output row, 6 float offset of the shared expert's outputs
 // (param 5 floats a token), 7 shared expert on, 8 float offset of the
 // shared expert's gate logit of token 0 (one float a token).
+//
+// GROUP: a prefill chunk's entries (token, slot) grouped by expert, for the
+// expert matmuls (matmul.comp EXPERT), in one work group: the count of each
+// expert's entries, their exclusive prefix sum, and each entry's index in
+// its expert's run of the list (the order within a run is the atomics',
+// which moves no sum: each entry's row is computed on its own), and for
+// the f16 tiles (x_tiles.comp EXPERT) each expert's first tile of param 5
+// entries and each tile's expert. Params: 0 experts (at most MAX_E), 1
+// entries, 2 float offset of the route (entry i's expert at param 2 + 2 i),
+// 3 float offset of the counts (param 0 floats; then the first entries,
+// the first tiles, param 0 floats each, then the count of tiles), 4 float
+// offset of the list (param 1 floats: entry indices, as floats; then each
+// tile's expert), 5 entries a tile.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 0) restrict buffer A { float a[]; };
 
-#ifdef ROUTE
 #define MAX_E 256
+
+#ifdef ROUTE
 shared float p[MAX_E];
 shared uint ord[MAX_E];
 
@@ -88,5 +102,44 @@ void main()
         s += a[PARAM_U(6) + t * PARAM_U(5) + i] / (1.0 + exp(-g));
     }
     a[PARAM_U(2) + t * PARAM_U(3) + i] += s;
+}
+#endif
+
+#ifdef GROUP
+shared uint cnt[MAX_E], pos[MAX_E], tile0[MAX_E];
+
+void main()
+{
+    uint n = PARAM_U(0), ne = PARAM_U(1), t = gl_LocalInvocationIndex;
+    for (uint e = t; e < n; e += uint(WG_SIZE))
+        cnt[e] = 0u;
+    barrier();
+    for (uint i = t; i < ne; i += uint(WG_SIZE))
+        atomicAdd(cnt[min(uint(a[PARAM_U(2) + 2u * i]), n - 1u)], 1u);
+    barrier();
+    uint bn = PARAM_U(5);
+    if (t == 0u) {
+        uint s = 0u, ts = 0u;
+        for (uint e = 0u; e < n; e++) {
+            pos[e] = s;
+            s += cnt[e];
+            tile0[e] = ts;
+            ts += (cnt[e] + bn - 1u) / bn;
+        }
+        a[PARAM_U(3) + 3u * n] = float(ts);
+    }
+    barrier();
+    for (uint e = t; e < n; e += uint(WG_SIZE)) {
+        a[PARAM_U(3) + e] = float(cnt[e]);
+        a[PARAM_U(3) + n + e] = float(pos[e]);
+        a[PARAM_U(3) + 2u * n + e] = float(tile0[e]);
+        for (uint j = 0u; j < (cnt[e] + bn - 1u) / bn; j++)
+            a[PARAM_U(4) + ne + tile0[e] + j] = float(e);
+    }
+    barrier();
+    for (uint i = t; i < ne; i += uint(WG_SIZE)) {
+        uint e = min(uint(a[PARAM_U(2) + 2u * i]), n - 1u);
+        a[PARAM_U(4) + atomicAdd(pos[e], 1u)] = float(i);
+    }
 }
 #endif

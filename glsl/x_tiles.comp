@@ -11,11 +11,20 @@
 // 2 + p holds value k of tokens 2 p and 2 p + 1 as packHalf2x16 (matmul.comp
 // copies the tile as it is: a thread's pairs of a value are consecutive
 // words). Tokens past N are zeros.
+// EXPERT (ops/moe.c): the tiles of the entries grouped by expert
+// (moe.comp GROUP), tile b of expert e's run at its tile slot: param 5 float
+// offset of the counts (count of e at + e, its first entry at + param 7 +
+// e, its first tile at + 2 param 7 + e, the count of tiles at + 3 param 7),
+// param 6 of the list (then each tile's expert at + param 8), param 7
+// experts, param 8 entries, param 9 entries a token's x serves (x row of
+// entry i: i / param 9); param 4 unused. Entries past the expert's count
+// are zeros.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
+float x_at(uint i) { return xv[i >> 2][i & 3u]; }
 layout(std430, binding = 3) writeonly restrict buffer T { uint xt[]; };
 
 #define NQ (4u * uint(BN))
@@ -27,14 +36,30 @@ void main()
     uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * uint(WG_SIZE);
     uint tile = i / NQ, r = i % NQ, p = r / 8u, k4 = r % 8u;
     uint b = tile / U, u = tile % U;
+#ifdef EXPERT
+    uint g = PARAM_U(5), ne = PARAM_U(7);
+    if (b >= uint(x_at(g + 3u * ne)))
+        return;  // past the last tile
+    uint ex = uint(x_at(PARAM_U(6) + PARAM_U(8) + b));
+    uint t0 = (b - uint(x_at(g + 2u * ne + ex))) * uint(BN);  // the tile's first of the run
+    uint run = uint(x_at(g + ne + ex));
+    n_tok = uint(x_at(g + ex));
+#else
     if (b * uint(BN) >= n_tok)
         return;  // past the last tile
+    uint t0 = b * uint(BN);
+#endif
     vec4 v[2];
     for (int e = 0; e < 2; e++) {
-        uint tok = b * uint(BN) + 2u * p + uint(e);
+        uint tok = t0 + 2u * p + uint(e);
         v[e] = vec4(0.0);
         if (tok < n_tok) {
-            v[e] = xv[PARAM_U(2) + tok * U * 8u + u * 8u + k4];
+#ifdef EXPERT
+            uint row = uint(x_at(PARAM_U(6) + run + tok)) / PARAM_U(9);
+#else
+            uint row = tok;
+#endif
+            v[e] = xv[PARAM_U(2) + row * U * 8u + u * 8u + k4];
             uvec4 idx = u * 32u + k4 * 4u + uvec4(0u, 1u, 2u, 3u);
             v[e] = mix(vec4(0.0), v[e], lessThan(idx, uvec4(cols)));
         }

@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "ops/get_rows.h"
+#include "ops/moe.h"
 #include "quant/quant.h"
 #include "random_weights.h"
 #include "test_gpu.h"
@@ -153,6 +154,186 @@ static void test_matmul_f16_tiles(void)
     }
 }
 
+/* Prefill's experts (ops/moe.h): n_tok tokens' routes (k distinct experts
+ * each, random weights) grouped by expert on the GPU, then each expert's
+ * entries through the expert matmul, against the CPU: y[i] = W_e x[i / x_div]
+ * times the entry's weight (down: x a row an entry, scaled) or the GLU of
+ * the interleaved gate/up rows (gate/up: x a row a token). Experts given
+ * more tokens than a tile holds, none, or all of them; parts of whole
+ * experts. Tolerance: the tiling's (f32 sums; f16 tiles as
+ * test_matmul_f16_tiles says; GLU: the error of the gate's and up's sums
+ * through silu(a) b, at most |b| + |a| times theirs). */
+static void check_expert_matmul(uint32_t type, uint32_t n_exp, uint32_t k, uint64_t rows,
+                                uint64_t cols, uint32_t n_tok, const matmul_config *cfg,
+                                matvec_epilogue e, uint64_t part_bytes, uint64_t seed)
+{
+    test_rng rng = { seed };
+    size_t wbytes;
+    void *wdata = random_tensor(&rng, type, rows * n_exp, cols, &wbytes);
+    float *w = dequantized(type, wdata, rows * n_exp, cols);
+    uint32_t ne = n_tok * k, x_div = e == MATVEC_GLU ? k : 1, n_x = (ne + x_div - 1) / x_div;
+    uint64_t xs = act_stride(cols), out_rows = e == MATVEC_GLU ? rows / 2 : rows;
+    uint64_t ys = out_rows + 3;
+    uint64_t x_off = 4, route = x_off + n_x * xs, group = route + 2 * ne,
+             list = group + moe_group_floats(n_exp), y_off = list + moe_list_floats(n_exp, ne) + 1;
+    size_t n_act = (size_t)(y_off + ne * ys);
+    float *act = malloc(n_act * 4), *got = malloc(n_act * 4);
+    TEST_ASSERT_TRUE(act && got);
+    rng_fill(&rng, act, n_act, -1.0f, 1.0f);
+    for (uint32_t t = 0; t < n_x; t++)
+        for (uint64_t i = cols; i < xs; i++)
+            act[x_off + t * xs + i] = NAN; /* the padding may hold anything */
+    /* routes: token t's slot 0 is expert 1 (more tokens than a tile), the
+     * rest distinct random experts other than the last (none) */
+    uint32_t *count = calloc(n_exp, sizeof *count);
+    TEST_ASSERT_NOT_NULL(count);
+    for (uint32_t t = 0; t < n_tok; t++)
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t id;
+            bool dup;
+            do {
+                id = j == 0 ? 1 : (uint32_t)(rng_next(&rng) % (n_exp - 1));
+                dup = false;
+                for (uint32_t i = 0; i < j; i++)
+                    dup = dup || (uint32_t)act[route + 2 * (t * k + i)] == id;
+            } while (dup);
+            act[route + 2 * (t * k + j)] = (float)id;
+            act[route + 2 * (t * k + j) + 1] = rng_float(&rng, 0.1f, 1.0f);
+            count[id]++;
+        }
+    gpu_weight gw;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
+                                  gpu_weight_upload_groups(ctx, "experts", type, rows * n_exp, cols,
+                                                           wdata, part_bytes, rows, &gw),
+                                  glesllm_last_error());
+    gpu_buffer ba;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, n_act * 4, act, GPU_BUFFER_DYNAMIC,
+                                                        "act", &ba));
+    moe_kernels mk;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, moe_build(ctx, &mk), glesllm_last_error());
+    matmul_kernel kk;
+    matvec_variant var = { e };
+    var.expert = true;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, matmul_build(ctx, type, cfg, &var, &kk),
+                                  glesllm_last_error());
+    /* f16 tiles: the buffer of the entries' tiles (x_tiles.comp EXPERT) */
+    gpu_buffer bt = { 0 };
+    uint64_t xt_bytes = moe_xt_bytes(cfg, n_exp, ne, cols);
+    if (xt_bytes)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, (size_t)xt_bytes, NULL, 0,
+                                                            "x tiles", &bt));
+    uint32_t tile = matmul_tile_tokens(cfg);
+    moe_group_args ga = { n_exp, k, n_tok, tile, route, group, list };
+    moe_matmul_args ma = { .n_expert = n_exp, .n_tok = n_tok, .k = k, .x_div = x_div,
+                           .x_off = x_off, .y_off = y_off, .y_stride = ys, .expert_rows = rows,
+                           .route_off = route, .group_off = group, .list_off = list,
+                           .tile = tile, .scale = e != MATVEC_GLU, .xt = xt_bytes ? &bt : NULL };
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, moe_record_group(queue, &mk, &ba, &ga),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, moe_record_matmul(queue, &kk, &gw, &ba, &ma),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, n_act * 4));
+    /* the grouping: each expert's count, runs in expert order, each entry
+     * once in its expert's run; its tiles in expert order */
+    uint32_t first = 0, tiles = 0;
+    bool *seen = calloc(ne, 1);
+    TEST_ASSERT_NOT_NULL(seen);
+    for (uint32_t x = 0; x < n_exp; x++) {
+        TEST_ASSERT_EQUAL_UINT32(count[x], (uint32_t)got[group + x]);
+        TEST_ASSERT_EQUAL_UINT32(first, (uint32_t)got[group + n_exp + x]);
+        TEST_ASSERT_EQUAL_UINT32(tiles, (uint32_t)got[group + 2 * n_exp + x]);
+        for (uint32_t j = 0; j < (count[x] + tile - 1) / tile; j++)
+            TEST_ASSERT_EQUAL_UINT32(x, (uint32_t)got[list + ne + tiles++]);
+        for (uint32_t i = first; i < first + count[x]; i++) {
+            uint32_t ent = (uint32_t)got[list + i];
+            TEST_ASSERT_TRUE(ent < ne && !seen[ent]);
+            TEST_ASSERT_EQUAL_UINT32(x, (uint32_t)act[route + 2 * ent]);
+            seen[ent] = true;
+        }
+        first += count[x];
+    }
+    TEST_ASSERT_EQUAL_UINT32(tiles, (uint32_t)got[group + 3 * n_exp]);
+    double *ref = malloc(rows * sizeof *ref), *mag = malloc(rows * sizeof *mag);
+    float *xw = malloc(cols * 4);
+    TEST_ASSERT_TRUE(ref && mag && xw);
+    double tol = cfg->f16 ? 8e-3 : MATVEC_REL_TOL, worst = 0;
+    for (uint32_t i = 0; i < ne; i++) {
+        uint32_t ex = (uint32_t)act[route + 2 * i];
+        float sc = e == MATVEC_GLU ? 1.0f : act[route + 2 * i + 1];
+        memcpy(xw, act + x_off + (i / x_div) * xs, cols * 4);
+        reference_rows(w + (size_t)(ex * rows * cols), xw, rows, cols, ref, mag);
+        for (uint64_t r = 0; r < out_rows; r++) {
+            double v = got[y_off + i * ys + r], want, m;
+            if (e == MATVEC_GLU) {
+                double a = ref[2 * r], b = ref[2 * r + 1];
+                want = a / (1.0 + exp(-a)) * b;
+                m = mag[2 * r] * (fabs(b) + 1.0) + mag[2 * r + 1] * (fabs(a) + 1.0);
+            } else {
+                want = ref[r] * sc;
+                m = mag[r] * sc;
+            }
+            double err = fabs(v - want) / m;
+            if (!(err <= worst))
+                worst = err;
+        }
+        for (uint64_t r = out_rows; r < ys; r++) /* the gaps between rows are untouched */
+            TEST_ASSERT_TRUE(got[y_off + i * ys + r] == act[y_off + i * ys + r]);
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "expert matmul %s%s: %u experts of %llux%llu, %u tokens x %u, parts %u, wg %u tm %u "
+             "tn %u f16 %d dup %d split %u: error %.3g of sum|wx|",
+             ggml_type_name(type), e == MATVEC_GLU ? " GLU" : "", n_exp, (unsigned long long)rows,
+             (unsigned long long)cols, n_tok, k, gw.n_parts, cfg->wg, cfg->tm, cfg->tn, cfg->f16,
+             cfg->dup, matmul_split(cfg), worst);
+    TEST_ASSERT_TRUE_MESSAGE(worst < tol, msg);
+    free(ref);
+    free(mag);
+    free(xw);
+    free(seen);
+    free(count);
+    matmul_destroy(&kk);
+    moe_destroy(&mk);
+    if (xt_bytes)
+        gpu_buffer_destroy(&bt);
+    gpu_buffer_destroy(&ba);
+    gpu_weight_destroy(&gw);
+    free(act);
+    free(got);
+    free(w);
+    free(wdata);
+}
+
+static void test_expert_matmul_grouped(void)
+{
+    const matmul_config cfgs[] = { { 128, 8, 4, false },
+                                   { 64, 4, 4, false, true },
+                                   { 128, 8, 8, false, true, false, true },
+                                   { 128, 8, 8, false, true, false, true, 2 } };
+    const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K };
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        if (!tiles_fit(&cfgs[c]))
+            continue; /* the tiles do not fit (GLESLLM_LIMITS=min) */
+        for (size_t f = 0; f < sizeof types / sizeof types[0]; f++) {
+            uint64_t cols = ggml_block_size(types[f]) == 256 ? 256 : 96;
+            /* 70 tokens: expert 1 gets a tile and a bit; 6 experts, 2 a
+             * token (down); 8, 3 a token (gate/up) */
+            check_expert_matmul(types[f], 6, 2, 40, cols, 70, &cfgs[c], MATVEC_STORE, 0,
+                                7000 + 10 * c + f);
+            check_expert_matmul(types[f], 8, 3, 36, cols, 70, &cfgs[c], MATVEC_GLU, 0,
+                                7500 + 10 * c + f);
+        }
+    }
+    /* parts of two experts each, and one token (the engine's f32 tiling,
+     * which fits the limits) */
+    uint64_t two = 2 * 40 * 128 * 4;
+    matmul_config f32 = matmul_f32_config(ctx, &T);
+    check_expert_matmul(GGML_TYPE_F32, 6, 2, 40, 128, 70, &f32, MATVEC_STORE, two, 7900);
+    check_expert_matmul(GGML_TYPE_Q8_0, 4, 2, 40, 64, 1, &f32, MATVEC_GLU, 0, 7901);
+}
+
 /* matmul_config_for's rule by rows (ops/matmul.c says why, bench/RESULTS.md "Prefill tiles" has the measurements behind
  * it) and the shared memory of the tilings it picks; matmul_build refuses a
  * split it has no kernel for */
@@ -260,6 +441,7 @@ int main(void)
     RUN_TEST(test_matmul_tilings_and_half);
     RUN_TEST(test_matmul_f16_tiles);
     RUN_TEST(test_matmul_rows_rule);
+    RUN_TEST(test_expert_matmul_grouped);
     RUN_TEST(test_matvec_multi_token_every_format);
     RUN_TEST(test_get_rows_every_format);
     RUN_TEST(test_split_tensors);

@@ -172,7 +172,7 @@ static glesllm_status upload_beside(gpu_model *gm, const char *name, const fuse_
 {
     glesllm_status st = upload_fused(gm, name, parts, n, n == 2, twin ? &twin->w : NULL, &out->w);
     if (!st)
-        st = gm_expert_kernel(gm, out, out->w.rows, e);
+        st = gm_expert_kernel(gm, out, out->w.rows, e, false);
     for (uint32_t i = 0; i < n; i++)
         progress(pr, parts[i].t->rows * model_tensor_row_bytes(parts[i].t));
     gm->weight_bytes += out->w.bytes;
@@ -200,10 +200,10 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps", li);
     if ((st = upload_grouped(gm, name, gu, 2, true, 2ull * hp->n_ff_exp, tw ? &tw->eglu.w : NULL,
                              &g->eglu.w)) ||
-        (st = gm_expert_kernel(gm, &g->eglu, 2ull * hp->n_ff_exp, MATVEC_GLU)) ||
+        (st = gm_expert_kernel(gm, &g->eglu, 2ull * hp->n_ff_exp, MATVEC_GLU, true)) ||
         (st = upload_grouped(gm, l->down_exps.name, &dn, 1, false, hp->n_embd,
                              tw ? &tw->edown.w : NULL, &g->edown.w)) ||
-        (st = gm_expert_kernel(gm, &g->edown, hp->n_embd, MATVEC_STORE)))
+        (st = gm_expert_kernel(gm, &g->edown, hp->n_embd, MATVEC_STORE, true)))
         return st;
     progress(pr, 2 * l->gate_exps.rows * model_tensor_row_bytes(&l->gate_exps) +
                      l->down_exps.rows * model_tensor_row_bytes(&l->down_exps));
@@ -216,8 +216,10 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
     fuse_part sdn = { &l->down_shexp, false }, sgt = { &l->shexp_gate, false };
     snprintf(name, sizeof name, "blk.%u.ffn_gate_up_shexp", li);
     if ((st = upload_beside(gm, name, sgu, 2, MATVEC_GLU, tw ? &tw->sglu : NULL, &g->sglu, pr)) ||
+        (st = gm_plain_matmul(gm, &g->sglu, MATVEC_GLU)) ||
         (st = upload_beside(gm, l->down_shexp.name, &sdn, 1, MATVEC_STORE,
-                            tw ? &tw->sdown : NULL, &g->sdown, pr)))
+                            tw ? &tw->sdown : NULL, &g->sdown, pr)) ||
+        (st = gm_plain_matmul(gm, &g->sdown, MATVEC_STORE)))
         return st;
     return upload_beside(gm, l->shexp_gate.name, &sgt, 1, MATVEC_STORE, tw ? &tw->sgate : NULL,
                          &g->sgate, pr);
@@ -356,11 +358,15 @@ static glesllm_status create_act(gpu_model *gm)
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     uint64_t per_tok = 2 * act_stride(hp->n_embd) + 2 * act_stride(q_dim) + act_stride(hp->n_ff);
     /* experts: a token's router logits, route, shared gate, and for each of
-     * its slots (and the shared expert) a hidden row and an output row */
+     * its slots (and the shared expert) a hidden row and an output row, and
+     * its slots' places in the grouping (with the experts' counts) */
     uint32_t ke = hp->n_expert_used;
-    if (hp->n_expert)
-        per_tok += act_stride(hp->n_expert) + 2 * ke + 1 + ke * act_stride(hp->n_ff_exp) +
+    if (hp->n_expert) {
+        per_tok += act_stride(hp->n_expert) + 4 * ke + 1 + ke * act_stride(hp->n_ff_exp) +
                    (ke + 1ull) * act_stride(hp->n_embd) + act_stride(hp->n_ff_shexp);
+        gm->moe_group = at;
+        at += align64(moe_group_floats(hp->n_expert)) + align64(hp->n_expert);
+    }
     uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
@@ -392,6 +398,8 @@ static glesllm_status create_act(gpu_model *gm)
         at += align64(nb * act_stride(hp->n_embd));
         gm->moe_shid = at;
         at += align64(nb * act_stride(hp->n_ff_shexp));
+        gm->moe_list = at;
+        at += align64(moe_list_floats(hp->n_expert, nb * ke));
     }
     if (at * 4 > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,

@@ -87,6 +87,7 @@ struct gpu_model {
      * and outputs (a row a (token, slot), then the shared expert's a token),
      * the shared expert's hidden rows */
     uint64_t moe_logits, moe_route, moe_sgate, moe_hid, moe_out, moe_shared, moe_shid;
+    uint64_t moe_group, moe_list; /* prefill: the entries grouped by expert (ops/moe.h) */
     bool prefetch_down; /* the down matrix into L2 beside gate/up (prefetch_choose) */
     /* prefills of at most n_small tokens: several-token matvecs (multi_nt
      * tokens a dispatch, in sets), the norm folded in, logits of every
@@ -137,7 +138,10 @@ glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_vari
 uint32_t gm_multi_tokens(uint32_t n_small);
 /* l's one-token expert kernel (matvec_variant.expert) for rows `rows` a
  * dispatch (an expert's, or the whole weight's) */
-glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e);
+glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e,
+                                bool stacked);
+/* the matmul of a dense weight beside the experts (the shared expert's) */
+glesllm_status gm_plain_matmul(gpu_model *gm, gpu_linear *l, matvec_epilogue e);
 void gm_multi_sets(gpu_model *gm);
 uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
 glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);

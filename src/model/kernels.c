@@ -51,7 +51,7 @@ static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_vari
     return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
            k->cfg.split == c->split && k->var.epilogue == v->epilogue &&
            k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
-           k->var.head_dim == v->head_dim && k->var.bias == v->bias;
+           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.expert == v->expert;
 }
 
 static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
@@ -103,11 +103,20 @@ glesllm_status gm_linear_kernels(gpu_model *gm, gpu_linear *l, const matvec_vari
     return st;
 }
 
-glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e)
+glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, matvec_epilogue e,
+                                bool stacked)
 {
     matvec_variant v = { e };
     v.expert = true;
-    return get_matvec(gm, l->w.type, rows, l->w.cols, &v, &l->k);
+    glesllm_status st = get_matvec(gm, l->w.type, rows, l->w.cols, &v, &l->k);
+    /* prefill: the stacked experts' matmul over the tokens grouped by expert */
+    return st || !stacked ? st : get_matmul(gm, l->w.type, rows, &v, &l->mk);
+}
+
+glesllm_status gm_plain_matmul(gpu_model *gm, gpu_linear *l, matvec_epilogue e)
+{
+    matvec_variant v = { e };
+    return get_matmul(gm, l->w.type, l->w.rows, &v, &l->mk);
 }
 
 uint32_t gm_multi_tokens(uint32_t n_small)

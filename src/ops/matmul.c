@@ -10,6 +10,8 @@
 /* x_tiles.comp's work group (one invocation a uvec4 of the tiles) */
 #define XT_WG 128u
 
+uint32_t matmul_tile_tokens(const matmul_config *c) { return c->wg / 16 * c->tn; }
+
 uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
 {
     if (!c->f16)
@@ -110,7 +112,8 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
         return err_set(GLESLLM_ERR_UNSUPPORTED, "no GPU matmul for tensor type %s",
                        ggml_type_name(type) ? ggml_type_name(type) : "(unknown)");
     const gpu_limits *L = gpu_context_limits(ctx);
-    if (v.norm || !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
+    if (v.norm || (v.expert && v.epilogue != MATVEC_GLU && v.epilogue != MATVEC_STORE) ||
+        !cfg->wg || cfg->wg % 16 || cfg->wg > L->max_invocations ||
         (cfg->tm != 4 && cfg->tm != 8) || (cfg->tn != 4 && cfg->tn != 8) || cfg->split > 2 ||
         (cfg->split == 2 && !cfg->f16) || matmul_shared_bytes(cfg) > L->max_shared_bytes)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
@@ -125,29 +128,32 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
     char tdef[32], epi[128], defines[384];
     weight_type_define(type, tdef, sizeof tdef);
     matvec_epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s", tdef,
+    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s%s", tdef,
              cfg->wg, cfg->tm, cfg->tn, matmul_split(cfg),
              f16_f32     ? "\nF16_TILES_F32 1"
              : cfg->f16  ? "\nF16_TILES 1"
              : cfg->half ? "\nHALF_TILES 1"
                          : "",
-             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi);
+             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi, v.expert ? "\nEXPERT 1" : "");
     /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
      * copied as they are by every row block, instead of each row block
      * loading x as f32 and converting it: half the bytes, no conversions,
-     * the same sums (bench/RESULTS.md "Prefill tiles"). */
+     * the same sums (bench/RESULTS.md "Prefill tiles"). An expert's tiles
+     * gather its tokens, grouped by the route (ops/moe.c). */
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st == GLESLLM_OK && cfg->f16) {
         char pdef[48];
-        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u", cfg->wg / 16 * cfg->tn, XT_WG);
+        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u%s", cfg->wg / 16 * cfg->tn, XT_WG,
+                 v.expert ? "\nEXPERT 1" : "");
         st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
         if (st != GLESLLM_OK)
             gpu_program_destroy(&out->prog);
     }
     if (st != GLESLLM_OK)
         return st;
-    snprintf(out->prog.name, sizeof out->prog.name, "matmul %s", weight_type_label(type));
-    if (cfg->f16)
+    snprintf(out->prog.name, sizeof out->prog.name, "matmul %s%s", weight_type_label(type),
+             v.expert ? " expert" : "");
+    if (out->prep.id)
         snprintf(out->prep.name, sizeof out->prep.name, "x tiles");
     out->type = type;
     out->cfg = *cfg;
@@ -162,12 +168,29 @@ void matmul_destroy(matmul_kernel *k)
     memset(k, 0, sizeof *k);
 }
 
+glesllm_status matmul_record_tiles(gpu_queue *q, const matmul_kernel *k, const gpu_buffer *x,
+                                   const gpu_buffer *xt, const uint32_t *params, uint32_t n_params,
+                                   uint64_t n_tiles, uint64_t units)
+{
+    gpu_dispatch d;
+    memset(&d, 0, sizeof d);
+    d.prog = &k->prep;
+    d.bindings[0] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
+    d.bindings[1] = (gpu_binding){ 3, xt, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    memcpy(d.params, params, n_params * sizeof *params);
+    d.n_params = n_params;
+    weight_grid(&d, (n_tiles * units * 4 * matmul_tile_tokens(&k->cfg) + XT_WG - 1) / XT_WG);
+    return gpu_queue_dispatch(q, &d);
+}
+
 glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
                              const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a)
 {
-    if (k->type != w->type)
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matmul kernel for %s given tensor %s (%s)",
-                       ggml_type_name(k->type), w->name, ggml_type_name(w->type));
+    if (k->type != w->type || k->var.expert)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "matmul kernel for %s%s given tensor %s (%s)",
+                       ggml_type_name(k->type), k->var.expert ? " experts" : "", w->name,
+                       ggml_type_name(w->type));
     matvec_epilogue e = k->var.epilogue;
     uint64_t xs = act_stride(w->cols), n = a->n_tok;
     uint64_t y_row = e == MATVEC_GLU ? (a->row_base + w->rows) / 2 : e == MATVEC_QKV ? 0 : w->rows;
@@ -191,19 +214,9 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
                            "for the tokens' tiles (matmul_args.xt)",
                            w->name, (unsigned long long)n, (unsigned long long)need);
         if (!a->xt_made) {
-            gpu_dispatch d;
-            memset(&d, 0, sizeof d);
-            d.prog = &k->prep;
-            d.bindings[0] = (gpu_binding){ 1, x, 0, 0, GPU_READ };
-            d.bindings[1] = (gpu_binding){ 3, a->xt, 0, 0, GPU_WRITE };
-            d.n_bindings = 2;
-            d.params[0] = (uint32_t)units;
-            d.params[1] = (uint32_t)w->cols;
-            d.params[2] = (uint32_t)(a->x_off / 4);
-            d.params[4] = (uint32_t)n;
-            d.n_params = 5;
-            weight_grid(&d, (((n + bn - 1) / bn) * units * 4 * bn + XT_WG - 1) / XT_WG);
-            glesllm_status st = gpu_queue_dispatch(q, &d);
+            uint32_t p[] = { (uint32_t)units, (uint32_t)w->cols, (uint32_t)(a->x_off / 4), 0,
+                             (uint32_t)n };
+            glesllm_status st = matmul_record_tiles(q, k, x, a->xt, p, 5, (n + bn - 1) / bn, units);
             if (st != GLESLLM_OK)
                 return st;
         }

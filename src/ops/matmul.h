@@ -75,6 +75,15 @@ typedef struct matmul_args {
     bool xt_made;
 } matmul_args;
 
+/* The tokens a work group of a tiling takes (its token tiles' size) */
+uint32_t matmul_tile_tokens(const matmul_config *c);
+
+/* matmul_kernel.prep (x_tiles.comp) over n_tiles tiles of `units` units
+ * from x into xt, with its params (x_tiles.comp's). */
+glesllm_status matmul_record_tiles(gpu_queue *q, const matmul_kernel *k, const gpu_buffer *x,
+                                   const gpu_buffer *xt, const uint32_t *params, uint32_t n_params,
+                                   uint64_t n_tiles, uint64_t units);
+
 /* The bytes of the tokens' tiles a matmul with f16 tiles needs (matmul_args.xt)
  * for n_tok tokens of `cols` columns; 0 for the other tilings. */
 uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols);

@@ -6,6 +6,16 @@
 
 #include "common/error.h"
 
+/* a dispatch of one of moe.comp's kernels over the activation buffer */
+static gpu_dispatch act_dispatch(const gpu_program *prog, const gpu_buffer *act)
+{
+    gpu_dispatch d = { 0 };
+    d.prog = prog;
+    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    return d;
+}
+
 glesllm_status moe_build(gpu_context *ctx, moe_kernels *out)
 {
     memset(out, 0, sizeof *out);
@@ -15,7 +25,11 @@ glesllm_status moe_build(gpu_context *ctx, moe_kernels *out)
     if (st)
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nCOMBINE 1", MOE_WG);
-    if ((st = gpu_program_build(ctx, "moe.comp", defs, &out->combine)))
+    if (!(st = gpu_program_build(ctx, "moe.comp", defs, &out->combine))) {
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nGROUP 1", MOE_WG);
+        st = gpu_program_build(ctx, "moe.comp", defs, &out->group);
+    }
+    if (st)
         moe_destroy(out);
     return st;
 }
@@ -24,6 +38,7 @@ void moe_destroy(moe_kernels *k)
 {
     gpu_program_destroy(&k->route);
     gpu_program_destroy(&k->combine);
+    gpu_program_destroy(&k->group);
 }
 
 glesllm_status moe_record_route(gpu_queue *q, const moe_kernels *k, const gpu_buffer *act,
@@ -36,10 +51,7 @@ glesllm_status moe_record_route(gpu_queue *q, const moe_kernels *k, const gpu_bu
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "moe route: %u tokens of %u experts (top %u) outside the buffer or the "
                        "kernel's 256 experts", a->n_tok, a->n_expert, a->k);
-    gpu_dispatch d = { 0 };
-    d.prog = &k->route;
-    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 1;
+    gpu_dispatch d = act_dispatch(&k->route, act);
     d.params[0] = a->n_expert;
     d.params[1] = a->k;
     d.params[2] = (uint32_t)a->logits_off;
@@ -107,6 +119,122 @@ glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu
     return GLESLLM_OK;
 }
 
+uint64_t moe_group_floats(uint32_t n_expert) { return 3ull * n_expert + 1; }
+
+/* (each expert's last tile part full at most: at most entries + experts tiles) */
+uint64_t moe_list_floats(uint32_t n_expert, uint64_t entries) { return 2 * entries + n_expert; }
+
+static uint64_t max_tiles(uint32_t tile, uint32_t n_expert, uint64_t entries)
+{
+    uint64_t t = (entries + tile - 1) / tile + n_expert;
+    return t < entries ? t : entries;
+}
+
+uint64_t moe_xt_bytes(const matmul_config *c, uint32_t n_expert, uint64_t entries, uint64_t cols)
+{
+    uint32_t bn = matmul_tile_tokens(c);
+    return c->f16 ? max_tiles(bn, n_expert, entries) * bn * act_stride(cols) * 2 : 0;
+}
+
+glesllm_status moe_record_group(gpu_queue *q, const moe_kernels *k, const gpu_buffer *act,
+                                const moe_group_args *a)
+{
+    uint64_t ne = (uint64_t)a->n_tok * a->k;
+    if (!ne || !a->tile || a->n_expert > 256 || ne >= (1u << 24) ||
+        (a->route_off + 2 * ne) * 4 > act->size ||
+        (a->group_off + moe_group_floats(a->n_expert)) * 4 > act->size ||
+        (a->list_off + moe_list_floats(a->n_expert, ne)) * 4 > act->size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "moe group: %u tokens of %u experts (top %u) outside the buffer or the "
+                       "kernel's 256 experts", a->n_tok, a->n_expert, a->k);
+    gpu_dispatch d = act_dispatch(&k->group, act);
+    uint32_t p[] = { a->n_expert, (uint32_t)ne, (uint32_t)a->route_off, (uint32_t)a->group_off,
+                     (uint32_t)a->list_off, a->tile };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 6;
+    d.groups[0] = d.groups[1] = d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
+}
+
+/* matmul.comp EXPERT's params */
+enum { M_GROUP = 16, M_LIST = 17, M_ROUTE = 18, M_NEXP = 19, M_XDIV = 21, M_FLAGS = 22,
+       M_FIRST = 23 };
+
+glesllm_status moe_record_matmul(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
+                                 const gpu_buffer *act, const moe_matmul_args *a)
+{
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t rows = a->expert_rows, n = a->n_tok, ne = n * a->k;
+    uint64_t out_rows = e == MATVEC_GLU ? rows / 2 : rows;
+    uint64_t y_end = a->y_off + (ne - 1) * a->y_stride + out_rows;
+    uint64_t x_div = a->x_div ? a->x_div : 1;
+    uint64_t x_end = a->x_off + (ne + x_div - 1) / x_div * act_stride(w->cols);
+    uint32_t bm = 16 * k->cfg.tm, bn = matmul_tile_tokens(&k->cfg);
+    if (k->type != w->type || !k->var.expert || (e != MATVEC_GLU && e != MATVEC_STORE) || !ne ||
+        !a->x_div || !rows || w->rows % rows || w->rows / rows != a->n_expert ||
+        a->n_expert > 256 || a->x_off % 4 || x_end * 4 > act->size || y_end * 4 > act->size ||
+        y_end >= (1ull << 32) || (a->list_off + moe_list_floats(a->n_expert, ne)) * 4 > act->size ||
+        (a->route_off + 2 * ne) * 4 > act->size ||
+        (a->group_off + moe_group_floats(a->n_expert)) * 4 > act->size)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "expert matmul %s over %llu tokens: the kernel (%s) or the buffers do not "
+                       "fit", w->name, (unsigned long long)n, weight_type_label(k->type));
+    uint64_t xt_need = moe_xt_bytes(&k->cfg, a->n_expert, ne, w->cols);
+    if (a->tile != bn || (xt_need && (!a->xt || a->xt->size < xt_need)))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "expert matmul %s: tiles of %u entries grouped for a kernel of %u, or no "
+                       "buffer of %llu bytes for its token tiles", w->name, a->tile, bn,
+                       (unsigned long long)xt_need);
+    if (xt_need) { /* the tiles of each expert's entries (x_tiles.comp EXPERT) */
+        uint64_t units = weight_units_per_row(w->type, w->cols);
+        uint32_t p[] = { (uint32_t)units, (uint32_t)w->cols, (uint32_t)(a->x_off / 4), 0, 0,
+                         (uint32_t)a->group_off, (uint32_t)a->list_off, a->n_expert, (uint32_t)ne,
+                         a->x_div };
+        glesllm_status st = matmul_record_tiles(q, k, act, a->xt, p, 10,
+                                                max_tiles(bn, a->n_expert, ne), units);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        if (p->row0 % rows || p->rows % rows)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "expert matmul %s: part %u does not hold whole experts", w->name, i);
+        gpu_dispatch d;
+        weight_part_dispatch(&d, &k->prog, w, p, act, act, GPU_WRITE);
+        d.params[0] = (uint32_t)rows;
+        d.params[2] = (uint32_t)(a->x_off / 4);
+        d.params[5] = (uint32_t)a->y_off;
+        d.params[6] = (uint32_t)a->y_stride;
+        matvec_epilogue_params(e, &d);
+        d.params[M_GROUP] = (uint32_t)a->group_off;
+        d.params[M_LIST] = (uint32_t)a->list_off;
+        d.params[M_ROUTE] = (uint32_t)a->route_off;
+        d.params[M_NEXP] = a->n_expert;
+        d.params[M_XDIV] = a->x_div;
+        d.params[M_FLAGS] = a->scale ? 2u : 0u;
+        d.params[M_FIRST] = (uint32_t)(p->row0 / rows);
+        d.n_params = M_FIRST + 1;
+        /* read; the last part counts as writing them (matmul_record says why) */
+        if (xt_need)
+            d.bindings[d.n_bindings++] = (gpu_binding){
+                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
+            };
+        /* an expert gets at most one entry a token: n tokens' tiles a layer,
+         * the groups past its count return at once */
+        d.groups[0] = (uint32_t)((rows + bm - 1) / bm);
+        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
+        d.groups[2] = (uint32_t)(p->rows / rows);
+        if (d.groups[0] > 65535 || d.groups[1] > 65535 || d.groups[2] > 65535)
+            return err_set(GLESLLM_ERR_UNSUPPORTED, "expert matmul %s: %u x %u x %u work groups",
+                           w->name, d.groups[0], d.groups[1], d.groups[2]);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
 glesllm_status moe_record_combine(gpu_queue *q, const moe_kernels *k, const gpu_buffer *act,
                                   const moe_combine_args *a)
 {
@@ -117,10 +245,7 @@ glesllm_status moe_record_combine(gpu_queue *q, const moe_kernels *k, const gpu_
                        (a->gate_off + a->n_tok) * 4 > act->size)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "moe combine: %u tokens of %u outside the activations", a->n_tok, a->n_embd);
-    gpu_dispatch d = { 0 };
-    d.prog = &k->combine;
-    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, GPU_READ_WRITE };
-    d.n_bindings = 1;
+    gpu_dispatch d = act_dispatch(&k->combine, act);
     uint32_t p[] = { a->n_embd,
                      a->k,
                      (uint32_t)a->x_off,
