@@ -168,6 +168,11 @@ glesllm_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
 glesllm_status gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
 glesllm_status gguf_get_f32(const gguf_file *f, const char *key, float *out);
 glesllm_status gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+/* An architecture's key, "{arch}.{suffix}" (the model keys llama.cpp names
+ * by architecture), as a 32-bit count: `def` where the file has none or it
+ * is no integer that fits. Never fails. */
+uint32_t gguf_get_arch_u32(const gguf_file *f, const char *arch, const char *suffix,
+                           uint32_t def);
 /* An optional id (a token id, ...): the key's value when it is an integer in
  * [0, INT32_MAX], else -1 (absent, another type, out of range). Never fails. */
 int32_t gguf_get_id_or_none(const gguf_file *f, const char *key);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -624,6 +625,15 @@ glesllm_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out)
                        (unsigned long long)v);
     *out = (uint32_t)v;
     return GLESLLM_OK;
+}
+
+uint32_t gguf_get_arch_u32(const gguf_file *f, const char *arch, const char *suffix,
+                           uint32_t def)
+{
+    char key[192];
+    uint32_t v = def;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK ? v : def;
 }
 
 glesllm_status gguf_get_f32(const gguf_file *f, const char *key, float *out)

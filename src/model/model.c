@@ -121,16 +121,6 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
     return GLESLLM_OK;
 }
 
-/* {arch}.key as a u32, or `def` where the file has none (check_hp_types
- * has checked its type). */
-static uint32_t key_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t def)
-{
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    uint32_t v;
-    return gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK ? v : def;
-}
-
 /* The experts' hyperparameters of a file of architecture archs[ai] (none:
  * a dense model). */
 static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_info *mi,
@@ -161,11 +151,13 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
                        a, hp->n_expert_used, MODEL_MAX_EXPERTS_USED);
     /* (llama.cpp: Mixtral's experts are feed_forward_length wide; qwen2moe's
      * expert_feed_forward_length, else feed_forward_length / expert_used_count) */
-    hp->n_ff_exp = archs[ai].shexp ? key_u32(f, a, "expert_feed_forward_length",
-                                             mi->n_ff / hp->n_expert_used)
-                                   : mi->n_ff;
-    hp->n_ff_shexp = archs[ai].shexp ? key_u32(f, a, "expert_shared_feed_forward_length", mi->n_ff)
-                                     : 0;
+    hp->n_ff_exp = mi->n_ff;
+    hp->n_ff_shexp = 0;
+    if (archs[ai].shexp) {
+        hp->n_ff_exp = gguf_get_arch_u32(f, a, "expert_feed_forward_length",
+                                         mi->n_ff / hp->n_expert_used);
+        hp->n_ff_shexp = gguf_get_arch_u32(f, a, "expert_shared_feed_forward_length", mi->n_ff);
+    }
     if (!hp->n_ff_exp || (archs[ai].shexp && !hp->n_ff_shexp))
         return err_set(GLESLLM_ERR_FORMAT,
                        "the experts of this %s model have no width (%s.expert_feed_forward_length "
@@ -186,7 +178,7 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
             return err_prefix(st, "the file is damaged: ");
     }
     /* 1: softmax, 2: sigmoid (DeepSeek-V3's, which these architectures do not use) */
-    uint32_t gating = key_u32(f, a, "expert_gating_func", 1);
+    uint32_t gating = gguf_get_arch_u32(f, a, "expert_gating_func", 1);
     if (gating != 1)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "%s.expert_gating_func is %u; glesllm routes %s experts by softmax (1) only",

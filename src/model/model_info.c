@@ -23,16 +23,6 @@ static bool in_list(const char *const *list, const char *s)
     return false;
 }
 
-static uint32_t arch_u32(const gguf_file *f, const char *arch, const char *suffix)
-{
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    uint32_t v = 0;
-    if (gguf_find(f, key) && gguf_get_u32(f, key, &v) != GLESLLM_OK)
-        v = 0;
-    return v;
-}
-
 static float arch_f32(const gguf_file *f, const char *arch, const char *suffix, float dflt)
 {
     char key[160];
@@ -76,22 +66,22 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
         mi->types[t->type].elements += t->n_elements;
     }
     const char *a = mi->arch;
-    mi->n_layers = arch_u32(f, a, "block_count");
-    mi->n_embd = arch_u32(f, a, "embedding_length");
-    mi->n_ff = arch_u32(f, a, "feed_forward_length");
-    mi->n_expert = arch_u32(f, a, "expert_count");
-    mi->n_expert_used = arch_u32(f, a, "expert_used_count");
-    mi->n_head = arch_u32(f, a, "attention.head_count");
-    mi->n_head_kv = arch_u32(f, a, "attention.head_count_kv");
+    mi->n_layers = gguf_get_arch_u32(f, a, "block_count", 0);
+    mi->n_embd = gguf_get_arch_u32(f, a, "embedding_length", 0);
+    mi->n_ff = gguf_get_arch_u32(f, a, "feed_forward_length", 0);
+    mi->n_expert = gguf_get_arch_u32(f, a, "expert_count", 0);
+    mi->n_expert_used = gguf_get_arch_u32(f, a, "expert_used_count", 0);
+    mi->n_head = gguf_get_arch_u32(f, a, "attention.head_count", 0);
+    mi->n_head_kv = gguf_get_arch_u32(f, a, "attention.head_count_kv", 0);
     if (!mi->n_head_kv)
         mi->n_head_kv = mi->n_head;
-    mi->head_dim = arch_u32(f, a, "attention.key_length");
+    mi->head_dim = gguf_get_arch_u32(f, a, "attention.key_length", 0);
     mi->head_dim_given = mi->head_dim != 0;
     if (!mi->head_dim && mi->n_head)
         mi->head_dim = mi->n_embd / mi->n_head;
-    mi->n_ctx_train = arch_u32(f, a, "context_length");
+    mi->n_ctx_train = gguf_get_arch_u32(f, a, "context_length", 0);
     mi->rope_base = arch_f32(f, a, "rope.freq_base", 10000.0f);
-    mi->rope_dims = arch_u32(f, a, "rope.dimension_count");
+    mi->rope_dims = gguf_get_arch_u32(f, a, "rope.dimension_count", 0);
     mi->rms_eps = arch_f32(f, a, "attention.layer_norm_rms_epsilon", 0.0f);
     mi->rope_dims_given = arch_has(f, a, "rope.dimension_count");
     mi->rms_eps_given = arch_has(f, a, "attention.layer_norm_rms_epsilon");
@@ -117,7 +107,7 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
         gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens) == GLESLLM_OK)
         mi->n_vocab = tokens->v.arr.count;
     else
-        mi->n_vocab = arch_u32(f, a, "vocab_size");
+        mi->n_vocab = gguf_get_arch_u32(f, a, "vocab_size", 0);
     return GLESLLM_OK;
 }
 

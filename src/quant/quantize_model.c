@@ -51,12 +51,11 @@ static int ends_with(const char *s, const char *suffix)
 static uint32_t arch_key_u32(const gguf_file *f, const char *suffix)
 {
     gguf_str a;
-    char key[160];
-    uint32_t v;
+    char arch[72];
     if (gguf_get_str(f, "general.architecture", &a) != GLESLLM_OK || a.len > 64)
         return 0;
-    snprintf(key, sizeof key, "%.*s.%s", (int)a.len, a.data, suffix);
-    return gguf_find(f, key) && gguf_get_u32(f, key, &v) == GLESLLM_OK ? v : 0;
+    snprintf(arch, sizeof arch, "%.*s", (int)a.len, a.data);
+    return gguf_get_arch_u32(f, arch, suffix, 0);
 }
 
 /* llama.cpp's choice of which layers of a Q4_K_M get more bits */
