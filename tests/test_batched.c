@@ -175,7 +175,7 @@ static void check_expert_matmul(uint32_t type, uint32_t n_exp, uint32_t k, uint6
     uint64_t xs = act_stride(cols), out_rows = e == MATVEC_GLU ? rows / 2 : rows;
     uint64_t ys = out_rows + 3;
     uint64_t x_off = 4, route = x_off + n_x * xs, group = route + 2 * ne,
-             list = group + moe_group_floats(n_exp), y_off = list + moe_list_floats(n_exp, ne) + 1;
+             list = group + moe_group_floats(n_exp), y_off = list + moe_list_floats(ne) + 1;
     size_t n_act = (size_t)(y_off + ne * ys);
     float *act = malloc(n_act * 4), *got = malloc(n_act * 4);
     TEST_ASSERT_TRUE(act && got);

@@ -365,7 +365,7 @@ static glesllm_status create_act(gpu_model *gm)
         per_tok += act_stride(hp->n_expert) + 4 * ke + 1 + ke * act_stride(hp->n_ff_exp) +
                    (ke + 1ull) * act_stride(hp->n_embd) + act_stride(hp->n_ff_shexp);
         gm->moe_group = at;
-        at += align64(moe_group_floats(hp->n_expert)) + align64(hp->n_expert);
+        at += align64(moe_group_floats(hp->n_expert));
     }
     uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
     if (gm->n_batch > room)
@@ -399,7 +399,7 @@ static glesllm_status create_act(gpu_model *gm)
         gm->moe_shid = at;
         at += align64(nb * act_stride(hp->n_ff_shexp));
         gm->moe_list = at;
-        at += align64(moe_list_floats(hp->n_expert, nb * ke));
+        at += align64(moe_list_floats(nb * ke));
     }
     if (at * 4 > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,

@@ -327,29 +327,18 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
                                                       : GLESLLM_OK;
 }
 
-/* A prefill chunk's experts: the entries grouped by expert, each expert's
- * tokens through its matmul once (ops/moe.h), the shared expert as any
- * chunk's FFN; the router and the shared expert's gate (a few rows, where
- * a matmul's row tiles would stay nearly empty) as a matvec a token. */
-static glesllm_status chunk_moe(gpu_pass *p, const gpu_layer *l)
+/* A prefill chunk's experts once routed: the entries grouped by expert,
+ * each expert's tokens through its matmul once (ops/moe.h), the shared
+ * expert as any chunk's FFN. */
+static glesllm_status chunk_experts(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
     uint32_t n = p->n, k = hp->n_expert_used;
-    uint64_t emb = act_stride(hp->n_embd);
     const gpu_buffer *act = &gm->act;
-    moe_matvec_args r = { .n_z = n, .x_div = 1, .x_stride = emb,
-                          .y_stride = act_stride(hp->n_expert) };
-    glesllm_status st =
-        moe_record_matvec(gm->q, l->router.k, &l->router.w, act, gm->bxn, act, gm->moe_logits, &r);
-    moe_route_args ra = { hp->n_expert, k, n, hp->expert_norm, hp->expert_scale, gm->moe_logits,
-                          act_stride(hp->n_expert), gm->moe_route };
     uint32_t tile = matmul_tile_tokens(&l->eglu.mk->cfg);
     moe_group_args ga = { hp->n_expert, k, n, tile, gm->moe_route, gm->moe_group, gm->moe_list };
-    if (!st)
-        st = moe_record_route(gm->q, &gm->moe, act, &ra);
-    if (!st)
-        st = moe_record_group(gm->q, &gm->moe, act, &ga);
+    glesllm_status st = moe_record_group(gm->q, &gm->moe, act, &ga);
     moe_matmul_args g = { .n_expert = hp->n_expert, .n_tok = n, .k = k, .x_div = k,
                           .x_off = gm->bxn, .y_off = gm->moe_hid,
                           .y_stride = act_stride(hp->n_ff_exp), .expert_rows = 2ull * hp->n_ff_exp,
@@ -359,7 +348,7 @@ static glesllm_status chunk_moe(gpu_pass *p, const gpu_layer *l)
     d.x_div = 1;
     d.x_off = gm->moe_hid;
     d.y_off = gm->moe_out;
-    d.y_stride = emb;
+    d.y_stride = act_stride(hp->n_embd);
     d.expert_rows = hp->n_embd;
     d.scale = true;
     if (!st)
@@ -370,14 +359,46 @@ static glesllm_status chunk_moe(gpu_pass *p, const gpu_layer *l)
         matmul_args sg = { .n_tok = n, .x_off = gm->bxn, .y_off = gm->moe_shid,
                            .y_stride = act_stride(hp->n_ff_shexp) };
         matmul_args sd = { .n_tok = n, .x_off = gm->moe_shid, .y_off = gm->moe_shared,
-                           .y_stride = emb };
-        moe_matvec_args gt = { .n_z = n, .x_div = 1, .x_stride = emb, .y_stride = 1 };
+                           .y_stride = act_stride(hp->n_embd) };
         st = chunk_matmul(gm, &l->sglu, act, sg);
         if (!st)
             st = chunk_matmul(gm, &l->sdown, act, sd);
+    }
+    return st;
+}
+
+/* A step's or a small batch's experts once routed: a matvec layer a (token,
+ * slot), each reading only its expert's rows; the shared expert a matvec a
+ * token. */
+static glesllm_status token_experts(gpu_pass *p, const gpu_layer *l, uint32_t n, uint64_t xn)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint32_t k = hp->n_expert_used;
+    uint64_t emb = act_stride(hp->n_embd);
+    gpu_queue *q = gm->q;
+    const gpu_buffer *act = &gm->act;
+    /* hidden = silu(gate xn) * (up xn) a (token, slot), then its down times
+     * the expert's weight */
+    moe_matvec_args g = { .n_z = n * k, .x_div = k, .x_stride = emb,
+                          .y_stride = act_stride(hp->n_ff_exp), .select = true,
+                          .expert_rows = 2ull * hp->n_ff_exp, .route_off = gm->moe_route };
+    glesllm_status st =
+        moe_record_matvec(q, l->eglu.k, &l->eglu.w, act, xn, act, 2 * gm->moe_hid, &g);
+    moe_matvec_args d = { .n_z = n * k, .x_div = 1, .x_stride = act_stride(hp->n_ff_exp),
+                          .y_stride = emb, .select = true, .scale = true,
+                          .expert_rows = hp->n_embd, .route_off = gm->moe_route };
+    if (!st)
+        st = moe_record_matvec(q, l->edown.k, &l->edown.w, act, gm->moe_hid, act, gm->moe_out, &d);
+    if (!st && hp->n_ff_shexp) {
+        moe_matvec_args sg = { .n_z = n, .x_div = 1, .x_stride = emb,
+                               .y_stride = act_stride(hp->n_ff_shexp) };
+        moe_matvec_args sd = { .n_z = n, .x_div = 1, .x_stride = act_stride(hp->n_ff_shexp),
+                               .y_stride = emb };
+        st = moe_record_matvec(q, l->sglu.k, &l->sglu.w, act, xn, act, 2 * gm->moe_shid, &sg);
         if (!st)
-            st = moe_record_matvec(gm->q, l->sgate.k, &l->sgate.w, act, gm->bxn, act,
-                                   gm->moe_sgate, &gt);
+            st = moe_record_matvec(q, l->sdown.k, &l->sdown.w, act, gm->moe_shid, act,
+                                   gm->moe_shared, &sd);
     }
     return st;
 }
@@ -394,49 +415,23 @@ glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l)
     p->wrote_x = NULL; /* (the next norm from x alone: no partial sums of it) */
     glesllm_status st = norm_record_rms(q, &gm->norm, act, hp->n_embd, hp->eps, (uint32_t)emb,
                                         l->ffn_norm, x, xn, n);
+    /* the router's logits, and each token's experts and weights; the router
+     * and the shared expert's gate (a few rows, where a matmul's row tiles
+     * would stay nearly empty) a matvec a token in every pass */
+    moe_matvec_args r = { .n_z = n, .x_div = 1, .x_stride = emb,
+                          .y_stride = act_stride(hp->n_expert) };
+    if (!st)
+        st = moe_record_matvec(q, l->router.k, &l->router.w, act, xn, act, gm->moe_logits, &r);
+    moe_route_args ra = { hp->n_expert, k, n, hp->expert_norm, hp->expert_scale, gm->moe_logits,
+                          act_stride(hp->n_expert), gm->moe_route };
+    if (!st)
+        st = moe_record_route(q, &gm->moe, act, &ra);
+    if (!st)
+        st = p->kind == PASS_CHUNK ? chunk_experts(p, l) : token_experts(p, l, n, xn);
     bool shared = hp->n_ff_shexp > 0;
-    if (p->kind == PASS_CHUNK) {
-        if (!st)
-            st = chunk_moe(p, l);
-    } else {
-        /* the router's logits, and each token's experts and weights */
-        moe_matvec_args r = { .n_z = n, .x_div = 1, .x_stride = emb,
-                              .y_stride = act_stride(hp->n_expert) };
-        if (!st)
-            st = moe_record_matvec(q, l->router.k, &l->router.w, act, xn, act, gm->moe_logits, &r);
-        moe_route_args ra = { hp->n_expert, k, n, hp->expert_norm, hp->expert_scale,
-                              gm->moe_logits, act_stride(hp->n_expert), gm->moe_route };
-        if (!st)
-            st = moe_record_route(q, &gm->moe, act, &ra);
-        /* the experts: hidden = silu(gate xn) * (up xn) a (token, slot), then
-         * its down times the expert's weight */
-        moe_matvec_args g = { .n_z = n * k, .x_div = k, .x_stride = emb,
-                              .y_stride = act_stride(hp->n_ff_exp), .select = true,
-                              .expert_rows = 2ull * hp->n_ff_exp, .route_off = gm->moe_route };
-        if (!st)
-            st = moe_record_matvec(q, l->eglu.k, &l->eglu.w, act, xn, act, 2 * gm->moe_hid, &g);
-        moe_matvec_args d = { .n_z = n * k, .x_div = 1, .x_stride = act_stride(hp->n_ff_exp),
-                              .y_stride = emb, .select = true, .scale = true,
-                              .expert_rows = hp->n_embd, .route_off = gm->moe_route };
-        if (!st)
-            st = moe_record_matvec(q, l->edown.k, &l->edown.w, act, gm->moe_hid, act, gm->moe_out,
-                                   &d);
-        /* the shared expert and its gate's logit */
-        if (shared && !st) {
-            moe_matvec_args sg = { .n_z = n, .x_div = 1, .x_stride = emb,
-                                   .y_stride = act_stride(hp->n_ff_shexp) };
-            moe_matvec_args sd = { .n_z = n, .x_div = 1, .x_stride = act_stride(hp->n_ff_shexp),
-                                   .y_stride = emb };
-            moe_matvec_args gt = { .n_z = n, .x_div = 1, .x_stride = emb, .y_stride = 1 };
-            st = moe_record_matvec(q, l->sglu.k, &l->sglu.w, act, xn, act, 2 * gm->moe_shid, &sg);
-            if (!st)
-                st = moe_record_matvec(q, l->sdown.k, &l->sdown.w, act, gm->moe_shid, act,
-                                       gm->moe_shared, &sd);
-            if (!st)
-                st = moe_record_matvec(q, l->sgate.k, &l->sgate.w, act, xn, act, gm->moe_sgate,
-                                       &gt);
-        }
-    }
+    moe_matvec_args gt = { .n_z = n, .x_div = 1, .x_stride = emb, .y_stride = 1 };
+    if (!st && shared)
+        st = moe_record_matvec(q, l->sgate.k, &l->sgate.w, act, xn, act, gm->moe_sgate, &gt);
     moe_combine_args c = { hp->n_embd, k, n, x, emb, gm->moe_out, emb, shared, gm->moe_shared,
                            gm->moe_sgate };
     return st ? st : moe_record_combine(q, &gm->moe, act, &c);

@@ -16,7 +16,7 @@ uint64_t matmul_xt_bytes(const matmul_config *c, uint32_t n_tok, uint64_t cols)
 {
     if (!c->f16)
         return 0;
-    uint64_t bn = c->wg / 16 * c->tn;
+    uint64_t bn = matmul_tile_tokens(c);
     /* a tile: bn tokens x 32 values (a unit of the activation row) as f16 */
     return (n_tok + bn - 1) / bn * bn * act_stride(cols) * 2;
 }
@@ -33,8 +33,8 @@ uint32_t matmul_shared_bytes(const matmul_config *c)
     uint32_t vals = 32u / matmul_split(c);
     if (c->f16)
         return 16u * c->tm * (vals / (c->dup ? 4u : 8u) + 1u) * 16u +
-               c->wg / 16u * c->tn * vals * 2u;
-    return 36u * (16u * c->tm + c->wg / 16u * c->tn) * 4u; /* 9 vec4 per tile row */
+               matmul_tile_tokens(c) * vals * 2u;
+    return 36u * (16u * c->tm + matmul_tile_tokens(c)) * 4u; /* 9 vec4 per tile row */
 }
 
 static matmul_config default_tiles(gpu_context *ctx, const tuning *tune, bool f16)
@@ -143,7 +143,7 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
     glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &out->prog);
     if (st == GLESLLM_OK && cfg->f16) {
         char pdef[48];
-        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u%s", cfg->wg / 16 * cfg->tn, XT_WG,
+        snprintf(pdef, sizeof pdef, "BN %u\nWG_SIZE %u%s", matmul_tile_tokens(cfg), XT_WG,
                  v.expert ? "\nEXPERT 1" : "");
         st = gpu_program_build(ctx, "x_tiles.comp", pdef, &out->prep);
         if (st != GLESLLM_OK)
@@ -204,7 +204,7 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
                        "%zu bytes) out of range",
                        w->name, (unsigned long long)n, (unsigned long long)a->x_off, x->size,
                        (unsigned long long)a->y_off, y->size);
-    uint32_t bm = 16 * k->cfg.tm, bn = k->cfg.wg / 16 * k->cfg.tn;
+    uint32_t bm = 16 * k->cfg.tm, bn = matmul_tile_tokens(&k->cfg);
     uint64_t units = weight_units_per_row(w->type, w->cols);
     if (k->cfg.f16) {
         uint64_t need = matmul_xt_bytes(&k->cfg, (uint32_t)n, w->cols);

@@ -65,6 +65,17 @@ glesllm_status moe_record_route(gpu_queue *q, const moe_kernels *k, const gpu_bu
     return gpu_queue_dispatch(q, &d);
 }
 
+/* whether each part of w holds whole experts of `rows` rows (an expert's
+ * dispatch reads its rows from one part) */
+static glesllm_status whole_experts(const gpu_weight *w, uint64_t rows, const char *what)
+{
+    for (uint32_t i = 0; i < w->n_parts; i++)
+        if (w->parts[i].row0 % rows || w->parts[i].rows % rows)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "%s %s: part %u does not hold whole experts",
+                           what, w->name, i);
+    return GLESLLM_OK;
+}
+
 /* matvec.comp EXPERT's params */
 enum { P_ROUTE = 21, P_XSTRIDE = 22, P_XDIV = 23, P_FLAGS = 25, P_PART0 = 26, P_PARTN = 27 };
 
@@ -89,12 +100,12 @@ glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "matvec kernel staging x once given %s of %llu columns", w->name,
                        (unsigned long long)w->cols);
+    glesllm_status st;
+    if (a->select && (st = whole_experts(w, rows, "expert matvec")))
+        return st;
     uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr;
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
-        if (a->select && (p->row0 % rows || p->rows % rows))
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "expert matvec %s: part %u does not hold whole experts", w->name, i);
         uint64_t n = a->select ? rows : p->rows;
         gpu_dispatch d;
         weight_part_dispatch(&d, &k->prog, w, p, x, y, GPU_WRITE);
@@ -112,7 +123,7 @@ glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu
         d.n_params = P_PARTN + 1;
         weight_grid(&d, (n + rows_wg - 1) / rows_wg);
         d.groups[2] = a->n_z;
-        glesllm_status st = gpu_queue_dispatch(q, &d);
+        st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)
             return st;
     }
@@ -121,9 +132,10 @@ glesllm_status moe_record_matvec(gpu_queue *q, const matvec_kernel *k, const gpu
 
 uint64_t moe_group_floats(uint32_t n_expert) { return 3ull * n_expert + 1; }
 
-/* (each expert's last tile part full at most: at most entries + experts tiles) */
-uint64_t moe_list_floats(uint32_t n_expert, uint64_t entries) { return 2 * entries + n_expert; }
+/* the entries, then each tile's expert: a tile holds an entry at least */
+uint64_t moe_list_floats(uint64_t entries) { return 2 * entries; }
 
+/* an expert's last tile part full at most, and no tile empty */
 static uint64_t max_tiles(uint32_t tile, uint32_t n_expert, uint64_t entries)
 {
     uint64_t t = (entries + tile - 1) / tile + n_expert;
@@ -143,7 +155,7 @@ glesllm_status moe_record_group(gpu_queue *q, const moe_kernels *k, const gpu_bu
     if (!ne || !a->tile || a->n_expert > 256 || ne >= (1u << 24) ||
         (a->route_off + 2 * ne) * 4 > act->size ||
         (a->group_off + moe_group_floats(a->n_expert)) * 4 > act->size ||
-        (a->list_off + moe_list_floats(a->n_expert, ne)) * 4 > act->size)
+        (a->list_off + moe_list_floats(ne)) * 4 > act->size)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "moe group: %u tokens of %u experts (top %u) outside the buffer or the "
                        "kernel's 256 experts", a->n_tok, a->n_expert, a->k);
@@ -173,12 +185,15 @@ glesllm_status moe_record_matmul(gpu_queue *q, const matmul_kernel *k, const gpu
     if (k->type != w->type || !k->var.expert || (e != MATVEC_GLU && e != MATVEC_STORE) || !ne ||
         !a->x_div || !rows || w->rows % rows || w->rows / rows != a->n_expert ||
         a->n_expert > 256 || a->x_off % 4 || x_end * 4 > act->size || y_end * 4 > act->size ||
-        y_end >= (1ull << 32) || (a->list_off + moe_list_floats(a->n_expert, ne)) * 4 > act->size ||
+        y_end >= (1ull << 32) || (a->list_off + moe_list_floats(ne)) * 4 > act->size ||
         (a->route_off + 2 * ne) * 4 > act->size ||
         (a->group_off + moe_group_floats(a->n_expert)) * 4 > act->size)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "expert matmul %s over %llu tokens: the kernel (%s) or the buffers do not "
                        "fit", w->name, (unsigned long long)n, weight_type_label(k->type));
+    glesllm_status st = whole_experts(w, rows, "expert matmul");
+    if (st)
+        return st;
     uint64_t xt_need = moe_xt_bytes(&k->cfg, a->n_expert, ne, w->cols);
     if (a->tile != bn || (xt_need && (!a->xt || a->xt->size < xt_need)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
@@ -190,16 +205,12 @@ glesllm_status moe_record_matmul(gpu_queue *q, const matmul_kernel *k, const gpu
         uint32_t p[] = { (uint32_t)units, (uint32_t)w->cols, (uint32_t)(a->x_off / 4), 0, 0,
                          (uint32_t)a->group_off, (uint32_t)a->list_off, a->n_expert, (uint32_t)ne,
                          a->x_div };
-        glesllm_status st = matmul_record_tiles(q, k, act, a->xt, p, 10,
-                                                max_tiles(bn, a->n_expert, ne), units);
+        st = matmul_record_tiles(q, k, act, a->xt, p, 10, max_tiles(bn, a->n_expert, ne), units);
         if (st != GLESLLM_OK)
             return st;
     }
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
-        if (p->row0 % rows || p->rows % rows)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "expert matmul %s: part %u does not hold whole experts", w->name, i);
         gpu_dispatch d;
         weight_part_dispatch(&d, &k->prog, w, p, act, act, GPU_WRITE);
         d.params[0] = (uint32_t)rows;
@@ -228,7 +239,7 @@ glesllm_status moe_record_matmul(gpu_queue *q, const matmul_kernel *k, const gpu
         if (d.groups[0] > 65535 || d.groups[1] > 65535 || d.groups[2] > 65535)
             return err_set(GLESLLM_ERR_UNSUPPORTED, "expert matmul %s: %u x %u x %u work groups",
                            w->name, d.groups[0], d.groups[1], d.groups[2]);
-        glesllm_status st = gpu_queue_dispatch(q, &d);
+        st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)
             return st;
     }

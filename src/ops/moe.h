@@ -73,7 +73,7 @@ typedef struct moe_group_args {
     uint64_t route_off, group_off, list_off;
 } moe_group_args;
 uint64_t moe_group_floats(uint32_t n_expert);
-uint64_t moe_list_floats(uint32_t n_expert, uint64_t entries);
+uint64_t moe_list_floats(uint64_t entries);
 /* the f16 token tiles' bytes (matmul_args.xt) of an expert matmul of
  * `entries` entries of `cols` columns over n_expert experts */
 uint64_t moe_xt_bytes(const matmul_config *c, uint32_t n_expert, uint64_t entries, uint64_t cols);
