@@ -10,9 +10,9 @@
  *                     32000 vocab
  *            mixtral  Mixtral-8x7B: Mistral-7B's with 8 experts of 14336 ff
  *                     a layer, 2 a token
- *            olmoe    OLMoE-1B-7B's FFN and sizes: 2048 hidden, 16 layers,
- *                     16/16 heads, 50304 vocab, 64 experts of 1024 ff, 8 a
- *                     token (llama attention: no Q/K norms)
+ *            olmoe    OLMoE-1B-7B: 2048 hidden, 16 layers, 16/16 heads (Q and
+ *                     K normalised over the width), 50304 vocab, 64 experts
+ *                     of 1024 ff, 8 a token
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -53,7 +53,8 @@ int main(int argc, char **argv)
         s.n_expert = 8, s.n_expert_used = 2;
         s.n_ctx = 32768;
     } else if (strcmp(argv[1], "olmoe") == 0) {
-        s.name = "OLMoE-1B-7B shape (llama attention), random weights";
+        s.name = "OLMoE-1B-7B shape, random weights";
+        s.arch = "olmoe";
         s.n_layer = 16, s.n_embd = 2048, s.n_ff = 1024, s.n_head = 16, s.n_head_kv = 16;
         s.n_vocab = 50304, s.tied = false;
         s.n_expert = 64, s.n_expert_used = 8;

@@ -84,4 +84,29 @@ static inline demo_spec fixture_small_spec(const char *arch, uint32_t type)
     return s;
 }
 
+/* The Qwen3 and Qwen3-MoE files whose reference is Hugging Face
+ * transformers (tests/reference/hf-*.jsonl, make_reference.py): 2 layers,
+ * 64 hidden, 4/2 heads of 32 (Q wider than x), F32; 192 ff, or 8 experts
+ * of 48, 2 a token. */
+static inline demo_spec fixture_hf_spec(const char *arch)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = arch;
+    s.name = arch;
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.head_dim = 32;
+    s.n_ff = 192;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.seed = 2026;
+    if (strcmp(arch, "qwen3moe") == 0) {
+        s.n_ff = 48;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+    }
+    return s;
+}
+
 #endif

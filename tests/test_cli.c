@@ -474,19 +474,21 @@ static void test_run_draft_and_prompt_cache(void)
     TEST_ASSERT_EQUAL_INT(2, run(NULL, args));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "must share the model's vocabulary"), err);
     TEST_ASSERT_EQUAL_STRING("", out);
-    /* mixture-of-experts targets: the same ids with a draft (each the
-     * other's: one vocabulary) */
-    const char *moe[2] = { "arch-mixtral", "arch-qwen2moe" };
-    for (int i = 0; i < 2; i++) {
+    /* mixture-of-experts targets: the same ids with a draft (Mixtral's and
+     * Qwen2-MoE's each the other's: one vocabulary; OLMoE its own) */
+    const char *moe[3][2] = { { "arch-mixtral", "arch-qwen2moe" },
+                              { "arch-qwen2moe", "arch-mixtral" },
+                              { "arch-olmoe", "arch-olmoe" } };
+    for (int i = 0; i < 3; i++) {
         snprintf(args, sizeof args, "run -m %s/models/%s.gguf --temp 0 -n 24 --print-ids "
-                 "-p 'Once upon a time'", dir, moe[i]);
+                 "-p 'Once upon a time'", dir, moe[i][0]);
         TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
         snprintf(plain, sizeof plain, "%s", out);
         snprintf(args, sizeof args, "run -m %s/models/%s.gguf --temp 0 -n 24 --print-ids "
-                 "-p 'Once upon a time' --draft %s/models/%s.gguf --draft-max 4", dir, moe[i],
-                 dir, moe[1 - i]);
+                 "-p 'Once upon a time' --draft %s/models/%s.gguf --draft-max 4", dir,
+                 moe[i][0], dir, moe[i][1]);
         TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
-        TEST_ASSERT_EQUAL_STRING_MESSAGE(plain, out, moe[i]);
+        TEST_ASSERT_EQUAL_STRING_MESSAGE(plain, out, moe[i][0]);
         TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "drafted "), err);
     }
 }

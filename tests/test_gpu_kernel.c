@@ -1,11 +1,15 @@
-/* A kernel against the CPU reference on random data: rms_norm over shapes
+/* Kernels against the CPU reference on random data: rms_norm over shapes
  * that are not multiples of the work group, for every work-group size the
  * limits allow and for both reduction paths (subgroup where offered, shared
- * memory always). */
+ * memory always); the Q/K norm with RoPE (ops/norm.h) over the width and a
+ * head at a time, for several tokens and for one. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ops/norm.h"
 #include "ops/ref_ops.h"
+#include "quant/quant.h"
 #include "test_gpu.h"
 
 static gpu_context *ctx;
@@ -80,6 +84,97 @@ static void test_rms_norm_subgroup_path(void)
     run_all_shapes(1);
 }
 
+/* One Q/K norm case: n tokens of n_head / n_head_kv heads of hd values,
+ * normalised over the width or a head (by_head), into act (q_to_cache
+ * false) or, one token, Q into the cache. */
+static void qk_case(uint32_t n_head, uint32_t n_head_kv, uint32_t hd, bool by_head, uint32_t n,
+                    bool q_to_cache, uint64_t seed)
+{
+    test_rng rng = { seed };
+    uint32_t qd = n_head * hd, kd = n_head_kv * hd, qs = by_head ? hd : qd, ks = by_head ? hd : kd;
+    uint32_t stride = qd + 2 * kd + 4; /* (rows apart, as act's are) */
+    /* act: raw rows | q weight | k weight | RoPE rows | Q out */
+    uint32_t qw = n * stride, kw = qw + qs, rope = kw + ks, qo = rope + n * hd;
+    uint32_t total = qo + n * qd;
+    float *act = calloc(total, 4), *ref = malloc((size_t)n * (qd + 2 * kd) * 4);
+    TEST_ASSERT_TRUE(act && ref);
+    rng_fill(&rng, act, n * stride, -2.0f, 2.0f);
+    rng_fill(&rng, act + qw, qs + ks, 0.5f, 1.5f);
+    for (uint32_t i = 0; i < n * hd / 2; i++) {
+        float t = rng_float(&rng, -3.0f, 3.0f);
+        act[rope + 2 * i] = cosf(t);
+        act[rope + 2 * i + 1] = sinf(t);
+    }
+    /* the reference: norm, then RoPE on adjacent pairs (the kernel's rows) */
+    for (uint32_t t = 0; t < n; t++) {
+        float *r = ref + (size_t)t * (qd + 2 * kd);
+        memcpy(r, act + (size_t)t * stride, (qd + 2 * kd) * 4);
+        ref_rms_norm(r, r, act + qw, qd / qs, qs, 1e-6f);
+        ref_rms_norm(r + qd, r + qd, act + kw, kd / ks, ks, 1e-6f);
+        ref_rope(r, act + rope + t * hd, n_head, hd, false);
+        ref_rope(r + qd, act + rope + t * hd, n_head_kv, hd, false);
+    }
+    uint32_t k_off = qd + 8, v_off = k_off + n * kd / 2 + 4, cache_n = v_off + n * kd / 2;
+    qk_norm_shape sh = { qd, kd, hd, qs, ks };
+    qk_norm_kernel k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, norm_build_qk(ctx, &sh, &k), glesllm_last_error());
+    gpu_buffer ba, bc;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4ull, act, 0, "act", &ba));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, cache_n * 4ull, NULL, 0, "cache", &bc));
+    qk_norm_args a = { n, 1e-6f, 0, stride, qw, kw, rope, qo, qd, q_to_cache, k_off, v_off };
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, norm_record_qk(queue, &k, &ba, &bc, &a),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    float *qg = malloc((size_t)n * qd * 4);
+    uint16_t *kv = malloc(cache_n * 4ull);
+    TEST_ASSERT_TRUE(qg && kv);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bc, 0, kv, cache_n * 4ull));
+    if (q_to_cache)
+        memcpy(qg, kv, qd * 4ull);
+    else
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, qo * 4ull, qg, n * qd * 4ull));
+    char msg[160];
+    for (uint32_t t = 0; t < n; t++) {
+        const float *r = ref + (size_t)t * (qd + 2 * kd);
+        for (uint32_t i = 0; i < qd; i++) {
+            snprintf(msg, sizeof msg, "heads %u/%u of %u, by head %d, token %u of %u: Q[%u]",
+                     n_head, n_head_kv, hd, by_head, t, n, i);
+            /* f32 sums of squares in another order, and the rotation's two
+             * products: a few ulps of values below 4 */
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(1e-5f, r[i], qg[(size_t)t * qd + i], msg);
+        }
+        for (uint32_t i = 0; i < 2 * kd; i++) {
+            uint32_t at = (i < kd ? k_off : v_off) * 2 + t * kd + i % kd;
+            float got = quant_half_to_float(kv[at]), want = r[qd + i];
+            snprintf(msg, sizeof msg, "heads %u/%u of %u, by head %d, token %u of %u: %c[%u]",
+                     n_head, n_head_kv, hd, by_head, t, n, i < kd ? 'K' : 'V', i % kd);
+            /* stored as f16: one half's step of the value, 2^-10 of it */
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(fabsf(want) / 1024.0f + 1e-6f, want, got, msg);
+        }
+    }
+    gpu_buffer_destroy(&ba);
+    gpu_buffer_destroy(&bc);
+    norm_destroy_qk(&k);
+    free(act);
+    free(ref);
+    free(qg);
+    free(kv);
+}
+
+static void test_qk_norm_matches_cpu(void)
+{
+    /* heads (Q, KV), head dimension, by head */
+    static const uint32_t cases[][4] = { { 4, 2, 16, 0 }, { 4, 2, 16, 1 }, { 8, 8, 64, 0 },
+                                         { 4, 1, 128, 1 }, { 3, 3, 10, 0 }, { 6, 2, 10, 1 },
+                                         { 16, 4, 128, 0 } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const uint32_t *c = cases[i];
+        qk_case(c[0], c[1], c[2], c[3] != 0, 5, false, 40 + i);
+        qk_case(c[0], c[1], c[2], c[3] != 0, 1, true, 60 + i);
+    }
+}
+
 int main(void)
 {
     ctx = test_open_gpu();
@@ -88,6 +183,7 @@ int main(void)
     UNITY_BEGIN();
     RUN_TEST(test_rms_norm_shared_memory_path);
     RUN_TEST(test_rms_norm_subgroup_path);
+    RUN_TEST(test_qk_norm_matches_cpu);
     int r = test_exit_code(UNITY_END());
     gpu_queue_destroy(queue);
     gpu_context_destroy(ctx);

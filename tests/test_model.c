@@ -740,6 +740,39 @@ static void test_experts_match_cpu(void)
     part_bytes = 0;
 }
 
+/* Attention with Q and K normalised before NeoX RoPE, against the CPU
+ * reference: OLMoE's (over the width, GQA here) with its experts in steps,
+ * the several-token and chunked prefills, a quantized file, and the input
+ * norm as its own dispatch; Qwen3's (each head) with heads wider than
+ * n_embd / n_head, dense and with experts. */
+static void test_qk_norm_matches_cpu(void)
+{
+    const uint32_t head_pieces[] = { 4, 13 };
+    demo_spec q3 = fixture_small_spec("qwen3", GGML_TYPE_F32);
+    q3.n_embd = 128;
+    q3.head_dim = 48; /* Q of 192 values, wider than x */
+    check_against_reference(&q3, 64, 12, 1);
+    check_prefill(&q3, 16, 0, head_pieces, 2);
+    demo_spec q3m = moe_spec("qwen3moe", GGML_TYPE_Q8_0);
+    q3m.head_dim = 64;
+    check_against_reference(&q3m, 64, 12, 1);
+    check_prefill(&q3m, 16, 0, head_pieces, 2);
+
+    demo_spec s = moe_spec("olmoe", GGML_TYPE_F32);
+    check_against_reference(&s, 64, 20, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(&s, 16, -1, pieces, 3);
+    check_prefill(&s, 16, 0, pieces, 3);
+    demo_spec q = moe_spec("olmoe", GGML_TYPE_Q4_K);
+    q.n_embd = q.n_ff = 256;
+    q.v_type = q.down_type = GGML_TYPE_Q6_K; /* (Q|K and V: two weights) */
+    check_against_reference(&q, 32, 8, 1);
+    check_prefill(&q, 16, 0, pieces, 3);
+    tune.fuse_norm = TUNE_OFF;
+    check_against_reference(&s, 32, 8, 1);
+    tune.fuse_norm = TUNE_AUTO;
+}
+
 /* The route kernel against ref_moe_route on random router logits, among them
  * rows whose largest probabilities tie exactly or nearly (the order of
  * equal ones is llama.cpp's), with and without renormalising, over 1 to
@@ -807,11 +840,12 @@ static void test_route_kernel(void)
 
 /* (arch-llama3: Llama 3.1's RoPE frequency factors, rope_freqs.weight) */
 /* (arch-mixtral: llama with experts, renormalised; arch-qwen2moe: experts
- * not renormalised and a shared expert) */
+ * not renormalised and a shared expert; arch-olmoe: RMSNorm of Q and K over
+ * the width before NeoX RoPE, experts not renormalised) */
 static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32", "tiny-bpe-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
-                                             "arch-qwen2moe" };
+                                             "arch-qwen2moe", "arch-olmoe" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -925,6 +959,59 @@ static void test_shared_models_match_llama_cpp(void)
     tune.f16_dot = TUNE_OFF;
 }
 
+/* Qwen3 and Qwen3-MoE, which llama.cpp of February 2025 does not run: their
+ * references come from Hugging Face transformers on the same bytes (the demo
+ * writer's files of fixture_hf_spec; tests/reference/make_reference.py) and
+ * are checked as llama.cpp's are. GLESLLM_KEEP_FIXTURES=DIR keeps the files
+ * there, to make the references again. */
+static void test_qwen3_files_match_transformers(void)
+{
+    static const char *const archs[] = { "qwen3", "qwen3moe" };
+    const char *keep = getenv("GLESLLM_KEEP_FIXTURES");
+    tune.f16_dot = TUNE_AUTO;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        demo_spec s = fixture_hf_spec(archs[i]);
+        uint8_t *data;
+        size_t size;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+        char path[1024], ref[64], msg[300];
+        static char line[16384];
+        snprintf(ref, sizeof ref, "hf-%s", archs[i]);
+        if (keep)
+            snprintf(path, sizeof path, "%s/%s.gguf", keep, ref);
+        else
+            snprintf(path, sizeof path, "%s/%s-%ld.gguf",
+                     getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", ref, (long)getpid());
+        FILE *f = fopen(path, "wb");
+        TEST_ASSERT_NOT_NULL_MESSAGE(f, path);
+        TEST_ASSERT_EQUAL_size_t(size, fwrite(data, 1, size, f));
+        TEST_ASSERT_EQUAL_INT(0, fclose(f));
+        /* the bytes the reference was computed on: FNV-1a of the file */
+        uint64_t h = 14695981039346656037ull;
+        for (size_t k = 0; k < size; k++)
+            h = (h ^ data[k]) * 1099511628211ull;
+        free(data);
+        snprintf(line, sizeof line, "%s/reference/%s.jsonl", GLESLLM_TEST_DATA_DIR, ref);
+        f = fopen(line, "r");
+        TEST_ASSERT_NOT_NULL_MESSAGE(f, line);
+        TEST_ASSERT_NOT_NULL(fgets(line, sizeof line, f));
+        fclose(f);
+        double want[2] = { 0 };
+        TEST_ASSERT_EQUAL_INT(2, ref_numbers(line, "gguf_fnv1a", want, 2));
+        snprintf(msg, sizeof msg, "%s: the demo writer's file changed (FNV-1a %016llx); make the "
+                 "reference again (tests/reference/make_reference.py)", ref,
+                 (unsigned long long)h);
+        bool same = (double)(h >> 32) == want[0] && (double)(h & 0xffffffffu) == want[1];
+        if (!same && !keep)
+            remove(path);
+        TEST_ASSERT_TRUE_MESSAGE(same, msg);
+        check_against_llama_cpp(GLESLLM_TEST_DATA_DIR, path, ref, false, NULL);
+        if (!keep)
+            remove(path);
+    }
+    tune.f16_dot = TUNE_OFF;
+}
+
 /* How often llama.cpp's teacher-forced argmax on its file `a` agrees with the
  * one on its file `b` (the same prompts), from the references alone */
 static double ref_forced_agreement(const char *dir, const char *a, const char *b)
@@ -1013,6 +1100,7 @@ int main(void)
     RUN_TEST(test_f32_qwen2_matches_cpu);
     RUN_TEST(test_experts_match_cpu);
     RUN_TEST(test_route_kernel);
+    RUN_TEST(test_qk_norm_matches_cpu);
     RUN_TEST(test_quantized_formats_match_cpu);
     RUN_TEST(test_f16_products_match_cpu);
     RUN_TEST(test_norm_as_its_own_dispatch);
@@ -1029,6 +1117,7 @@ int main(void)
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_shared_models_match_llama_cpp);
+    RUN_TEST(test_qwen3_files_match_transformers);
     RUN_TEST(test_our_quantizations_match_llama_cpp);
     gpu_context_destroy(ctx);
     return test_exit_code(UNITY_END());

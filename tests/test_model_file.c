@@ -326,6 +326,17 @@ static const craft expert_corpus[] = {
     { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.0.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "convert the model again" },
     { .tensor = "blk.0.ffn_norm.weight", .top = T_COPY_AS, .str = "blk.0.ffn_gate.weight", .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_gate.weight" },
 };
+
+/* An OLMoE file (the expert file's shape, Q and K normalised over their
+ * width of 64 and 32): its norms' tensors. */
+static const craft olmoe_corpus[] = {
+    { 0 },
+    { .tensor = "blk.1.attn_k_norm.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.attn_k_norm.weight" },
+    { .tensor = "blk.0.attn_q_norm.weight", .top = T_SHAPE, .n_dims = 1, .ne = { 16 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.attn_q_norm.weight" },
+    { .tensor = "blk.0.attn_k_norm.weight", .top = T_SHAPE, .n_dims = 1, .ne = { 64 }, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.attn_k_norm.weight" },
+    { .tensor = "blk.0.attn_q_norm.weight", .top = T_TYPE, .ttype = GGML_TYPE_F16 },
+    { "olmoe.expert_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "expert_count is 0" },
+};
 #undef L
 
 static void craft_name(const craft *c, char *buf, size_t n)
@@ -432,6 +443,8 @@ static void test_crafted_expert_files(void)
     s.n_expert = 4;
     s.n_expert_used = 2;
     check_corpus(&s, expert_corpus, sizeof expert_corpus / sizeof expert_corpus[0]);
+    s.arch = "olmoe";
+    check_corpus(&s, olmoe_corpus, sizeof olmoe_corpus / sizeof olmoe_corpus[0]);
 }
 
 int main(void)

@@ -221,22 +221,27 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     U32("feed_forward_length", s->n_ff);
     U32("attention.head_count", s->n_head);
     U32("attention.head_count_kv", s->n_head_kv);
-    U32("rope.dimension_count", s->n_embd / s->n_head);
+    uint32_t hd = s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+    U32("rope.dimension_count", hd);
+    if (s->head_dim) {
+        U32("attention.key_length", hd);
+        U32("attention.value_length", hd);
+    }
     U32("vocab_size", s->n_vocab);
     if (s->n_expert) {
         U32("expert_count", s->n_expert);
         U32("expert_used_count", s->n_expert_used);
-        if (s->n_ff_shexp) {
+        if (s->n_ff_shexp || strcmp(a, "qwen3moe") == 0)
             U32("expert_feed_forward_length", s->n_ff);
+        if (s->n_ff_shexp)
             U32("expert_shared_feed_forward_length", s->n_ff_shexp);
-        }
     }
 #undef U32
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((st = gguf_writer_set_f32(w, key, 1e-5f)))
         return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
-    return gguf_writer_set_f32(w, key, strncmp(a, "qwen2", 5) == 0 ? 1000000.0f : 10000.0f);
+    return gguf_writer_set_f32(w, key, strncmp(a, "qwen", 4) == 0 ? 1000000.0f : 10000.0f);
 }
 
 /* attn_v's or ffn_down's type in layer i */
@@ -251,10 +256,11 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
     if (!s->n_layer || !s->n_embd || !s->n_ff || !s->n_head || !s->n_head_kv || s->n_vocab < 3 ||
-        s->n_embd % s->n_head || s->n_head % s->n_head_kv ||
+        (!s->head_dim && s->n_embd % s->n_head) || s->n_head % s->n_head_kv ||
         (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
     bool qwen = strncmp(s->arch, "qwen2", 5) == 0, moe = s->n_expert > 0;
+    bool qk_width = strcmp(s->arch, "olmoe") == 0, qk_head = strncmp(s->arch, "qwen3", 5) == 0;
     demo_model *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -264,7 +270,8 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st)
         st = make_vocab(d, s);
     uint64_t seed = s->seed;
-    uint32_t hd = s->n_embd / s->n_head, q_dim = s->n_embd, kv_dim = s->n_head_kv * hd;
+    uint32_t hd = s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+    uint32_t q_dim = s->n_head * hd, kv_dim = s->n_head_kv * hd;
     float se = 1.0f / sqrtf((float)s->n_embd), sf = 1.0f / sqrtf((float)s->n_ff);
     if (!st)
         st = make_tensor(d, &seed, "token_embd.weight", s->embd_type, s->n_vocab, s->n_embd, 0.0f,
@@ -275,7 +282,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st && !s->tied)
         st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
                          2.0f * se, NULL);
-    const void *(*made)[20] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
+    const void *(*made)[22] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
     if (!made && !st)
         st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
@@ -309,10 +316,17 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             { "ffn_up_shexp.weight", s->type, s->n_ff_shexp, s->n_embd, 0.0f, se },
             { "ffn_down_shexp.weight", dt, s->n_embd, s->n_ff_shexp, 0.0f,
               1.0f / sqrtf((float)(s->n_ff_shexp ? s->n_ff_shexp : 1)) },
+            /* the norms of Q and K: over their width (olmoe), of a head (qwen3) */
+            { "attn_q_norm.weight", GGML_TYPE_F32, 1, qk_head ? hd : q_dim, 1.0f, 0.2f },
+            { "attn_k_norm.weight", GGML_TYPE_F32, 1, qk_head ? hd : kv_dim, 1.0f, 0.2f },
         };
         uint32_t n = sizeof t / sizeof t[0];
         for (uint32_t k = 0; k < n && !st; k++) {
-            bool want = k < 6 || (k < 9 ? !moe : k < 12 ? qwen : k < 16 ? moe : s->n_ff_shexp > 0);
+            bool want = k < 6 || (k < 9    ? !moe
+                                  : k < 12 ? qwen
+                                  : k < 16 ? moe
+                                  : k < 20 ? s->n_ff_shexp > 0
+                                           : qk_width || qk_head);
             if (!want)
                 continue;
             char name[64];

@@ -11,9 +11,13 @@
 #include "gguf/gguf.h"
 
 typedef struct demo_spec {
-    const char *arch; /* "llama" or "qwen2" (Q/K/V biases, NeoX RoPE) */
+    /* "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen2moe", "olmoe" (norms
+     * of Q and K over their width, NeoX RoPE; experts), "qwen3" (norms of
+     * each head of Q and K, NeoX RoPE) or "qwen3moe" */
+    const char *arch;
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    uint32_t head_dim; /* 0: n_embd / n_head (else attention.key_length) */
     uint32_t type;       /* attention and FFN matrices */
     uint32_t embd_type;  /* token_embd (the output too when tied) */
     uint32_t out_type;   /* output.weight when not tied */

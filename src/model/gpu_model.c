@@ -18,6 +18,9 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_LLAMA] = llama_graph,
         [MODEL_ARCH_QWEN2] = llama_graph, /* biases and NeoX RoPE are data */
         [MODEL_ARCH_QWEN2MOE] = llama_graph, /* and experts */
+        [MODEL_ARCH_OLMOE] = llama_graph, /* the Q/K norm is data too */
+        [MODEL_ARCH_QWEN3] = llama_graph,
+        [MODEL_ARCH_QWEN3MOE] = llama_graph,
     };
     return graphs[arch];
 }
@@ -235,6 +238,11 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
     qkv.norm_scale = gm->fuse_norm;
+    /* a Q/K norm needs whole rows before RoPE: the projections store them
+     * and ops/norm.h's Q/K norm does the QKV epilogue's work */
+    matvec_variant rows = { MATVEC_STORE }, rows_multi = { MATVEC_STORE, true };
+    rows.norm_scale = gm->fuse_norm;
+    bool qk = hp->qk_norm != MODEL_QK_NONE;
     /* (NeoX RoPE: Q's and K's rows reordered so that a rotated pair is two
      * adjacent rows, as for the other models) */
     fuse_part parts[3] = { { &l->wq, neox }, { &l->wk, neox }, { &l->wv, false } };
@@ -254,7 +262,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         g->n_qkv++;
         s->row_base = row_base;
         row_base += s->l.w.rows;
-        if ((st = gm_linear_kernels(gm, &s->l, &qkv, NULL)))
+        if ((st = gm_linear_kernels(gm, &s->l, qk ? &rows : &qkv, qk ? &rows_multi : NULL)))
             return st;
         for (uint32_t k = i; k < j; k++)
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
@@ -320,6 +328,12 @@ static glesllm_status create_act(gpu_model *gm)
             gm->layers[i].bias = at;
             at += align64(q_dim + 2ull * kv_dim);
         }
+        if (m->layers[i].q_norm.data) {
+            gm->layers[i].q_norm = at;
+            at += align64(m->layers[i].q_norm.cols);
+            gm->layers[i].k_norm = at;
+            at += align64(m->layers[i].k_norm.cols);
+        }
     }
     gm->out_norm = at;
     at += emb;
@@ -357,6 +371,9 @@ static glesllm_status create_act(gpu_model *gm)
      * hidden; the batch shrinks to what the storage-block limit leaves */
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     uint64_t per_tok = 2 * act_stride(hp->n_embd) + 2 * act_stride(q_dim) + act_stride(hp->n_ff);
+    uint64_t qkv_row = act_stride(q_dim + 2ull * kv_dim);
+    if (hp->qk_norm != MODEL_QK_NONE)
+        per_tok += qkv_row;
     /* experts: a token's router logits, route, shared gate, and for each of
      * its slots (and the shared expert) a hidden row and an output row, and
      * its slots' places in the grouping (with the experts' counts) */
@@ -383,6 +400,10 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64(nb * act_stride(q_dim));
     gm->bhid = at;
     at += align64(nb * act_stride(hp->n_ff));
+    if (hp->qk_norm != MODEL_QK_NONE) {
+        gm->bqkv = at;
+        at += align64(nb * qkv_row);
+    }
     if (hp->n_expert) {
         gm->moe_logits = at;
         at += align64(nb * act_stride(hp->n_expert));
@@ -422,6 +443,10 @@ static glesllm_status create_act(gpu_model *gm)
                 !(st = put_vector(&l->bk, b + q_dim, hp->head_dim, hp->rope_neox)))
                 st = put_vector(&l->bv, b + q_dim + kv_dim, hp->head_dim, false);
         }
+        /* (reordered as Q's and K's rows are) */
+        if (!st && l->q_norm.data &&
+            !(st = put_vector(&l->q_norm, host + g->q_norm, hp->head_dim, hp->rope_neox)))
+            st = put_vector(&l->k_norm, host + g->k_norm, hp->head_dim, hp->rope_neox);
     }
     if (!st)
         st = put_vector(&m->out_norm, host + gm->out_norm, hp->head_dim, false);
@@ -516,6 +541,7 @@ void gpu_model_destroy(gpu_model *gm)
     sample_destroy(&gm->sample);
     prefetch_destroy(&gm->prefetch);
     moe_destroy(&gm->moe);
+    norm_destroy_qk(&gm->qk);
     for (uint32_t i = 0; i < gm->n_logits_all; i++)
         gpu_buffer_destroy(&gm->logits_all[i]);
     free(gm->logits_all);
@@ -568,6 +594,13 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         (st = norm_build(gm->ctx, &gm->norm)) ||
         (hp->n_expert && (st = moe_build(gm->ctx, &gm->moe))))
         return st;
+    if (hp->qk_norm != MODEL_QK_NONE) {
+        qk_norm_shape qs = { hp->n_head * hp->head_dim, hp->n_head_kv * hp->head_dim,
+                             hp->head_dim };
+        model_qk_spans(hp, &qs.q_span, &qs.k_span);
+        if ((st = norm_build_qk(gm->ctx, &qs, &gm->qk)))
+            return st;
+    }
     gm->layers = calloc(hp->n_layer, sizeof *gm->layers);
     if (!gm->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");

@@ -52,6 +52,7 @@ typedef struct gpu_layer {
     gpu_linear router, eglu, edown, sglu, sdown, sgate;
     gpu_buffer cache;         /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
+    uint64_t q_norm, k_norm;  /* model_hparams.qk_norm: the weights' float offsets in act */
 } gpu_layer;
 
 struct gpu_pass;
@@ -82,6 +83,7 @@ struct gpu_model {
     sample_kernels sample;
     prefetch_kernel prefetch;
     moe_kernels moe;
+    qk_norm_kernel qk; /* model_hparams.qk_norm */
     /* experts: float offsets in act of n_batch tokens' router logits, routes
      * (k pairs a token), shared-expert gate logits, the experts' hidden rows
      * and outputs (a row a (token, slot), then the shared expert's a token),
@@ -115,6 +117,9 @@ struct gpu_model {
     /* prefill: n_batch rows each (float offsets in act) */
     uint32_t n_batch;
     uint64_t bx, bxn, bq, battn, bhid;
+    /* model_hparams.qk_norm: the projected q|k|v rows before the Q/K norm
+     * (n_batch rows of act_stride(q_dim + 2 kv_dim); a step uses the first) */
+    uint64_t bqkv;
     uint32_t few_n; /* batches of at most few_n tokens take attention's `few` */
     /* logits of every position (GPU_STEP_ALL_LOGITS): n_batch rows of
      * act_stride(n_vocab) in buffers of logits_rows rows, made on first use */

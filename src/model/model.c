@@ -72,10 +72,15 @@ static const struct {
     bool moe;       /* experts: required (else: where expert_count says) */
     bool expert_norm; /* the chosen experts' weights renormalised to sum 1 */
     bool shexp;     /* a shared expert beside the routed ones */
+    model_qk_norm qk_norm; /* attn_q_norm, attn_k_norm */
+    bool ff_exp_key; /* the experts' width: expert_feed_forward_length (else feed_forward_length) */
 } archs[] = {
-    { "llama", MODEL_ARCH_LLAMA, false, false, false, true, false },
-    { "qwen2", MODEL_ARCH_QWEN2, true, true, false, false, false },
-    { "qwen2moe", MODEL_ARCH_QWEN2MOE, true, true, true, false, true },
+    { "llama", MODEL_ARCH_LLAMA, false, false, false, true, false, MODEL_QK_NONE, false },
+    { "qwen2", MODEL_ARCH_QWEN2, true, true, false, false, false, MODEL_QK_NONE, false },
+    { "qwen2moe", MODEL_ARCH_QWEN2MOE, true, true, true, false, true, MODEL_QK_NONE, true },
+    { "olmoe", MODEL_ARCH_OLMOE, true, false, true, false, false, MODEL_QK_WIDTH, false },
+    { "qwen3", MODEL_ARCH_QWEN3, true, false, false, false, false, MODEL_QK_HEAD, false },
+    { "qwen3moe", MODEL_ARCH_QWEN3MOE, true, false, true, true, false, MODEL_QK_HEAD, true },
 };
 
 /* The hyperparameters a model reads: where one is there, it must be a number
@@ -149,15 +154,16 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "%s.expert_used_count is %u; glesllm routes a token to at most %d experts",
                        a, hp->n_expert_used, MODEL_MAX_EXPERTS_USED);
-    /* (llama.cpp: Mixtral's experts are feed_forward_length wide; qwen2moe's
-     * expert_feed_forward_length, else feed_forward_length / expert_used_count) */
+    /* (llama.cpp: Mixtral's and OLMoE's experts are feed_forward_length
+     * wide; qwen2moe's and qwen3moe's expert_feed_forward_length, qwen2moe's
+     * else feed_forward_length / expert_used_count) */
     hp->n_ff_exp = mi->n_ff;
     hp->n_ff_shexp = 0;
-    if (archs[ai].shexp) {
+    if (archs[ai].ff_exp_key)
         hp->n_ff_exp = gguf_get_arch_u32(f, a, "expert_feed_forward_length",
-                                         mi->n_ff / hp->n_expert_used);
+                                         archs[ai].shexp ? mi->n_ff / hp->n_expert_used : 0);
+    if (archs[ai].shexp)
         hp->n_ff_shexp = gguf_get_arch_u32(f, a, "expert_shared_feed_forward_length", mi->n_ff);
-    }
     if (!hp->n_ff_exp || (archs[ai].shexp && !hp->n_ff_shexp))
         return err_set(GLESLLM_ERR_FORMAT,
                        "the experts of this %s model have no width (%s.expert_feed_forward_length "
@@ -204,11 +210,13 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     if (a_i == sizeof archs / sizeof archs[0] || arch.len != strlen(mi->arch))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
-                       "Mistral, Mixtral, SmolLM, TinyLlama), qwen2 and qwen2moe models",
+                       "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe "
+                       "and olmoe models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
     hp->qkv_bias = archs[a_i].qkv_bias;
+    hp->qk_norm = archs[a_i].qk_norm;
     const char *a = mi->arch;
     if ((st = check_hp_types(f, a)) != GLESLLM_OK)
         return st;
@@ -331,7 +339,7 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->down,       &l->bq,        &l->bk,        &l->bv,
                                      &l->router,     &l->gate_exps, &l->up_exps,   &l->down_exps,
                                      &l->gate_shexp, &l->up_shexp,  &l->down_shexp,
-                                     &l->shexp_gate };
+                                     &l->shexp_gate, &l->q_norm,    &l->k_norm };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -412,6 +420,9 @@ glesllm_status model_open(const gguf_file *f, model *m)
         return err_prefix(st, "model: ");
     }
     uint64_t ne = hp->n_expert, fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    bool qk = hp->qk_norm != MODEL_QK_NONE;
+    uint32_t q_span, k_span;
+    model_qk_spans(hp, &q_span, &k_span);
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
         struct {
@@ -440,6 +451,8 @@ glesllm_status model_open(const gguf_file *f, model *m)
             { &l->up_shexp, "ffn_up_shexp.weight", 1, fs, hp->n_embd, shexp },
             { &l->down_shexp, "ffn_down_shexp.weight", 1, hp->n_embd, fs, shexp },
             { &l->shexp_gate, "ffn_gate_inp_shexp.weight", 1, 1, hp->n_embd, shexp },
+            { &l->q_norm, "attn_q_norm.weight", 1, 1, q_span, qk },
+            { &l->k_norm, "attn_k_norm.weight", 1, 1, k_span, qk },
         };
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
             if (!want[k].present)
@@ -467,6 +480,17 @@ void model_close(model *m)
         return;
     free(m->layers);
     m->layers = NULL;
+}
+
+void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span)
+{
+    bool width = hp->qk_norm == MODEL_QK_WIDTH;
+    *q_span = hp->qk_norm == MODEL_QK_NONE ? 0
+              : width                      ? hp->n_head * hp->head_dim
+                                           : hp->head_dim;
+    *k_span = hp->qk_norm == MODEL_QK_NONE ? 0
+              : width                      ? hp->n_head_kv * hp->head_dim
+                                           : hp->head_dim;
 }
 
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)

@@ -4,8 +4,10 @@
  *
  * Architectures: `llama` (Llama 2/3, Mistral, SmolLM, TinyLlama: RoPE on
  * adjacent pairs; with experts, Mixtral), `qwen2` (Q/K/V biases, NeoX RoPE on
- * pairs half a head apart) and `qwen2moe` (qwen2's attention, experts and a
- * shared expert). */
+ * pairs half a head apart), `qwen2moe` (qwen2's attention, experts and a
+ * shared expert), `olmoe` (NeoX RoPE after an RMSNorm of Q and of K over
+ * their width, experts), `qwen3` (NeoX RoPE after an RMSNorm of each head of
+ * Q and K, no biases) and `qwen3moe` (qwen3's attention, experts). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -14,7 +16,19 @@
 
 #include "gguf/gguf.h"
 
-typedef enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN2MOE } model_arch;
+typedef enum model_arch {
+    MODEL_ARCH_LLAMA,
+    MODEL_ARCH_QWEN2,
+    MODEL_ARCH_QWEN2MOE,
+    MODEL_ARCH_OLMOE,
+    MODEL_ARCH_QWEN3,
+    MODEL_ARCH_QWEN3MOE
+} model_arch;
+
+/* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
+ * the whole width (OLMoE), or a head at a time with one weight for all
+ * heads (Qwen3). */
+typedef enum model_qk_norm { MODEL_QK_NONE, MODEL_QK_WIDTH, MODEL_QK_HEAD } model_qk_norm;
 
 /* The most experts a layer may have (llama.cpp's limit too), and the most a
  * token may use. */
@@ -32,6 +46,7 @@ typedef struct model_hparams {
                                 3.1/3.2): pair i's angle divided by factor i; NULL: none */
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
+    model_qk_norm qk_norm; /* Q and K normalised before RoPE; model_qk_spans */
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of
      * n_ff_exp rows, weighted by their softmax probabilities (renormalised
@@ -60,6 +75,7 @@ static inline uint64_t model_tensor_row_bytes(const model_tensor *t)
 typedef struct model_layer {
     model_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     model_tensor bq, bk, bv; /* qwen2: biases (rows 1), else data NULL */
+    model_tensor q_norm, k_norm; /* model_hparams.qk_norm: their weights, else data NULL */
     /* experts (data NULL in a dense model, whose gate/up/down are then set):
      * the router (n_expert rows); each expert tensor is n_expert matrices
      * one after the other, so expert e's row r is row e * n_ff_exp + r
@@ -82,6 +98,10 @@ typedef struct model {
  * a type without a GPU layout is an error naming it. */
 glesllm_status model_open(const gguf_file *f, model *out);
 void model_close(model *m);
+
+/* The values one Q norm and one K norm cover (model_hparams.qk_norm: the
+ * width, or a head; none: 0). */
+void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span);
 
 /* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos, as
  * cos/sin: theta = scale * pos * base^(-2i/head_dim) / freqs[i] (freqs: the

@@ -8,10 +8,11 @@
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
                                          "granite", "granitemoe", "command-r", "olmo", "deepseek",
                                          "deepseek2", "xverse", "refact", "mistral", "llama4", NULL };
-static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe",
-                                         "phi2", "phi3", "gemma", "gemma2", "gemma3", "stablelm",
-                                         "gptneox", "falcon", "starcoder2", "olmo2", "nemotron",
-                                         "exaone", "openelm", "plamo", "codeshell", "orion", NULL };
+static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3",
+                                         "qwen3moe", "phi2", "phi3", "gemma", "gemma2", "gemma3",
+                                         "stablelm", "gptneox", "falcon", "starcoder2", "olmo2",
+                                         "olmoe", "nemotron", "exaone", "openelm", "plamo",
+                                         "codeshell", "orion", NULL };
 static const char *const rope_none[] = { "gpt2", "starcoder", "mpt", "bloom", "bert", "jais",
                                          "nomic-bert", "jina-bert-v2", "t5", NULL };
 

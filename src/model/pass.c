@@ -219,6 +219,48 @@ static uint64_t qkv_uint(const model_hparams *hp, const matvec_args *a, uint64_t
     return g < q ? g : g < q + kv ? a->k_off + (g - q) / 2 : a->v_off + (g - q - kv) / 2;
 }
 
+/* Whether segment i of Q|K|V reads the token tiles segment 0 made (the
+ * segments share x: its tiles made once where their kernels tile alike). */
+static bool tiles_made(const gpu_layer *l, uint32_t i)
+{
+    const matmul_config *c0 = &l->qkv[0].l.mk->cfg, *ci = &l->qkv[i].l.mk->cfg;
+    return i > 0 && c0->f16 && ci->f16 && c0->wg == ci->wg && c0->tn == ci->tn;
+}
+
+/* Q, K and V of a model with a Q/K norm: the projections' rows stored (the
+ * input's norm taken as each pass kind takes it), then the Q/K norm with
+ * RoPE puts them where the attention reads them. */
+static glesllm_status qkv_normed(gpu_pass *p, const gpu_layer *l, uint64_t rope, uint64_t k_off,
+                                 uint64_t v_off)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint32_t q_dim = hp->n_head * hp->head_dim;
+    uint64_t row = act_stride(q_dim + 2ull * hp->n_head_kv * hp->head_dim);
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++) {
+        const segment *s = &l->qkv[i];
+        uint64_t y = gm->bqkv + s->row_base;
+        if (p->kind == PASS_STEP) {
+            matvec_args a = step_norm_args(p);
+            st = matvec_record_args(gm->q, s->l.k, &s->l.w, &gm->act, gm->xn, &gm->act, y, &a);
+        } else if (p->kind == PASS_SMALL) {
+            matvec_args a = { .norm_off = p->norm, .eps = hp->eps };
+            step_norm_split(p, &a);
+            st = record_multi(p, &s->l, &gm->act, gm->bx, y, row, &a);
+        } else {
+            matmul_args a = { .n_tok = p->n, .x_off = gm->bxn, .y_off = y, .y_stride = row,
+                              .xt_made = tiles_made(l, i) };
+            st = chunk_matmul(gm, &s->l, &gm->act, a);
+        }
+    }
+    qk_norm_args a = { .n_tok = p->n, .eps = hp->eps, .raw_off = gm->bqkv, .raw_stride = row,
+                       .q_weight = l->q_norm, .k_weight = l->k_norm, .rope_off = rope,
+                       .q_off = gm->bq, .q_stride = act_stride(q_dim),
+                       .q_to_cache = p->kind == PASS_STEP, .k_off = k_off, .v_off = v_off };
+    return st ? st : norm_record_qk(gm->q, &gm->qk, &gm->act, &l->cache, &a);
+}
+
 glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
@@ -226,6 +268,8 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
     uint64_t rope = gm->rope + (uint64_t)p->pos0 * hp->head_dim;
     uint64_t k_off = gm->k_base + p->pos0 * kv_half(hp), v_off = gm->v_base + p->pos0 * kv_half(hp);
     glesllm_status st = GLESLLM_OK;
+    if (hp->qk_norm != MODEL_QK_NONE)
+        return qkv_normed(p, l, rope, k_off, v_off);
     if (p->kind == PASS_STEP) {
         matvec_args a = step_norm_args(p);
         a.rope_off = rope;
@@ -251,11 +295,7 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
             matmul_args a = { .n_tok = p->n, .x_off = gm->bxn, .y_off = gm->bq,
                               .y_stride = act_stride(q_dim), .row_base = l->qkv[i].row_base,
                               .rope_off = rope, .bias_off = l->bias, .k_off = k_off,
-                              .v_off = v_off };
-            /* the segments share x: its tiles made once (when their kernels
-             * tile the tokens alike) */
-            const matmul_config *c0 = &l->qkv[0].l.mk->cfg, *ci = &l->qkv[i].l.mk->cfg;
-            a.xt_made = i > 0 && c0->f16 && ci->f16 && c0->wg == ci->wg && c0->tn == ci->tn;
+                              .v_off = v_off, .xt_made = tiles_made(l, i) };
             st = chunk_matmul(gm, &l->qkv[i].l, &l->cache, a);
         }
     }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/error.h"
+
 glesllm_status norm_build(gpu_context *ctx, norm_kernels *out)
 {
     memset(out, 0, sizeof *out);
@@ -69,5 +71,59 @@ glesllm_status norm_record_prep(gpu_queue *q, const norm_kernels *k, const gpu_b
     d.n_params = 6;
     d.groups[0] = groups;
     d.groups[1] = d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
+}
+
+glesllm_status norm_build_qk(gpu_context *ctx, const qk_norm_shape *shape, qk_norm_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    const qk_norm_shape *s = shape;
+    if (!s->q_span || !s->k_span || s->q_dim % s->q_span || s->kv_dim % s->k_span ||
+        s->q_span % s->head_dim || s->k_span % s->head_dim || s->head_dim % 2)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "Q/K norm: spans of %u and %u values do not divide Q of %u and K of %u "
+                       "into whole heads of %u", s->q_span, s->k_span, s->q_dim, s->kv_dim,
+                       s->head_dim);
+    out->shape = *s;
+    /* (128: the invocations every GLES 3.1 device has; a head of 128 values
+     * is 64 pairs) */
+    uint32_t wg = s->q_span >= 256 ? 128 : 64;
+    char defs[160];
+    snprintf(defs, sizeof defs,
+             "WG_SIZE %u\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u\nQ_SPAN %u\nK_SPAN %u", wg, s->q_dim, s->kv_dim, s->head_dim, s->q_span, s->k_span);
+    return gpu_program_build(ctx, "qk_norm.comp", defs, &out->prog);
+}
+
+void norm_destroy_qk(qk_norm_kernel *k) { gpu_program_destroy(&k->prog); }
+
+glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_buffer *act,
+                              const gpu_buffer *cache, const qk_norm_args *a)
+{
+    const qk_norm_shape *s = &k->shape;
+    uint64_t raw_end = a->raw_off + (a->n_tok - 1) * a->raw_stride + s->q_dim + 2ull * s->kv_dim;
+    uint64_t q_end = a->q_to_cache ? s->q_dim : a->q_off + (a->n_tok - 1) * a->q_stride + s->q_dim;
+    uint64_t kv = (uint64_t)a->n_tok * s->kv_dim / 2;
+    uint64_t cache_end = (a->k_off > a->v_off ? a->k_off : a->v_off) + kv;
+    if (a->q_to_cache && a->n_tok != 1)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "Q/K norm: Q to the cache for one token only");
+    if (!a->n_tok || raw_end * 4 > act->size || (!a->q_to_cache && q_end * 4 > act->size) ||
+        cache_end * 4 > cache->size || raw_end >= (1ull << 32) || q_end >= (1ull << 32))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "Q/K norm of %u tokens: past the end of the activations or the cache",
+                       a->n_tok);
+    gpu_dispatch d = { 0 };
+    d.prog = &k->prog;
+    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, a->q_to_cache ? GPU_READ : GPU_READ_WRITE };
+    d.bindings[1] = (gpu_binding){ 1, cache, 0, 0, GPU_WRITE };
+    d.n_bindings = 2;
+    uint32_t p[] = { (uint32_t)a->raw_off, (uint32_t)a->raw_stride, (uint32_t)a->q_weight,
+                     (uint32_t)a->k_weight, (uint32_t)a->rope_off, gpu_f2u(a->eps),
+                     (uint32_t)a->q_off, (uint32_t)a->q_stride, a->q_to_cache ? 1u : 0u,
+                     (uint32_t)a->k_off, (uint32_t)a->v_off };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = sizeof p / sizeof p[0];
+    d.groups[0] = s->q_dim / s->q_span + 2 * (s->kv_dim / s->k_span);
+    d.groups[1] = a->n_tok;
+    d.groups[2] = 1;
     return gpu_queue_dispatch(q, &d);
 }

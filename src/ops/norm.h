@@ -38,4 +38,38 @@ glesllm_status norm_record_prep(gpu_queue *q, const norm_kernels *k, const gpu_b
                                 uint32_t n, uint64_t w_off, uint64_t x_off, uint64_t y_off,
                                 uint64_t sq_off);
 
+/* The norm of attention's Q and K (glsl/qk_norm.comp), for models whose Q
+ * and K are normalised before RoPE: over the width (OLMoE) or a head at a
+ * time (Qwen3). It takes the projected q|k|v rows (f32), normalises Q and
+ * K, rotates them, and puts Q, K and V where the attention reads them, as
+ * the projections' QKV epilogue does for other models. */
+typedef struct qk_norm_shape {
+    uint32_t q_dim, kv_dim, head_dim;
+    uint32_t q_span, k_span; /* the values one norm covers: q_dim / kv_dim, or head_dim */
+} qk_norm_shape;
+
+typedef struct qk_norm_kernel {
+    gpu_program prog;
+    qk_norm_shape shape;
+} qk_norm_kernel;
+
+glesllm_status norm_build_qk(gpu_context *ctx, const qk_norm_shape *shape, qk_norm_kernel *out);
+void norm_destroy_qk(qk_norm_kernel *k);
+
+/* Float offsets in act unless said: n_tok tokens' q|k|v rows from raw_off,
+ * raw_stride apart; the weights (q_span, k_span values); token 0's row of
+ * the RoPE table; Q to q_off, q_stride a token (q_to_cache: to the cache
+ * from uint 0 instead, one token); K and V to the cache's uint offsets
+ * k_off, v_off (kv_dim / 2 uints a token). */
+typedef struct qk_norm_args {
+    uint32_t n_tok;
+    float eps;
+    uint64_t raw_off, raw_stride, q_weight, k_weight, rope_off, q_off, q_stride;
+    bool q_to_cache;
+    uint64_t k_off, v_off;
+} qk_norm_args;
+
+glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_buffer *act,
+                              const gpu_buffer *cache, const qk_norm_args *a);
+
 #endif
