@@ -13,6 +13,8 @@
  *            olmoe    OLMoE-1B-7B: 2048 hidden, 16 layers, 16/16 heads (Q and
  *                     K normalised over the width), 50304 vocab, 64 experts
  *                     of 1024 ff, 8 a token
+ *            qwen3    Qwen3-0.6B: 1024 hidden, 3072 ff, 28 layers, 16/8 heads of
+ *                     128 (each head of Q and K normalised), 151936 vocab, tied
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -30,8 +32,8 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe Q4_0|Q8_0|Q4_K_M OUT.gguf "
-                        "[N_LAYERS]\n");
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3 Q4_0|Q8_0|Q4_K_M "
+                        "OUT.gguf [N_LAYERS]\n");
         return 2;
     }
     demo_spec s = demo_spec_default();
@@ -58,8 +60,14 @@ int main(int argc, char **argv)
         s.n_layer = 16, s.n_embd = 2048, s.n_ff = 1024, s.n_head = 16, s.n_head_kv = 16;
         s.n_vocab = 50304, s.tied = false;
         s.n_expert = 64, s.n_expert_used = 8;
+    } else if (strcmp(argv[1], "qwen3") == 0) {
+        s.name = "Qwen3-0.6B shape, random weights";
+        s.arch = "qwen3";
+        s.n_layer = 28, s.n_embd = 1024, s.n_ff = 3072, s.n_head = 16, s.n_head_kv = 8;
+        s.head_dim = 128;
+        s.n_vocab = 151936, s.tied = true;
     } else {
-        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe)\n",
+        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3)\n",
                 argv[1]);
         return 2;
     }
