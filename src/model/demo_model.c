@@ -201,6 +201,12 @@ out:
     return st;
 }
 
+/* the dimensions of a head: the spec's, else n_embd / n_head */
+static uint32_t head_dim_of(const demo_spec *s)
+{
+    return s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+}
+
 static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
 {
     char key[96];
@@ -221,7 +227,7 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     U32("feed_forward_length", s->n_ff);
     U32("attention.head_count", s->n_head);
     U32("attention.head_count_kv", s->n_head_kv);
-    uint32_t hd = s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+    uint32_t hd = head_dim_of(s);
     U32("rope.dimension_count", hd);
     if (s->head_dim) {
         U32("attention.key_length", hd);
@@ -270,7 +276,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st)
         st = make_vocab(d, s);
     uint64_t seed = s->seed;
-    uint32_t hd = s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+    uint32_t hd = head_dim_of(s);
     uint32_t q_dim = s->n_head * hd, kv_dim = s->n_head_kv * hd;
     float se = 1.0f / sqrtf((float)s->n_embd), sf = 1.0f / sqrtf((float)s->n_ff);
     if (!st)

@@ -90,7 +90,8 @@ glesllm_status norm_build_qk(gpu_context *ctx, const qk_norm_shape *shape, qk_no
     uint32_t wg = s->q_span >= 256 ? 128 : 64;
     char defs[160];
     snprintf(defs, sizeof defs,
-             "WG_SIZE %u\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u\nQ_SPAN %u\nK_SPAN %u", wg, s->q_dim, s->kv_dim, s->head_dim, s->q_span, s->k_span);
+             "WG_SIZE %u\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u\nQ_SPAN %u\nK_SPAN %u", wg,
+             s->q_dim, s->kv_dim, s->head_dim, s->q_span, s->k_span);
     return gpu_program_build(ctx, "qk_norm.comp", defs, &out->prog);
 }
 
