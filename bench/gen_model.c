@@ -15,6 +15,12 @@
  *                     of 1024 ff, 8 a token
  *            qwen3    Qwen3-0.6B: 1024 hidden, 3072 ff, 28 layers, 16/8 heads of
  *                     128 (each head of Q and K normalised), 151936 vocab, tied
+ *            llama32  Llama-3.2-1B: 2048 hidden, 8192 ff, 16 layers, 32/8 heads,
+ *                     128256 vocab, tied (without its RoPE factors, which
+ *                     change no speed)
+ *            phi3     Phi-3-mini-4k: 3072 hidden, 8192 ff, 32 layers, 32/32 heads
+ *                     of 96, 32064 vocab, Q|K|V and gate|up fused, a window of
+ *                     2047 positions
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -32,8 +38,8 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3 Q4_0|Q8_0|Q4_K_M "
-                        "OUT.gguf [N_LAYERS]\n");
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3 "
+                        "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
     demo_spec s = demo_spec_default();
@@ -66,9 +72,20 @@ int main(int argc, char **argv)
         s.n_layer = 28, s.n_embd = 1024, s.n_ff = 3072, s.n_head = 16, s.n_head_kv = 8;
         s.head_dim = 128;
         s.n_vocab = 151936, s.tied = true;
+    } else if (strcmp(argv[1], "llama32") == 0) {
+        s.name = "Llama-3.2-1B shape, random weights";
+        s.n_layer = 16, s.n_embd = 2048, s.n_ff = 8192, s.n_head = 32, s.n_head_kv = 8;
+        s.n_vocab = 128256, s.tied = true;
+    } else if (strcmp(argv[1], "phi3") == 0) {
+        /* (not "Phi-3": llama.cpp looks for Phi-3's special tokens in such a name) */
+        s.name = "Phi 3 mini 4k shape, random weights";
+        s.arch = "phi3";
+        s.n_layer = 32, s.n_embd = 3072, s.n_ff = 8192, s.n_head = 32, s.n_head_kv = 32;
+        s.n_vocab = 32064, s.tied = false;
+        s.window = 2047;
     } else {
-        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3)\n",
-                argv[1]);
+        fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
+                        "llama32, phi3)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

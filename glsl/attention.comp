@@ -1,6 +1,7 @@
 // Attention of one new token over the KV cache, per head (GQA: GROUP query
-// heads share a KV head): softmax(q . k_p / sqrt(HEAD_DIM)) . v_p over the
-// positions p < kv length. The positions are cut into chunks, one work group
+// heads share a KV head): softmax(s_p) . v_p over the positions p it sees,
+// s_p = q . k_p SCALE (SOFTCAP tanh(s_p / SOFTCAP) where SOFTCAP is defined):
+// all p < kv length, or with a window W the last W of them. The positions are cut into chunks, one work group
 // per (head, chunk), so a long context spreads over the GPU; with one chunk
 // the result is written directly, else each chunk writes its max score, its
 // sum of exp and its unnormalised output, and the last of a head's chunks to
@@ -11,12 +12,12 @@
 //           1 activations (float[]: the output and the partials),
 //           2 a counter per head (uint[], 0 between dispatches: the merging
 //           work group puts it back).
-// Params: 0 kv length, 1 positions per chunk (<= CHUNK_MAX), 2 chunks,
-//         3 output float offset (one chunk), 4 partials float offset
-//         ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint offset,
-//         6 V uint offset.
+// Params: 0 kv length, 1 positions per chunk (<= CHUNK_MAX), 2 chunks (of
+//         the positions seen), 3 output float offset (one chunk), 4 partials
+//         float offset ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint
+//         offset, 6 V uint offset, 7 the window (0: none).
 // Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
-// as uvec4), GROUP, KV_DIM, CHUNK_MAX.
+// as uvec4), GROUP, KV_DIM, CHUNK_MAX, SCALE (a float), SOFTCAP (optional).
 // MULTI: the same for a few new tokens (a verification pass, a short prompt),
 // whose K and V are in the cache already: work group (h, c, i) is query i's
 // head h and chunk c; query i is at position pos0 + i and sees pos0 + i + 1
@@ -28,7 +29,7 @@
 //         2 chunk slots a (query, head) in the partials, 3 output float
 //         offset of query 0, 4 partials float offset, 5 K and 6 V uint
 //         offsets, 7 Q float offset of query 0 (in the activations), 8 floats
-//         per query (Q and output).
+//         per query (Q and output), 9 the window (0: none).
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -60,6 +61,10 @@ shared bool merge_here;
 
 #define STRIDE uint(HEAD_DIM + 2)
 
+// The first position a query that sees len positions attends to, with a
+// window of w (0: none).
+uint first_seen(uint len, uint w) { return w != 0u && len > w ? len - w : 0u; }
+
 // The last chunk of a head to finish: every chunk's partials (n at base) into
 // its output at out.
 void merge_chunks(uint base, uint n, uint out_)
@@ -86,10 +91,11 @@ void main()
     // its chunks as a decode step's at this length (ops/attention.c
     // chunks, param 1 its chunks a head wanted), so that its
     // output is the step's to the bit
-    uint len = PARAM_U(0) + q, chunk = len;
-    if (len > uint(ONE_CHUNK))
-        chunk = clamp((len + PARAM_U(1) - 1u) / PARAM_U(1), uint(CHUNK_MIN), uint(CHUNK_MAX));
-    uint n_chunks = (len + chunk - 1u) / chunk;
+    uint len = PARAM_U(0) + q, lo = first_seen(len, PARAM_U(9));
+    uint seen = len - lo, chunk = seen;
+    if (seen > uint(ONE_CHUNK))
+        chunk = clamp((seen + PARAM_U(1) - 1u) / PARAM_U(1), uint(CHUNK_MIN), uint(CHUNK_MAX));
+    uint n_chunks = (seen + chunk - 1u) / chunk;
     if (c >= n_chunks)
         return;  // the whole group: past this query's positions
     uint slot = q * gl_NumWorkGroups.x + h;  // the (query, head): its counter and partials
@@ -98,15 +104,16 @@ void main()
         qs[i] = act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i];
 #else
     uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2);
+    uint lo = first_seen(len, PARAM_U(7));
     uint slot = h, out_ = PARAM_U(3) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
         qs[i] = uintBitsToFloat(lb[h * uint(HEAD_DIM) + i]);
 #endif
-    uint p0 = c * chunk, p1 = min(p0 + chunk, len);
+    uint p0 = lo + c * chunk, p1 = min(p0 + chunk, len);
     uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
     barrier();
 
-    float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
+    float mx = -3.0e38;
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
         uint kb = PARAM_U(5) + p * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
@@ -125,7 +132,10 @@ void main()
             s += qs[2u * j] * k.x + qs[2u * j + 1u] * k.y;
         }
 #endif
-        s *= scale;
+        s *= SCALE;
+#ifdef SOFTCAP
+        s = SOFTCAP * tanh(s / SOFTCAP);
+#endif
         sc[p - p0] = s;
         mx = max(mx, s);
     }

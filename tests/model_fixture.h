@@ -109,4 +109,26 @@ static inline demo_spec fixture_hf_spec(const char *arch)
     return s;
 }
 
+/* The Phi-3 file with LongRoPE factors whose reference is llama.cpp's
+ * (tests/reference/llama-phi3-longrope.jsonl, llama_reference.c): 2 layers,
+ * 64 hidden, 4/2 heads, 128 ff, F32, a context of 128 (the original 64: a
+ * context of 128 takes the long factors) and a window of 12. */
+static inline demo_spec fixture_longrope_spec(void)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = "phi3";
+    s.name = "longrope"; /* (llama.cpp looks for Phi-3's special tokens in a "phi3" name) */
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 128;
+    s.n_ctx = 128;
+    s.window = 12;
+    s.long_rope = true;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.seed = 2026;
+    return s;
+}
+
 #endif

@@ -773,6 +773,75 @@ static void test_qk_norm_matches_cpu(void)
     tune.fuse_norm = TUNE_AUTO;
 }
 
+/* Sliding-window attention (Phi-3's, on every layer; Q|K|V and gate|up read
+ * as row ranges of one tensor each), against the CPU reference across the
+ * window's edge: steps, the several-token and chunked prefills (tiles whose
+ * first positions fall out of the window), a window past one chunk of the
+ * step kernel (64 positions), and a quantized file. */
+static void test_sliding_window_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("phi3", GGML_TYPE_F32);
+    s.window = 5;
+    check_against_reference(&s, 64, 24, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(&s, 16, -1, pieces, 3);
+    check_prefill(&s, 16, 0, pieces, 3);
+    s.window = 37; /* (not a multiple of the prefill's tiles) */
+    const uint32_t long_pieces[] = { 50, 7 };
+    check_prefill(&s, 32, 0, long_pieces, 2);
+    demo_spec l = s;
+    l.n_layer = 1;
+    l.n_embd = 64;
+    l.n_head = 2;
+    l.n_head_kv = 1;
+    l.n_ff = 64;
+    l.n_vocab = 64;
+    l.window = 150; /* in chunks past 64 positions, from a first position past 0 */
+    check_against_reference(&l, 400, 400, 50);
+    demo_spec q = fixture_small_spec("phi3", GGML_TYPE_Q4_K);
+    q.window = 7;
+    check_against_reference(&q, 32, 12, 1);
+    check_prefill(&q, 16, 0, pieces, 3);
+}
+
+/* LongRoPE (Phi-3 128k, Phi-3.5): the long factors for a context past the
+ * original one, the short ones within it, cos and sin times the attention
+ * factor; the GPU against the CPU reference in both. */
+static void test_long_rope_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("phi3", GGML_TYPE_F32);
+    s.long_rope = true;
+    s.n_ctx = 64; /* an original context of 32 */
+    loaded L;
+    load_demo(&s, 64, &L);
+    const model_hparams *hp = &L.m.hp;
+    TEST_ASSERT_EQUAL_UINT(32, hp->n_ctx_orig);
+    TEST_ASSERT_FLOAT_WITHIN(1e-7, 1.2f, hp->rope_attn_factor);
+    TEST_ASSERT_NOT_NULL(hp->rope_long);
+    TEST_ASSERT_NOT_NULL(hp->rope_short);
+    uint32_t half = hp->head_dim / 2, pos = 5;
+    float *wide = malloc(sizeof(float) * 2 * half * 64), *narrow = malloc(sizeof(float) * 2 * half * 32);
+    TEST_ASSERT_TRUE(wide && narrow);
+    model_rope_table(hp, 64, wide);
+    model_rope_table(hp, 32, narrow);
+    for (uint32_t i = 0; i < half; i++) {
+        double theta = pos * pow(hp->rope_base, -2.0 * i / hp->head_dim);
+        const float *w = wide + ((size_t)pos * half + i) * 2, *n = narrow + ((size_t)pos * half + i) * 2;
+        /* (f32 against double: the angle's rounding, up to 5 radians) */
+        TEST_ASSERT_FLOAT_WITHIN(1e-5, 1.2 * cos(theta / hp->rope_long[i]), w[0]);
+        TEST_ASSERT_FLOAT_WITHIN(1e-5, 1.2 * sin(theta / hp->rope_long[i]), w[1]);
+        TEST_ASSERT_FLOAT_WITHIN(1e-5, 1.2 * cos(theta / hp->rope_short[i]), n[0]);
+        TEST_ASSERT_FLOAT_WITHIN(1e-5, 1.2 * sin(theta / hp->rope_short[i]), n[1]);
+    }
+    free(wide);
+    free(narrow);
+    fixture_unload(&L);
+    check_against_reference(&s, 64, 12, 1); /* the long factors */
+    check_against_reference(&s, 32, 12, 1); /* the short ones */
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(&s, 16, 0, pieces, 3);
+}
+
 /* The route kernel against ref_moe_route on random router logits, among them
  * rows whose largest probabilities tie exactly or nearly (the order of
  * equal ones is llama.cpp's), with and without renormalising, over 1 to
@@ -838,14 +907,15 @@ static void test_route_kernel(void)
 
 /* ---- llama.cpp's outputs ---------------------------------------------------- */
 
-/* (arch-llama3: Llama 3.1's RoPE frequency factors, rope_freqs.weight) */
+/* (arch-llama3: Llama 3.1's RoPE frequency factors, rope_freqs.weight;
+ * arch-phi3: Q|K|V and gate|up fused, a window of 16 positions) */
 /* (arch-mixtral: llama with experts, renormalised; arch-qwen2moe: experts
  * not renormalised and a shared expert; arch-olmoe: RMSNorm of Q and K over
  * the width before NeoX RoPE, experts not renormalised) */
 static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32", "tiny-bpe-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
-                                             "arch-qwen2moe", "arch-olmoe" };
+                                             "arch-qwen2moe", "arch-olmoe", "arch-phi3" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -879,7 +949,11 @@ static void check_against_llama_cpp(const char *dir, const char *path, const cha
     f16_tiles = true; /* as users run it (F32 weights keep f32 tiles) */
     load_file(f, 128, &L);
     f16_tiles = false;
-    bool f32 = !ours && strstr(ref, "f32") != NULL;
+    /* (every tensor F32: llama.cpp's f32 math; the names of ../shared's say so) */
+    bool all_f32 = true;
+    for (uint64_t i = 0; i < gguf_tensor_count(f); i++)
+        all_f32 = all_f32 && gguf_tensor_at(f, i)->type == GGML_TYPE_F32;
+    bool f32 = !ours && (strstr(ref, "f32") != NULL || all_f32);
     /* Two logits closer than `tie` are a near-tie whose order is not checked.
      * F32 weights: the same f32 math as llama.cpp up to summation order and
      * F16 rounding in attention (worst top-5 logit difference measured 0.005).
@@ -959,24 +1033,30 @@ static void test_shared_models_match_llama_cpp(void)
     tune.f16_dot = TUNE_OFF;
 }
 
-/* Qwen3 and Qwen3-MoE, which llama.cpp of February 2025 does not run: their
- * references come from Hugging Face transformers on the same bytes (the demo
- * writer's files of fixture_hf_spec; tests/reference/make_reference.py) and
- * are checked as llama.cpp's are. GLESLLM_KEEP_FIXTURES=DIR keeps the files
- * there, to make the references again. */
-static void test_qwen3_files_match_transformers(void)
+/* The demo writer's files whose references are in tests/reference, checked
+ * as llama.cpp's files are: Qwen3 and Qwen3-MoE, which llama.cpp of February
+ * 2025 does not run, against Hugging Face transformers on the same bytes
+ * (fixture_hf_spec; make_reference.py), and Phi-3 with LongRoPE factors,
+ * which ../shared has no file of, against llama.cpp (fixture_longrope_spec;
+ * llama_reference.c). GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to
+ * make the references again. */
+static void test_writer_files_match_references(void)
 {
-    static const char *const archs[] = { "qwen3", "qwen3moe" };
+    struct {
+        const char *ref, *tool;
+        demo_spec spec;
+    } files[] = { { "hf-qwen3", "make_reference.py", fixture_hf_spec("qwen3") },
+                  { "hf-qwen3moe", "make_reference.py", fixture_hf_spec("qwen3moe") },
+                  { "llama-phi3-longrope", "llama_reference.c", fixture_longrope_spec() } };
     const char *keep = getenv("GLESLLM_KEEP_FIXTURES");
     tune.f16_dot = TUNE_AUTO;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
-        demo_spec s = fixture_hf_spec(archs[i]);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         uint8_t *data;
         size_t size;
-        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&files[i].spec, &data, &size));
         char path[1024], ref[64], msg[300];
         static char line[16384];
-        snprintf(ref, sizeof ref, "hf-%s", archs[i]);
+        snprintf(ref, sizeof ref, "%s", files[i].ref);
         if (keep)
             snprintf(path, sizeof path, "%s/%s.gguf", keep, ref);
         else
@@ -997,8 +1077,8 @@ static void test_qwen3_files_match_transformers(void)
         double want[2] = { 0 };
         TEST_ASSERT_EQUAL_INT(2, ref_numbers(line, "gguf_fnv1a", want, 2));
         snprintf(msg, sizeof msg, "%s: the demo writer's file changed (FNV-1a %016llx); make the "
-                 "reference again (tests/reference/make_reference.py)", ref,
-                 (unsigned long long)h);
+                 "reference again (tests/reference/%s)", ref, (unsigned long long)h,
+                 files[i].tool);
         bool same = (double)(h >> 32) == want[0] && (double)(h & 0xffffffffu) == want[1];
         if (!same && !keep)
             remove(path);
@@ -1099,6 +1179,8 @@ int main(void)
     RUN_TEST(test_experts_match_cpu);
     RUN_TEST(test_route_kernel);
     RUN_TEST(test_qk_norm_matches_cpu);
+    RUN_TEST(test_sliding_window_matches_cpu);
+    RUN_TEST(test_long_rope_matches_cpu);
     RUN_TEST(test_quantized_formats_match_cpu);
     RUN_TEST(test_f16_products_match_cpu);
     RUN_TEST(test_norm_as_its_own_dispatch);
@@ -1115,7 +1197,7 @@ int main(void)
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_shared_models_match_llama_cpp);
-    RUN_TEST(test_qwen3_files_match_transformers);
+    RUN_TEST(test_writer_files_match_references);
     RUN_TEST(test_our_quantizations_match_llama_cpp);
     gpu_context_destroy(ctx);
     return test_exit_code(UNITY_END());

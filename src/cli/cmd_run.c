@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "weights: the text means nothing) to show the engine works on this machine.\n"
             "\n"
             "options:\n"
-            "  -m, --model FILE        the GGUF model (llama, qwen2/3, their MoE, olmoe)\n"
+            "  -m, --model FILE        the GGUF model (llama, qwen2/3, their MoE, olmoe, phi3)\n"
             "  -p, --prompt TEXT       the prompt (BOS added when the model's vocabulary asks)\n"
             "  -f, --file FILE         the prompt from a file\n"
             "  --special               special-token text in the prompt (<s>, <|im_end|>, ...)\n"

@@ -234,6 +234,10 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
         U32("attention.value_length", hd);
     }
     U32("vocab_size", s->n_vocab);
+    if (s->long_rope)
+        U32("rope.scaling.original_context_length", s->n_ctx / 2);
+    if (strcmp(a, "phi3") == 0)
+        U32("attention.sliding_window", s->window);
     if (s->n_expert) {
         U32("expert_count", s->n_expert);
         U32("expert_used_count", s->n_expert_used);
@@ -245,6 +249,9 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
 #undef U32
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((st = gguf_writer_set_f32(w, key, 1e-5f)))
+        return st;
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+    if (s->long_rope && (st = gguf_writer_set_f32(w, key, 1.2f)))
         return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
     return gguf_writer_set_f32(w, key, strncmp(a, "qwen", 4) == 0 ? 1000000.0f : 10000.0f);
@@ -267,6 +274,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
     bool qwen = strncmp(s->arch, "qwen2", 5) == 0, moe = s->n_expert > 0;
     bool qk_width = strcmp(s->arch, "olmoe") == 0, qk_head = strncmp(s->arch, "qwen3", 5) == 0;
+    bool fused = strcmp(s->arch, "phi3") == 0;
     demo_model *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -288,7 +296,13 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st && !s->tied)
         st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
                          2.0f * se, NULL);
-    const void *(*made)[22] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
+    if (!st && s->long_rope)
+        st = make_tensor(d, &seed, "rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 3.0f, 2.0f,
+                         NULL);
+    if (!st && s->long_rope)
+        st = make_tensor(d, &seed, "rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 1.1f,
+                         0.1f, NULL);
+    const void *(*made)[24] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
     if (!made && !st)
         st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
@@ -325,6 +339,9 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             /* the norms of Q and K: over their width (olmoe), of a head (qwen3) */
             { "attn_q_norm.weight", GGML_TYPE_F32, 1, qk_head ? hd : q_dim, 1.0f, 0.2f },
             { "attn_k_norm.weight", GGML_TYPE_F32, 1, qk_head ? hd : kv_dim, 1.0f, 0.2f },
+            /* Q|K|V and gate|up, each in one tensor (phi3; in place of 1-3 and 6-7) */
+            { "attn_qkv.weight", s->type, q_dim + 2ull * kv_dim, s->n_embd, 0.0f, se },
+            { "ffn_up.weight", s->type, 2ull * s->n_ff, s->n_embd, 0.0f, se },
         };
         uint32_t n = sizeof t / sizeof t[0];
         for (uint32_t k = 0; k < n && !st; k++) {
@@ -332,7 +349,10 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
                                   : k < 12 ? qwen
                                   : k < 16 ? moe
                                   : k < 20 ? s->n_ff_shexp > 0
-                                           : qk_width || qk_head);
+                                  : k < 22 ? qk_width || qk_head
+                                           : fused);
+            if (fused && ((k >= 1 && k <= 3) || k == 6 || k == 7))
+                want = false;
             if (!want)
                 continue;
             char name[64];

@@ -13,11 +13,16 @@
 typedef struct demo_spec {
     /* "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen2moe", "olmoe" (norms
      * of Q and K over their width, NeoX RoPE; experts), "qwen3" (norms of
-     * each head of Q and K, NeoX RoPE) or "qwen3moe" */
+     * each head of Q and K, NeoX RoPE), "qwen3moe" or "phi3" (Q|K|V and
+     * gate|up each in one tensor, NeoX RoPE, a sliding window) */
     const char *arch;
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
     uint32_t head_dim; /* 0: n_embd / n_head (else attention.key_length) */
+    uint32_t window;   /* phi3: attention.sliding_window */
+    /* LongRoPE: rope_factors_long/short (1 to 5, and near 1), an original
+     * context of n_ctx / 2 and an attention factor of 1.2 */
+    bool long_rope;
     uint32_t type;       /* attention and FFN matrices */
     uint32_t embd_type;  /* token_embd (the output too when tied) */
     uint32_t out_type;   /* output.weight when not tied */

@@ -21,6 +21,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_OLMOE] = llama_graph, /* the Q/K norm is data too */
         [MODEL_ARCH_QWEN3] = llama_graph,
         [MODEL_ARCH_QWEN3MOE] = llama_graph,
+        [MODEL_ARCH_PHI3] = llama_graph, /* fused tensors and a window are data */
     };
     return graphs[arch];
 }
@@ -235,6 +236,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     gpu_layer *g = &gm->layers[li];
     const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL; /* shared weights */
     bool neox = hp->rope_neox;
+    g->window = model_layer_window(hp, li);
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
     qkv.norm_scale = gm->fuse_norm;
@@ -587,7 +589,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
                                   &gm->prefetch_down, &why);
     }
-    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
+    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale, 0.0f };
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||

@@ -53,6 +53,7 @@ typedef struct gpu_layer {
     gpu_buffer cache;         /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
     uint64_t q_norm, k_norm;  /* model_hparams.qk_norm: the weights' float offsets in act */
+    uint32_t window;          /* model_layer_window: the positions a query sees, 0: all */
 } gpu_layer;
 
 struct gpu_pass;

@@ -55,6 +55,15 @@ static glesllm_status get_tensor_n(const gguf_file *f, const char *name, uint64_
     return GLESLLM_OK;
 }
 
+/* Rows [row0, row0 + rows) of t, as a tensor of their own (the same name) */
+static model_tensor row_range(const model_tensor *t, uint64_t row0, uint64_t rows)
+{
+    model_tensor r = *t;
+    r.rows = rows;
+    r.data = (const uint8_t *)t->data + row0 * model_tensor_row_bytes(t);
+    return r;
+}
+
 static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t rows,
                                  uint64_t cols, bool optional, model_tensor *out)
 {
@@ -64,23 +73,35 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
 /* The architectures glesllm runs, and what tells them apart as data: the
  * rest of a model's description comes from its file. Adding one is an entry
  * here, its graph (model/arch/) and its entry in gpu_model.c's table. */
-static const struct {
+typedef enum swa_rule {
+    SWA_NONE,  /* no sliding window */
+    SWA_EVERY, /* every layer, where the file gives a window (phi3) */
+} swa_rule;
+
+static const struct arch_desc {
     const char *name;
     model_arch arch;
-    bool rope_neox; /* RoPE on pairs half a head apart */
-    bool qkv_bias;  /* attn_q/k/v.bias tensors */
-    bool moe;       /* experts: required (else: where expert_count says) */
+    bool rope_neox;   /* RoPE on pairs half a head apart */
+    bool qkv_bias;    /* attn_q/k/v.bias tensors */
+    bool moe;         /* experts: required (else: where expert_count says) */
     bool expert_norm; /* the chosen experts' weights renormalised to sum 1 */
-    bool shexp;     /* a shared expert beside the routed ones */
+    bool shexp;       /* a shared expert beside the routed ones */
     model_qk_norm qk_norm; /* attn_q_norm, attn_k_norm */
-    bool ff_exp_key; /* the experts' width: expert_feed_forward_length (else feed_forward_length) */
+    bool ff_exp_key;  /* the experts' width: expert_feed_forward_length (else feed_forward_length) */
+    bool fused;       /* Q|K|V in attn_qkv and gate|up in ffn_up */
+    swa_rule swa;
 } archs[] = {
-    { "llama", MODEL_ARCH_LLAMA, false, false, false, true, false, MODEL_QK_NONE, false },
-    { "qwen2", MODEL_ARCH_QWEN2, true, true, false, false, false, MODEL_QK_NONE, false },
-    { "qwen2moe", MODEL_ARCH_QWEN2MOE, true, true, true, false, true, MODEL_QK_NONE, true },
-    { "olmoe", MODEL_ARCH_OLMOE, true, false, true, false, false, MODEL_QK_WIDTH, false },
-    { "qwen3", MODEL_ARCH_QWEN3, true, false, false, false, false, MODEL_QK_HEAD, false },
-    { "qwen3moe", MODEL_ARCH_QWEN3MOE, true, false, true, true, false, MODEL_QK_HEAD, true },
+    { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
+    { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
+    { .name = "qwen2moe", .arch = MODEL_ARCH_QWEN2MOE, .rope_neox = true, .qkv_bias = true,
+      .moe = true, .shexp = true, .ff_exp_key = true },
+    { .name = "olmoe", .arch = MODEL_ARCH_OLMOE, .rope_neox = true, .moe = true,
+      .qk_norm = MODEL_QK_WIDTH },
+    { .name = "qwen3", .arch = MODEL_ARCH_QWEN3, .rope_neox = true, .qk_norm = MODEL_QK_HEAD },
+    { .name = "qwen3moe", .arch = MODEL_ARCH_QWEN3MOE, .rope_neox = true, .moe = true,
+      .expert_norm = true, .qk_norm = MODEL_QK_HEAD, .ff_exp_key = true },
+    { .name = "phi3", .arch = MODEL_ARCH_PHI3, .rope_neox = true, .fused = true,
+      .swa = SWA_EVERY },
 };
 
 /* The hyperparameters a model reads: where one is there, it must be a number
@@ -103,11 +124,14 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
                  { "attention.layer_norm_rms_epsilon", true },
                  { "rope.scaling.factor", true },
                  { "rope.scale_linear", true },
+                 { "rope.scaling.attn_factor", true },
+                 { "rope.scaling.original_context_length", false },
                  { "expert_count", false },
                  { "expert_used_count", false },
                  { "expert_feed_forward_length", false },
                  { "expert_shared_feed_forward_length", false },
                  { "expert_gating_func", false },
+                 { "attention.sliding_window", false },
                  { "expert_weights_scale", true } };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[160];
@@ -192,6 +216,33 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
     return GLESLLM_OK;
 }
 
+/* The sliding window of an architecture that has one: the file's
+ * attention.sliding_window, else (Phi-3 files written before the key) the
+ * value llama.cpp assumes for the shape. */
+static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad,
+                                  const model_info *mi, model_hparams *hp)
+{
+    if (ad->swa == SWA_NONE)
+        return GLESLLM_OK;
+    uint32_t def = 0, n_ctx = mi->n_ctx_train, nl = hp->n_layer;
+    if ((nl == 32 || nl == 40) && n_ctx == 4096)
+        def = 2047; /* Phi-3-mini-4k, Phi-3-medium-4k */
+    else if (nl == 32 && hp->n_head_kv == 32 && n_ctx == 131072)
+        def = 262144; /* Phi-3-mini-128k */
+    else if (nl == 40 && n_ctx == 131072)
+        def = 131072; /* Phi-3-medium-128k */
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.sliding_window", ad->name);
+    if (!gguf_find(f, key) && !def)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has no %s (the positions a query sees; 0 for none), and its "
+                       "shape is none whose window is known: convert it again with a current "
+                       "llama.cpp", key);
+    hp->n_swa = gguf_get_arch_u32(f, ad->name, "attention.sliding_window", def);
+    hp->swa_period = 0;
+    return GLESLLM_OK;
+}
+
 /* mi: what model_info_read made of f */
 static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, model_hparams *hp)
 {
@@ -210,8 +261,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     if (a_i == sizeof archs / sizeof archs[0] || arch.len != strlen(mi->arch))
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
-                       "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe "
-                       "and olmoe models",
+                       "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
+                       "olmoe and phi3 (Phi-3, Phi-4) models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -272,6 +323,15 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.rope.freq_base is %g; RoPE needs a finite base above 1 (10000 is "
                        "usual): the file is damaged", a, hp->rope_base);
+    hp->n_ctx_orig = gguf_get_arch_u32(f, a, "rope.scaling.original_context_length",
+                                       hp->n_ctx_train);
+    hp->rope_attn_factor = 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+    if (gguf_find(f, key) && (gguf_get_f32(f, key, &hp->rope_attn_factor) != GLESLLM_OK ||
+                              !(hp->rope_attn_factor > 0.0f) || !isfinite(hp->rope_attn_factor)))
+        return err_set(GLESLLM_ERR_FORMAT, "%s is not a positive number: the file is damaged",
+                       key);
     hp->rope_scale = 1.0f;
     if (strcmp(mi->rope_scaling, "linear") == 0 && mi->rope_factor > 0.0f)
         hp->rope_scale = 1.0f / mi->rope_factor;
@@ -279,6 +339,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.rope.dimension_count is %u, for heads of %u dimensions: the file is "
                        "damaged", a, mi->rope_dims, hp->head_dim);
+    if ((st = read_window(f, &archs[a_i], mi, hp)) != GLESLLM_OK)
+        return st;
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
     hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
@@ -328,7 +390,8 @@ static glesllm_status check_expert_layout(const gguf_file *f, const model_hparam
 /* Whether tensor t of the file is one the model reads. */
 static bool is_read(const model *m, const gguf_tensor *t)
 {
-    const model_tensor *top[] = { &m->tok_embd, &m->out_norm, &m->output, &m->rope_freqs };
+    const model_tensor *top[] = { &m->tok_embd,  &m->out_norm,  &m->output,
+                                  &m->rope_freqs, &m->rope_long, &m->rope_short };
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (top[i]->name == t->name)
             return true;
@@ -396,21 +459,43 @@ glesllm_status model_open(const gguf_file *f, model *m)
      * factor i (llama.cpp's rope_freqs) */
     if ((st = get_tensor(f, "rope_freqs.weight", 1, hp->head_dim / 2, true, &m->rope_freqs)))
         return err_prefix(st, "model: ");
-    if (m->rope_freqs.data) {
-        if (m->rope_freqs.type != GGML_TYPE_F32)
+    /* and LongRoPE's: the long factors past the original context */
+    if ((st = get_tensor(f, "rope_factors_long.weight", 1, hp->head_dim / 2, true,
+                         &m->rope_long)) ||
+        (st = get_tensor(f, "rope_factors_short.weight", 1, hp->head_dim / 2, true,
+                         &m->rope_short)))
+        return err_prefix(st, "model: ");
+    const model_tensor *factors[] = { &m->rope_freqs, &m->rope_long, &m->rope_short };
+    for (size_t i = 0; i < 3; i++)
+        if (factors[i]->data && factors[i]->type != GGML_TYPE_F32)
             return err_set(GLESLLM_ERR_UNSUPPORTED,
-                           "model: tensor rope_freqs.weight is of type %s; glesllm reads RoPE "
-                           "frequency factors as F32, as llama.cpp writes them",
-                           ggml_type_name(m->rope_freqs.type));
-        m->hp.rope_freqs = m->rope_freqs.data;
-    }
+                           "model: tensor %s is of type %s; glesllm reads RoPE frequency factors "
+                           "as F32, as llama.cpp writes them",
+                           factors[i]->name, ggml_type_name(factors[i]->type));
+    if (!m->rope_long.data != !m->rope_short.data)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "model: the file has %s but not %s: LongRoPE needs both; the file is damaged",
+                       m->rope_long.data ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                       m->rope_long.data ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    if (m->rope_freqs.data && m->rope_long.data)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "model: the file has both rope_freqs.weight and LongRoPE's factors: the "
+                       "file is damaged");
+    m->hp.rope_freqs = m->rope_freqs.data;
+    m->hp.rope_long = m->rope_long.data;
+    m->hp.rope_short = m->rope_short.data;
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
-    if ((uint64_t)hp->n_layer * 9 > gguf_tensor_count(f))
+    bool fused = false;
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++)
+        fused = fused || (archs[a].arch == hp->arch && archs[a].fused);
+    uint32_t per_layer = fused ? 6 : 9;
+    if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "model: %s.block_count is %u, but the file holds %llu tensors (a layer "
-                       "has 9 or more): the file is damaged",
-                       hp->arch_name, hp->n_layer, (unsigned long long)gguf_tensor_count(f));
+                       "has %u or more): the file is damaged",
+                       hp->arch_name, hp->n_layer, (unsigned long long)gguf_tensor_count(f),
+                       per_layer);
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
@@ -421,6 +506,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     }
     uint64_t ne = hp->n_expert, fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
     bool qk = hp->qk_norm != MODEL_QK_NONE;
+    model_tensor qkv, gate_up;
     uint32_t q_span, k_span;
     model_qk_spans(hp, &q_span, &k_span);
     for (uint32_t i = 0; i < hp->n_layer; i++) {
@@ -432,13 +518,15 @@ glesllm_status model_open(const gguf_file *f, model *m)
             bool present;
         } want[] = {
             { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
-            { &l->wq, "attn_q.weight", 1, q_dim, hp->n_embd, true },
-            { &l->wk, "attn_k.weight", 1, kv_dim, hp->n_embd, true },
-            { &l->wv, "attn_v.weight", 1, kv_dim, hp->n_embd, true },
+            { &qkv, "attn_qkv.weight", 1, q_dim + 2 * kv_dim, hp->n_embd, fused },
+            { &l->wq, "attn_q.weight", 1, q_dim, hp->n_embd, !fused },
+            { &l->wk, "attn_k.weight", 1, kv_dim, hp->n_embd, !fused },
+            { &l->wv, "attn_v.weight", 1, kv_dim, hp->n_embd, !fused },
             { &l->wo, "attn_output.weight", 1, hp->n_embd, q_dim, true },
             { &l->ffn_norm, "ffn_norm.weight", 1, 1, hp->n_embd, true },
-            { &l->gate, "ffn_gate.weight", 1, hp->n_ff, hp->n_embd, !moe },
-            { &l->up, "ffn_up.weight", 1, hp->n_ff, hp->n_embd, !moe },
+            { &gate_up, "ffn_up.weight", 1, 2ull * hp->n_ff, hp->n_embd, fused && !moe },
+            { &l->gate, "ffn_gate.weight", 1, hp->n_ff, hp->n_embd, !fused && !moe },
+            { &l->up, "ffn_up.weight", 1, hp->n_ff, hp->n_embd, !fused && !moe },
             { &l->down, "ffn_down.weight", 1, hp->n_embd, hp->n_ff, !moe },
             { &l->bq, "attn_q.bias", 1, 1, q_dim, bias },
             { &l->bk, "attn_k.bias", 1, 1, kv_dim, bias },
@@ -464,6 +552,15 @@ glesllm_status model_open(const gguf_file *f, model *m)
             if (st != GLESLLM_OK) {
                 model_close(m);
                 return err_prefix(st, "model: ");
+            }
+        }
+        if (fused) { /* Q, K and V (gate and up) as row ranges of one tensor */
+            l->wq = row_range(&qkv, 0, q_dim);
+            l->wk = row_range(&qkv, q_dim, kv_dim);
+            l->wv = row_range(&qkv, q_dim + kv_dim, kv_dim);
+            if (!moe) {
+                l->gate = row_range(&gate_up, 0, hp->n_ff);
+                l->up = row_range(&gate_up, hp->n_ff, hp->n_ff);
             }
         }
     }
@@ -493,16 +590,30 @@ void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span)
                                            : hp->head_dim;
 }
 
+uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
+{
+    if (!hp->n_swa)
+        return 0;
+    if (!hp->swa_period)
+        return hp->n_swa;
+    return il % hp->swa_period < hp->swa_period - 1 ? hp->n_swa : 0;
+}
+
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)
 {
     uint32_t half = hp->head_dim / 2;
+    /* (llama.cpp: the long factors where the context is past the original) */
+    const float *freqs = hp->rope_freqs ? hp->rope_freqs
+                         : hp->rope_long && n_pos > hp->n_ctx_orig ? hp->rope_long
+                                                                   : hp->rope_short;
+    float mscale = hp->rope_attn_factor;
     float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->head_dim);
     for (uint32_t p = 0; p < n_pos; p++) {
         float theta = (float)p;
         for (uint32_t i = 0; i < half; i++) {
-            float t = hp->rope_scale * (hp->rope_freqs ? theta / hp->rope_freqs[i] : theta);
-            cos_sin[((size_t)p * half + i) * 2] = cosf(t);
-            cos_sin[((size_t)p * half + i) * 2 + 1] = sinf(t);
+            float t = hp->rope_scale * (freqs ? theta / freqs[i] : theta);
+            cos_sin[((size_t)p * half + i) * 2] = cosf(t) * mscale;
+            cos_sin[((size_t)p * half + i) * 2 + 1] = sinf(t) * mscale;
             theta *= theta_scale;
         }
     }

@@ -7,7 +7,9 @@
  * pairs half a head apart), `qwen2moe` (qwen2's attention, experts and a
  * shared expert), `olmoe` (NeoX RoPE after an RMSNorm of Q and of K over
  * their width, experts), `qwen3` (NeoX RoPE after an RMSNorm of each head of
- * Q and K, no biases) and `qwen3moe` (qwen3's attention, experts). */
+ * Q and K, no biases), `qwen3moe` (qwen3's attention, experts) and `phi3`
+ * (Phi-3, Phi-4: Q|K|V in one tensor, gate|up in another, NeoX RoPE, a
+ * sliding window on every layer where the file gives one). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -22,7 +24,8 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN2MOE,
     MODEL_ARCH_OLMOE,
     MODEL_ARCH_QWEN3,
-    MODEL_ARCH_QWEN3MOE
+    MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_PHI3
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -44,9 +47,21 @@ typedef struct model_hparams {
     float rope_scale;  /* position multiplier: 1 / linear scaling factor */
     const float *rope_freqs; /* head_dim / 2 frequency factors (rope_freqs.weight, Llama
                                 3.1/3.2): pair i's angle divided by factor i; NULL: none */
+    /* LongRoPE (Phi-3 128k, Phi-3.5): factors as rope_freqs's, the long ones
+     * for a context past n_ctx_orig positions, else the short ones (NULL:
+     * none); cos and sin times rope_attn_factor (rope.scaling.attn_factor) */
+    const float *rope_long, *rope_short;
+    uint32_t n_ctx_orig;
+    float rope_attn_factor;
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
     model_qk_norm qk_norm; /* Q and K normalised before RoPE; model_qk_spans */
+    /* Attention scores: q . k times attn_scale (0: 1 / sqrt(head_dim)); a
+     * sliding window of n_swa positions (0: none) on the layers
+     * model_layer_window names: every layer where swa_period is 0, else
+     * layer il where il % swa_period < swa_period - 1 */
+    float attn_scale;
+    uint32_t n_swa, swa_period;
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of
      * n_ff_exp rows, weighted by their softmax probabilities (renormalised
@@ -89,6 +104,7 @@ typedef struct model {
     model_hparams hp;
     model_tensor tok_embd, out_norm, output; /* output == tok_embd when tied */
     model_tensor rope_freqs; /* data NULL when the file has none */
+    model_tensor rope_long, rope_short; /* LongRoPE's factors: data NULL when none */
     bool tied;
     model_layer *layers;
 } model;
@@ -103,10 +119,15 @@ void model_close(model *m);
  * width, or a head; none: 0). */
 void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span);
 
-/* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos, as
- * cos/sin: theta = scale * pos * base^(-2i/head_dim) / freqs[i] (freqs: the
- * factors where the file has them), computed the way llama.cpp does (f32,
- * the power built by repeated multiplication). */
+/* The positions layer il's queries see back from their own (its sliding
+ * window), 0: all of them. */
+uint32_t model_layer_window(const model_hparams *hp, uint32_t il);
+
+/* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos < n_pos
+ * (a context of n_pos), as cos/sin times rope_attn_factor: theta = scale *
+ * pos * base^(-2i/head_dim) / freqs[i] (freqs: rope_freqs, or LongRoPE's for
+ * a context of n_pos, where the file has them), computed the way llama.cpp
+ * does (f32, the power built by repeated multiplication). */
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin);
 
 #endif

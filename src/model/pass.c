@@ -308,9 +308,9 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
     const model_hparams *hp = hparams(p);
     attn_io io = attention_io(gm, l);
     if (p->kind == PASS_STEP)
-        return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, gm->attn_out);
+        return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
-    return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n,
+    return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n, l->window,
                              p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
 }
 

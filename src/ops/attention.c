@@ -1,6 +1,7 @@
 /* Attention over the KV cache. See attention.h. */
 #include "ops/attention.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,15 @@
 #define CHUNK_MIN 16u    /* and at least this many a chunk past them */
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
 #define ATTN_WG 128u
+
+/* The defines of the scores: SCALE, and SOFTCAP where there is one. */
+static void score_defines(const attn_shape *s, char *out, size_t size)
+{
+    float scale = s->scale > 0.0f ? s->scale : 1.0f / sqrtf((float)s->head_dim);
+    int n = snprintf(out, size, "\nSCALE %.9g", scale);
+    if (s->softcap > 0.0f && n > 0 && (size_t)n < size)
+        snprintf(out + n, size - n, "\nSOFTCAP %.9g", s->softcap);
+}
 
 /* The prefill kernel's tiles (queries x positions): the first of the list
  * whose shared memory fits. Small tiles leave room for several work groups a
@@ -28,9 +38,11 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         uint32_t lpq = 1;
         while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
             lpq *= 2;
-        char defs[256];
-        snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
-                 wg, hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq);
+        char defs[320], score[64];
+        score_defines(s, score, sizeof score);
+        snprintf(defs, sizeof defs,
+                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s", wg, hd,
+                 s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, score);
         glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
         if (st == GLESLLM_OK)
             k->tile_q = bq;
@@ -50,12 +62,13 @@ glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *o
      * n_head + 1 smaller ones */
     out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
     const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
-    char defs[256];
+    char defs[320], score[64];
+    score_defines(s, score, sizeof score);
     snprintf(defs, sizeof defs,
              "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
-             "ONE_CHUNK %u%s",
+             "ONE_CHUNK %u%s%s",
              ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
-             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg);
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, score);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
         return st;
@@ -81,6 +94,13 @@ uint64_t attn_partials_floats(const attn_kernels *k, uint32_t n_queries)
 uint32_t attn_counters(const attn_kernels *k, uint32_t n_queries)
 {
     return n_queries * k->s.n_head;
+}
+
+/* The positions a query that sees len positions attends to, with a window
+ * (0: none); as the kernels' first_seen. */
+static uint32_t seen(uint32_t len, uint32_t window)
+{
+    return window && len > window ? window : len;
 }
 
 /* The chunks over len positions: *chunk positions each, *n_chunks of them.
@@ -122,22 +142,22 @@ static gpu_dispatch dispatch(const attn_kernels *k, const attn_io *io, const gpu
 }
 
 glesllm_status attn_record_step(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                uint32_t len, uint64_t out_off)
+                                uint32_t len, uint32_t window, uint64_t out_off)
 {
     uint32_t chunk, n_chunks;
-    glesllm_status st = chunks(k, len, &chunk, &n_chunks);
+    glesllm_status st = chunks(k, seen(len, window), &chunk, &n_chunks);
     if (st != GLESLLM_OK)
         return st;
     uint32_t p[] = { len, chunk, n_chunks, (uint32_t)out_off, (uint32_t)io->partials,
-                     (uint32_t)io->k_base, (uint32_t)io->v_base };
-    gpu_dispatch d = dispatch(k, io, &k->step, p, 7, true);
+                     (uint32_t)io->k_base, (uint32_t)io->v_base, window };
+    gpu_dispatch d = dispatch(k, io, &k->step, p, 8, true);
     d.groups[1] = n_chunks;
     return gpu_queue_dispatch(q, &d);
 }
 
 glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                 uint32_t pos0, uint32_t n, bool few, uint64_t q_off,
-                                 uint64_t out_off, uint32_t q_stride)
+                                 uint32_t pos0, uint32_t n, uint32_t window, bool few,
+                                 uint64_t q_off, uint64_t out_off, uint32_t q_stride)
 {
     if (few) {
         /* a work group a (query, head, chunk), each reading its positions' K
@@ -146,7 +166,7 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
         uint32_t chunk, n_chunks = 1;
         for (uint32_t t = 0; t < n; t++) {
             uint32_t nc;
-            glesllm_status st = chunks(k, pos0 + t + 1, &chunk, &nc);
+            glesllm_status st = chunks(k, seen(pos0 + t + 1, window), &chunk, &nc);
             if (st != GLESLLM_OK)
                 return st;
             n_chunks = nc > n_chunks ? nc : n_chunks;
@@ -154,15 +174,15 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
         uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
         uint32_t p[] = { pos0 + 1, want, k->max_chunks, (uint32_t)out_off,
                          (uint32_t)io->partials, (uint32_t)io->k_base, (uint32_t)io->v_base,
-                         (uint32_t)q_off, q_stride };
-        gpu_dispatch d = dispatch(k, io, &k->few, p, 9, true);
+                         (uint32_t)q_off, q_stride, window };
+        gpu_dispatch d = dispatch(k, io, &k->few, p, 10, true);
         d.groups[1] = n_chunks;
         d.groups[2] = n;
         return gpu_queue_dispatch(q, &d);
     }
     uint32_t p[] = { n, pos0, (uint32_t)q_off, (uint32_t)out_off, q_stride,
-                     (uint32_t)io->k_base, (uint32_t)io->v_base };
-    gpu_dispatch d = dispatch(k, io, &k->tiles, p, 7, false);
+                     (uint32_t)io->k_base, (uint32_t)io->v_base, window };
+    gpu_dispatch d = dispatch(k, io, &k->tiles, p, 8, false);
     d.groups[1] = (n + k->tile_q - 1) / k->tile_q;
     return gpu_queue_dispatch(q, &d);
 }

@@ -22,6 +22,8 @@
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
     uint32_t n_ctx; /* positions a query may see at most */
+    float scale;    /* of q . k: 0 is 1 / sqrt(head_dim) */
+    float softcap;  /* > 0: scores s become softcap tanh(s / softcap) (Gemma 2) */
 } attn_shape;
 
 typedef struct attn_kernels {
@@ -48,16 +50,20 @@ void attn_destroy(attn_kernels *k);
 uint64_t attn_partials_floats(const attn_kernels *k, uint32_t n_queries);
 uint32_t attn_counters(const attn_kernels *k, uint32_t n_queries);
 
-/* One query over positions [0, len), output at float out_off. */
+/* A window of w positions (sliding-window layers): a query at position p
+ * sees p and the w - 1 positions before it; 0: every position up to p. */
+
+/* One query over positions [0, len) (the last `window` of them), output at
+ * float out_off. */
 glesllm_status attn_record_step(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                uint32_t len, uint64_t out_off);
+                                uint32_t len, uint32_t window, uint64_t out_off);
 
 /* n queries at positions pos0 .. pos0 + n - 1 (their K and V in the cache),
  * query t's Q at q_off + t * q_stride and its output at out_off + t * q_stride
  * (floats in act); few: each as a step would (at most the queries
  * attn_partials_floats was sized for), else in tiles. */
 glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                 uint32_t pos0, uint32_t n, bool few, uint64_t q_off,
-                                 uint64_t out_off, uint32_t q_stride);
+                                 uint32_t pos0, uint32_t n, uint32_t window, bool few,
+                                 uint64_t q_off, uint64_t out_off, uint32_t q_stride);
 
 #endif
