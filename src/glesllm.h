@@ -200,7 +200,7 @@ GLESLLM_API glesllm_status glesllm_model_open_demo(glesllm_backend *b,
 GLESLLM_API void glesllm_model_close(glesllm_model *m);
 
 /* Queries; 0 or NULL for a NULL model. */
-/* "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "olmoe" or "phi3" */
+/* "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "olmoe", "phi3" or "smollm3" */
 GLESLLM_API const char *glesllm_model_arch(const glesllm_model *m);
 GLESLLM_API uint32_t glesllm_model_n_vocab(const glesllm_model *m);
 GLESLLM_API uint32_t glesllm_model_n_ctx_train(const glesllm_model *m);

@@ -84,10 +84,11 @@ static inline demo_spec fixture_small_spec(const char *arch, uint32_t type)
     return s;
 }
 
-/* The Qwen3 and Qwen3-MoE files whose reference is Hugging Face
+/* The Qwen3, Qwen3-MoE and SmolLM3 files whose reference is Hugging Face
  * transformers (tests/reference/hf-*.jsonl, make_reference.py): 2 layers,
  * 64 hidden, 4/2 heads of 32 (Q wider than x), F32; 192 ff, or 8 experts
- * of 48, 2 a token. */
+ * of 48, 2 a token; SmolLM3: 5 layers (the fourth without RoPE), heads of
+ * 16. */
 static inline demo_spec fixture_hf_spec(const char *arch)
 {
     demo_spec s = demo_spec_default();
@@ -105,6 +106,10 @@ static inline demo_spec fixture_hf_spec(const char *arch)
         s.n_ff = 48;
         s.n_expert = 8;
         s.n_expert_used = 2;
+    }
+    if (strcmp(arch, "smollm3") == 0) {
+        s.n_layer = 5;
+        s.head_dim = 0;
     }
     return s;
 }

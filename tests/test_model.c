@@ -804,6 +804,21 @@ static void test_sliding_window_matches_cpu(void)
     check_prefill(&q, 16, 0, pieces, 3);
 }
 
+/* SmolLM3's layers without RoPE (every fourth) against the CPU reference, in
+ * steps and prefills. */
+static void test_no_rope_layers_match_cpu(void)
+{
+    demo_spec s = fixture_small_spec("smollm3", GGML_TYPE_F32);
+    s.n_layer = 5;
+    check_against_reference(&s, 64, 16, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(&s, 16, -1, pieces, 3);
+    check_prefill(&s, 16, 0, pieces, 3);
+    demo_spec q = fixture_small_spec("smollm3", GGML_TYPE_Q8_0);
+    q.n_layer = 4;
+    check_against_reference(&q, 32, 8, 1);
+}
+
 /* LongRoPE (Phi-3 128k, Phi-3.5): the long factors for a context past the
  * original one, the short ones within it, cos and sin times the attention
  * factor; the GPU against the CPU reference in both. */
@@ -983,8 +998,8 @@ static void check_against_llama_cpp(const char *dir, const char *path, const cha
             worst_top5 = fmax(worst_top5, d);
             if (f32) {
                 char msg[160];
-                snprintf(msg, sizeof msg, "%s case %d: logit of %d is %.5f, llama.cpp %.5f", name,
-                         c, rc->top5_id[k], logits[rc->top5_id[k]], rc->top5_logit[k]);
+                snprintf(msg, sizeof msg, "%s case %d: logit of %d is %.5f, the reference's %.5f",
+                         name, c, rc->top5_id[k], logits[rc->top5_id[k]], rc->top5_logit[k]);
                 /* the same f32 math up to summation order */
                 TEST_ASSERT_TRUE_MESSAGE(d < 2e-3 * fmax(1.0, fabs(rc->top5_logit[k])), msg);
             }
@@ -1034,9 +1049,9 @@ static void test_shared_models_match_llama_cpp(void)
 }
 
 /* The demo writer's files whose references are in tests/reference, checked
- * as llama.cpp's files are: Qwen3 and Qwen3-MoE, which llama.cpp of February
- * 2025 does not run, against Hugging Face transformers on the same bytes
- * (fixture_hf_spec; make_reference.py), and Phi-3 with LongRoPE factors,
+ * as llama.cpp's files are: Qwen3, Qwen3-MoE and SmolLM3, which llama.cpp of
+ * February 2025 does not run, against Hugging Face transformers on the same
+ * bytes (fixture_hf_spec; make_reference.py), and Phi-3 with LongRoPE factors,
  * which ../shared has no file of, against llama.cpp (fixture_longrope_spec;
  * llama_reference.c). GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to
  * make the references again. */
@@ -1047,6 +1062,7 @@ static void test_writer_files_match_references(void)
         demo_spec spec;
     } files[] = { { "hf-qwen3", "make_reference.py", fixture_hf_spec("qwen3") },
                   { "hf-qwen3moe", "make_reference.py", fixture_hf_spec("qwen3moe") },
+                  { "hf-smollm3", "make_reference.py", fixture_hf_spec("smollm3") },
                   { "llama-phi3-longrope", "llama_reference.c", fixture_longrope_spec() } };
     const char *keep = getenv("GLESLLM_KEEP_FIXTURES");
     tune.f16_dot = TUNE_AUTO;
@@ -1181,6 +1197,7 @@ int main(void)
     RUN_TEST(test_qk_norm_matches_cpu);
     RUN_TEST(test_sliding_window_matches_cpu);
     RUN_TEST(test_long_rope_matches_cpu);
+    RUN_TEST(test_no_rope_layers_match_cpu);
     RUN_TEST(test_quantized_formats_match_cpu);
     RUN_TEST(test_f16_products_match_cpu);
     RUN_TEST(test_norm_as_its_own_dispatch);

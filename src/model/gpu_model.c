@@ -22,6 +22,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_QWEN3] = llama_graph,
         [MODEL_ARCH_QWEN3MOE] = llama_graph,
         [MODEL_ARCH_PHI3] = llama_graph, /* fused tensors and a window are data */
+        [MODEL_ARCH_SMOLLM3] = llama_graph, /* its layers without RoPE: a table of no turn */
     };
     return graphs[arch];
 }
@@ -341,6 +342,16 @@ static glesllm_status create_act(gpu_model *gm)
     at += emb;
     gm->rope = at;
     at += align64((uint64_t)gm->n_ctx * hp->head_dim);
+    /* layers without RoPE rotate by a table of cos 1, sin 0: the same
+     * kernels, the values unchanged to the bit */
+    gm->no_rope = 0;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        if (!model_layer_rope(hp, i) && !gm->no_rope) {
+            gm->no_rope = at;
+            at += align64((uint64_t)gm->n_ctx * hp->head_dim);
+        }
+        gm->layers[i].rope = model_layer_rope(hp, i) ? gm->rope : gm->no_rope;
+    }
     gm->x = at;
     at += emb;
     gm->xn = at;
@@ -454,6 +465,8 @@ static glesllm_status create_act(gpu_model *gm)
         st = put_vector(&m->out_norm, host + gm->out_norm, hp->head_dim, false);
     if (!st) {
         model_rope_table(hp, gm->n_ctx, host + gm->rope);
+        for (uint64_t i = 0; gm->no_rope && i < (uint64_t)gm->n_ctx * hp->head_dim; i++)
+            host[gm->no_rope + i] = i % 2 ? 0.0f : 1.0f;
         st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DEVICE, "activations",
                                &gm->act);
     }

@@ -54,6 +54,8 @@ typedef struct gpu_layer {
     uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
     uint64_t q_norm, k_norm;  /* model_hparams.qk_norm: the weights' float offsets in act */
     uint32_t window;          /* model_layer_window: the positions a query sees, 0: all */
+    uint64_t rope;            /* float offset in act of its RoPE table (gm->rope, or
+                                 gm->no_rope for a layer without RoPE) */
 } gpu_layer;
 
 struct gpu_pass;
@@ -112,7 +114,7 @@ struct gpu_model {
     uint32_t cand_k, pen_last_n;
     float pen;
     /* float offsets in act */
-    uint64_t out_norm, rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
+    uint64_t out_norm, rope, no_rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t sq; /* fuse_norm: the partial sums of squares of x (x times the weight at xn) */
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
     /* prefill: n_batch rows each (float offsets in act) */

@@ -90,6 +90,7 @@ static const struct arch_desc {
     bool ff_exp_key;  /* the experts' width: expert_feed_forward_length (else feed_forward_length) */
     bool fused;       /* Q|K|V in attn_qkv and gate|up in ffn_up */
     swa_rule swa;
+    uint32_t no_rope_period; /* model_hparams.no_rope_period */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -102,6 +103,9 @@ static const struct arch_desc {
       .expert_norm = true, .qk_norm = MODEL_QK_HEAD, .ff_exp_key = true },
     { .name = "phi3", .arch = MODEL_ARCH_PHI3, .rope_neox = true, .fused = true,
       .swa = SWA_EVERY },
+    /* (every fourth layer without RoPE: llama.cpp's fixed rule, as the model's
+     * own no_rope_layer_interval) */
+    { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
 };
 
 /* The hyperparameters a model reads: where one is there, it must be a number
@@ -262,12 +266,13 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe and phi3 (Phi-3, Phi-4) models",
+                       "olmoe, phi3 (Phi-3, Phi-4) and smollm3 models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
     hp->qkv_bias = archs[a_i].qkv_bias;
     hp->qk_norm = archs[a_i].qk_norm;
+    hp->no_rope_period = archs[a_i].no_rope_period;
     const char *a = mi->arch;
     if ((st = check_hp_types(f, a)) != GLESLLM_OK)
         return st;
@@ -588,6 +593,11 @@ void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span)
     *k_span = hp->qk_norm == MODEL_QK_NONE ? 0
               : width                      ? hp->n_head_kv * hp->head_dim
                                            : hp->head_dim;
+}
+
+bool model_layer_rope(const model_hparams *hp, uint32_t il)
+{
+    return !hp->no_rope_period || (il + 1) % hp->no_rope_period != 0;
 }
 
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)

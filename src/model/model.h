@@ -9,7 +9,8 @@
  * their width, experts), `qwen3` (NeoX RoPE after an RMSNorm of each head of
  * Q and K, no biases), `qwen3moe` (qwen3's attention, experts) and `phi3`
  * (Phi-3, Phi-4: Q|K|V in one tensor, gate|up in another, NeoX RoPE, a
- * sliding window on every layer where the file gives one). */
+ * sliding window on every layer where the file gives one) and `smollm3`
+ * (llama's, without RoPE on every fourth layer). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -25,7 +26,8 @@ typedef enum model_arch {
     MODEL_ARCH_OLMOE,
     MODEL_ARCH_QWEN3,
     MODEL_ARCH_QWEN3MOE,
-    MODEL_ARCH_PHI3
+    MODEL_ARCH_PHI3,
+    MODEL_ARCH_SMOLLM3
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -62,6 +64,7 @@ typedef struct model_hparams {
      * layer il where il % swa_period < swa_period - 1 */
     float attn_scale;
     uint32_t n_swa, swa_period;
+    uint32_t no_rope_period; /* > 0: layer il has no RoPE where (il + 1) % it is 0 (SmolLM3) */
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of
      * n_ff_exp rows, weighted by their softmax probabilities (renormalised
@@ -118,6 +121,9 @@ void model_close(model *m);
 /* The values one Q norm and one K norm cover (model_hparams.qk_norm: the
  * width, or a head; none: 0). */
 void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span);
+
+/* Whether layer il rotates Q and K (RoPE). */
+bool model_layer_rope(const model_hparams *hp, uint32_t il);
 
 /* The positions layer il's queries see back from their own (its sliding
  * window), 0: all of them. */

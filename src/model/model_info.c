@@ -7,7 +7,8 @@
 
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
                                          "granite", "granitemoe", "command-r", "olmo", "deepseek",
-                                         "deepseek2", "xverse", "refact", "mistral", "llama4", NULL };
+                                         "deepseek2", "xverse", "refact", "mistral", "llama4",
+                                         "smollm3", NULL };
 static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3",
                                          "qwen3moe", "phi2", "phi3", "gemma", "gemma2", "gemma3",
                                          "stablelm", "gptneox", "falcon", "starcoder2", "olmo2",

@@ -265,7 +265,7 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    uint64_t rope = gm->rope + (uint64_t)p->pos0 * hp->head_dim;
+    uint64_t rope = l->rope + (uint64_t)p->pos0 * hp->head_dim;
     uint64_t k_off = gm->k_base + p->pos0 * kv_half(hp), v_off = gm->v_base + p->pos0 * kv_half(hp);
     glesllm_status st = GLESLLM_OK;
     if (hp->qk_norm != MODEL_QK_NONE)

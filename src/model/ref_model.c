@@ -176,8 +176,10 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
             ref_rms_norm(r->q, r->q, get_row(r, &l->q_norm, 0), hp->n_head * hd / qs, qs, hp->eps);
             ref_rms_norm(r->kn, r->kn, get_row(r, &l->k_norm, 0), kv_dim / ks, ks, hp->eps);
         }
-        ref_rope(r->q, cs, hp->n_head, hd, hp->rope_neox);
-        ref_rope(r->kn, cs, hp->n_head_kv, hd, hp->rope_neox);
+        if (model_layer_rope(hp, li)) {
+            ref_rope(r->q, cs, hp->n_head, hd, hp->rope_neox);
+            ref_rope(r->kn, cs, hp->n_head_kv, hd, hp->rope_neox);
+        }
         float *kc = r->k + ((size_t)li * r->n_ctx) * kv_dim;
         float *vc = r->v + ((size_t)li * r->n_ctx) * kv_dim;
         for (size_t i = 0; i < kv_dim; i++) {

@@ -5,13 +5,14 @@ for the experts of qwen3moe, as transformers computes them).
 
   make_reference.py FILE.gguf OUT.jsonl
 
-FILE.gguf: a qwen3 or qwen3moe file of F32 tensors, as test_model writes them
+FILE.gguf: a qwen3, qwen3moe or smollm3 file of F32 tensors, as test_model writes them
 (GLESLLM_KEEP_FIXTURES=DIR build/tests/test_model keeps them in DIR). Writes
 three cases in ../shared/reference's format (prompt_ids, forced_argmax,
 last_top5, greedy, greedy_margin), plus gguf_fnv1a: the FNV-1a of the file
 as two 32-bit halves, which the test compares with the file it makes.
 
-Needs numpy, torch and transformers (Qwen3 and Qwen3-MoE: 4.51 or later).
+Needs numpy, torch and transformers (Qwen3 and Qwen3-MoE: 4.51 or later;
+SmolLM3: 4.53 or later).
 """
 import json
 import re
@@ -105,8 +106,21 @@ def build(kv, t):
             num_experts_per_tok=g('expert_used_count'), norm_topk_prob=True,
             decoder_sparse_step=1, mlp_only_layers=[], **common)
         model = transformers.Qwen3MoeForCausalLM(cfg)
+    elif arch == 'smollm3':
+        # (every fourth layer without RoPE, as llama.cpp reads these files)
+        n = g('block_count')
+        cfg = transformers.SmolLM3Config(
+            no_rope_layer_interval=4, no_rope_layers=[int((i + 1) % 4 != 0) for i in range(n)],
+            use_sliding_window=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+            **common)
+        model = transformers.SmolLM3ForCausalLM(cfg)
     else:
-        sys.exit(f'architecture {arch}: this script makes qwen3 and qwen3moe references')
+        sys.exit(f'architecture {arch}: this script makes qwen3, qwen3moe and smollm3 references')
+
+    def unpermute(w, heads):
+        """llama.cpp's converter reorders a llama's Q and K rows for its RoPE on
+        adjacent pairs: back to Hugging Face's halves"""
+        return w.reshape(heads, w.shape[0] // heads // 2, 2, -1).transpose(1, 2).reshape(w.shape)
     names = {'model.embed_tokens.weight': 'token_embd.weight', 'model.norm.weight':
              'output_norm.weight', 'lm_head.weight': 'output.weight'}
     per_layer = {'input_layernorm': 'attn_norm', 'post_attention_layernorm': 'ffn_norm',
@@ -125,7 +139,11 @@ def build(kv, t):
             continue
         m = re.match(r'model\.layers\.(\d+)\.(.+)\.weight$', key)
         if m and m.group(2) in per_layer:
-            sd[key] = t[f'blk.{m.group(1)}.{per_layer[m.group(2)]}.weight']
+            w = t[f'blk.{m.group(1)}.{per_layer[m.group(2)]}.weight']
+            if arch == 'smollm3' and m.group(2) in ('self_attn.q_proj', 'self_attn.k_proj'):
+                w = unpermute(w, cfg.num_attention_heads if 'q_proj' in m.group(2)
+                              else cfg.num_key_value_heads)
+            sd[key] = w
             continue
         # experts: one module an expert, or (newer transformers) stacked
         m = re.match(r'model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$', key)
