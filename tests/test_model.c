@@ -773,6 +773,16 @@ static void test_qk_norm_matches_cpu(void)
     tune.fuse_norm = TUNE_AUTO;
 }
 
+/* `steps` decode steps against the CPU reference, then prefills of 27 tokens
+ * in 3 pieces, in chunks and in several-token batches, against the steps. */
+static void check_steps_and_prefills(const demo_spec *s, uint32_t steps)
+{
+    check_against_reference(s, 64, steps, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
+    check_prefill(s, 16, -1, pieces, 3);
+    check_prefill(s, 16, 0, pieces, 3);
+}
+
 /* Sliding-window attention (Phi-3's, on every layer; Q|K|V and gate|up read
  * as row ranges of one tensor each), against the CPU reference across the
  * window's edge: steps, the several-token and chunked prefills (tiles whose
@@ -782,10 +792,7 @@ static void test_sliding_window_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("phi3", GGML_TYPE_F32);
     s.window = 5;
-    check_against_reference(&s, 64, 24, 1);
-    const uint32_t pieces[] = { 5, 19, 3 };
-    check_prefill(&s, 16, -1, pieces, 3);
-    check_prefill(&s, 16, 0, pieces, 3);
+    check_steps_and_prefills(&s, 24);
     s.window = 37; /* (not a multiple of the prefill's tiles) */
     const uint32_t long_pieces[] = { 50, 7 };
     check_prefill(&s, 32, 0, long_pieces, 2);
@@ -801,6 +808,7 @@ static void test_sliding_window_matches_cpu(void)
     demo_spec q = fixture_small_spec("phi3", GGML_TYPE_Q4_K);
     q.window = 7;
     check_against_reference(&q, 32, 12, 1);
+    const uint32_t pieces[] = { 5, 19, 3 };
     check_prefill(&q, 16, 0, pieces, 3);
 }
 
@@ -810,10 +818,7 @@ static void test_no_rope_layers_match_cpu(void)
 {
     demo_spec s = fixture_small_spec("smollm3", GGML_TYPE_F32);
     s.n_layer = 5;
-    check_against_reference(&s, 64, 16, 1);
-    const uint32_t pieces[] = { 5, 19, 3 };
-    check_prefill(&s, 16, -1, pieces, 3);
-    check_prefill(&s, 16, 0, pieces, 3);
+    check_steps_and_prefills(&s, 16);
     demo_spec q = fixture_small_spec("smollm3", GGML_TYPE_Q8_0);
     q.n_layer = 4;
     check_against_reference(&q, 32, 8, 1);
