@@ -673,21 +673,16 @@ static void test_sampling_candidates_match_cpu(void)
 
 static void test_unsupported_models_are_named(void)
 {
+    /* (the demo writer's llama tensors under an architecture glesllm lacks) */
     demo_spec s = fixture_small_spec("gpt2", GGML_TYPE_Q8_0);
-    s.arch = "llama";
     uint8_t *data;
     size_t size;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
-    /* rename the architecture in place: "llama" -> "gpt2\0"... would change
-     * lengths, so build a writer with another arch instead */
-    free(data);
-    s.arch = "phi3";
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
     gguf_file *f;
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open_memory(data, size, &f));
     model m;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, model_open(f, &m));
-    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "phi3"));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "gpt2"));
     gguf_close(f);
     free(data);
 }
