@@ -1,7 +1,7 @@
 // Attention of one new token over the KV cache, per head (GQA: GROUP query
-// heads share a KV head): softmax(s_p) . v_p over the positions p it sees,
-// s_p = q . k_p SCALE (SOFTCAP tanh(s_p / SOFTCAP) where SOFTCAP is defined):
-// all p < kv length, or with a window W the last W of them. The positions are cut into chunks, one work group
+// heads share a KV head): softmax(q . k_p / sqrt(HEAD_DIM)) . v_p over the
+// positions p it sees: all p < kv length, or with a window W the last W of
+// them. The positions are cut into chunks, one work group
 // per (head, chunk), so a long context spreads over the GPU; with one chunk
 // the result is written directly, else each chunk writes its max score, its
 // sum of exp and its unnormalised output, and the last of a head's chunks to
@@ -17,7 +17,7 @@
 //         float offset ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint
 //         offset, 6 V uint offset, 7 the window (0: none).
 // Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
-// as uvec4), GROUP, KV_DIM, CHUNK_MAX, SCALE (a float), SOFTCAP (optional).
+// as uvec4), GROUP, KV_DIM, CHUNK_MAX.
 // MULTI: the same for a few new tokens (a verification pass, a short prompt),
 // whose K and V are in the cache already: work group (h, c, i) is query i's
 // head h and chunk c; query i is at position pos0 + i and sees pos0 + i + 1
@@ -113,7 +113,7 @@ void main()
     uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
     barrier();
 
-    float mx = -3.0e38;
+    float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
         uint kb = PARAM_U(5) + p * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
@@ -132,10 +132,7 @@ void main()
             s += qs[2u * j] * k.x + qs[2u * j + 1u] * k.y;
         }
 #endif
-        s *= SCALE;
-#ifdef SOFTCAP
-        s = SOFTCAP * tanh(s / SOFTCAP);
-#endif
+        s *= scale;
         sc[p - p0] = s;
         mx = max(mx, s);
     }

@@ -4,8 +4,7 @@
 // walks the positions in tiles of BKV, keeping a running max and sum per
 // query (online softmax) and the unnormalised output in registers.
 // Query i of the batch is at position pos0 + i and sees positions <= pos0 + i
-// (with a window W, the last W of them); its scores are q . k SCALE, then
-// SOFTCAP tanh(score / SOFTCAP) where SOFTCAP is defined.
+// (with a window W, the last W of them).
 // Bindings: 0 the layer's cache (uint[]: K and V as packed halves,
 //           [position][kv head][HEAD_DIM]), 1 activations (float[]: Q in,
 //           the output out).
@@ -13,7 +12,7 @@
 //         after another, HEAD_DIM each), 3 float offset of query 0's output,
 //         4 floats per query in both, 5 K uint offset, 6 V uint offset,
 //         7 the window (0: none).
-// Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head), SCALE,
+// Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
 // KV_DIM, BQ, BKV (powers of two, BKV <= 2 WG_SIZE), LPQ (lanes per query:
 // BQ * LPQ <= WG_SIZE, LPQ divides HEAD_DIM / 2; lane l of a query owns
 // output dimensions DPT l .. DPT l + DPT - 1).
@@ -59,9 +58,10 @@ void main()
     uint t = gl_LocalInvocationIndex;
     uint n = PARAM_U(0), pos0 = PARAM_U(1), stride = PARAM_U(4);
     uint kvo = (h / uint(GROUP)) * H2;  // the KV head within a cache row, uints
+    float scale = inversesqrt(float(HEAD_DIM));
     for (uint i = t; i < uint(BQ * HEAD_DIM); i += uint(WG_SIZE)) {
         uint q = i / uint(HEAD_DIM), d = i % uint(HEAD_DIM);
-        qs[i] = qb + q < n ? act[PARAM_U(2) + (qb + q) * stride + h * uint(HEAD_DIM) + d] * SCALE
+        qs[i] = qb + q < n ? act[PARAM_U(2) + (qb + q) * stride + h * uint(HEAD_DIM) + d] * scale
                            : 0.0;
     }
     uint kv_end = pos0 + min(qb + uint(BQ), n);  // positions this block's queries see
@@ -110,9 +110,6 @@ void main()
             for (int a = 0; a < SQ; a++)
                 for (int b = 0; b < SJ; b++) {
                     uint q = qq + uint(QT * a), j = jj + uint(JT * b), pq = pos_b + q;
-#ifdef SOFTCAP
-                    s[a][b] = SOFTCAP * tanh(s[a][b] / SOFTCAP);
-#endif
                     // causal (also keeps p0 + j < kv_end), and within the window
                     bool seen = p0 + j <= pq && (w == 0u || p0 + j + w > pq);
                     ps[q * uint(BKV) + j] = seen ? s[a][b] : -1.0e30;

@@ -346,11 +346,12 @@ static glesllm_status create_act(gpu_model *gm)
      * kernels, the values unchanged to the bit */
     gm->no_rope = 0;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
-        if (!model_layer_rope(hp, i) && !gm->no_rope) {
+        bool rope = model_layer_rope(hp, i);
+        if (!rope && !gm->no_rope) {
             gm->no_rope = at;
             at += align64((uint64_t)gm->n_ctx * hp->head_dim);
         }
-        gm->layers[i].rope = model_layer_rope(hp, i) ? gm->rope : gm->no_rope;
+        gm->layers[i].rope = rope ? gm->rope : gm->no_rope;
     }
     gm->x = at;
     at += emb;
@@ -602,7 +603,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
                                   &gm->prefetch_down, &why);
     }
-    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale, 0.0f };
+    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||

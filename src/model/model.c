@@ -73,11 +73,6 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
 /* The architectures glesllm runs, and what tells them apart as data: the
  * rest of a model's description comes from its file. Adding one is an entry
  * here, its graph (model/arch/) and its entry in gpu_model.c's table. */
-typedef enum swa_rule {
-    SWA_NONE,  /* no sliding window */
-    SWA_EVERY, /* every layer, where the file gives a window (phi3) */
-} swa_rule;
-
 static const struct arch_desc {
     const char *name;
     model_arch arch;
@@ -89,7 +84,7 @@ static const struct arch_desc {
     model_qk_norm qk_norm; /* attn_q_norm, attn_k_norm */
     bool ff_exp_key;  /* the experts' width: expert_feed_forward_length (else feed_forward_length) */
     bool fused;       /* Q|K|V in attn_qkv and gate|up in ffn_up */
-    swa_rule swa;
+    bool swa;         /* a sliding window on every layer, where the file gives one */
     uint32_t no_rope_period; /* model_hparams.no_rope_period */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
@@ -102,11 +97,20 @@ static const struct arch_desc {
     { .name = "qwen3moe", .arch = MODEL_ARCH_QWEN3MOE, .rope_neox = true, .moe = true,
       .expert_norm = true, .qk_norm = MODEL_QK_HEAD, .ff_exp_key = true },
     { .name = "phi3", .arch = MODEL_ARCH_PHI3, .rope_neox = true, .fused = true,
-      .swa = SWA_EVERY },
+      .swa = true },
     /* (every fourth layer without RoPE: llama.cpp's fixed rule, as the model's
      * own no_rope_layer_interval) */
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
 };
+
+/* The entry of archs[] of an architecture read_hparams took. */
+static const struct arch_desc *arch_desc_of(model_arch arch)
+{
+    size_t i = 0;
+    while (archs[i].arch != arch)
+        i++;
+    return &archs[i];
+}
 
 /* The hyperparameters a model reads: where one is there, it must be a number
  * of its kind (an integer of any width that fits 32 bits, or a float), else
@@ -226,7 +230,7 @@ static glesllm_status read_experts(const gguf_file *f, size_t ai, const model_in
 static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad,
                                   const model_info *mi, model_hparams *hp)
 {
-    if (ad->swa == SWA_NONE)
+    if (!ad->swa)
         return GLESLLM_OK;
     uint32_t def = 0, n_ctx = mi->n_ctx_train, nl = hp->n_layer;
     if ((nl == 32 || nl == 40) && n_ctx == 4096)
@@ -243,7 +247,6 @@ static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad
                        "shape is none whose window is known: convert it again with a current "
                        "llama.cpp", key);
     hp->n_swa = gguf_get_arch_u32(f, ad->name, "attention.sliding_window", def);
-    hp->swa_period = 0;
     return GLESLLM_OK;
 }
 
@@ -491,9 +494,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->hp.rope_short = m->rope_short.data;
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
-    bool fused = false;
-    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++)
-        fused = fused || (archs[a].arch == hp->arch && archs[a].fused);
+    bool fused = arch_desc_of(hp->arch)->fused;
     uint32_t per_layer = fused ? 6 : 9;
     if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
@@ -602,11 +603,8 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il)
 
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
 {
-    if (!hp->n_swa)
-        return 0;
-    if (!hp->swa_period)
-        return hp->n_swa;
-    return il % hp->swa_period < hp->swa_period - 1 ? hp->n_swa : 0;
+    (void)il; /* (every layer's, for the architectures glesllm runs) */
+    return hp->n_swa;
 }
 
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)

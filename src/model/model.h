@@ -58,12 +58,7 @@ typedef struct model_hparams {
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
     model_qk_norm qk_norm; /* Q and K normalised before RoPE; model_qk_spans */
-    /* Attention scores: q . k times attn_scale (0: 1 / sqrt(head_dim)); a
-     * sliding window of n_swa positions (0: none) on the layers
-     * model_layer_window names: every layer where swa_period is 0, else
-     * layer il where il % swa_period < swa_period - 1 */
-    float attn_scale;
-    uint32_t n_swa, swa_period;
+    uint32_t n_swa; /* a sliding window of n_swa positions on every layer (0: none) */
     uint32_t no_rope_period; /* > 0: layer il has no RoPE where (il + 1) % it is 0 (SmolLM3) */
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of

@@ -186,9 +186,8 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
             kc[pos * kv_dim + i] = to_f16(r->kn[i]);
             vc[pos * kv_dim + i] = to_f16(r->vn[i]);
         }
-        ref_attn_opts ao = { hp->attn_scale, 0.0f, model_layer_window(hp, li) };
-        ref_attention(r->att, r->q, kc, vc, pos + 1, hp->n_head, hp->n_head_kv, hd, &ao,
-                      r->scores);
+        ref_attention(r->att, r->q, kc, vc, pos + 1, model_layer_window(hp, li), hp->n_head,
+                      hp->n_head_kv, hd, r->scores);
         matvec(r, &l->wo, r->att, r->x, 1);
         ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, n_embd, hp->eps);
         if (hp->n_expert)

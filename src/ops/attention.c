@@ -1,7 +1,6 @@
 /* Attention over the KV cache. See attention.h. */
 #include "ops/attention.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,15 +11,6 @@
 #define CHUNK_MIN 16u    /* and at least this many a chunk past them */
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
 #define ATTN_WG 128u
-
-/* The defines of the scores: SCALE, and SOFTCAP where there is one. */
-static void score_defines(const attn_shape *s, char *out, size_t size)
-{
-    float scale = s->scale > 0.0f ? s->scale : 1.0f / sqrtf((float)s->head_dim);
-    int n = snprintf(out, size, "\nSCALE %.9g", scale);
-    if (s->softcap > 0.0f && n > 0 && (size_t)n < size)
-        snprintf(out + n, size - n, "\nSOFTCAP %.9g", s->softcap);
-}
 
 /* The prefill kernel's tiles (queries x positions): the first of the list
  * whose shared memory fits. Small tiles leave room for several work groups a
@@ -38,11 +28,9 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         uint32_t lpq = 1;
         while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
             lpq *= 2;
-        char defs[320], score[64];
-        score_defines(s, score, sizeof score);
-        snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s", wg, hd,
-                 s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, score);
+        char defs[256];
+        snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
+                 wg, hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq);
         glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
         if (st == GLESLLM_OK)
             k->tile_q = bq;
@@ -62,13 +50,12 @@ glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *o
      * n_head + 1 smaller ones */
     out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
     const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
-    char defs[320], score[64];
-    score_defines(s, score, sizeof score);
+    char defs[256];
     snprintf(defs, sizeof defs,
              "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
-             "ONE_CHUNK %u%s%s",
+             "ONE_CHUNK %u%s",
              ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
-             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, score);
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
         return st;

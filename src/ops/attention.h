@@ -22,8 +22,6 @@
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
     uint32_t n_ctx; /* positions a query may see at most */
-    float scale;    /* of q . k: 0 is 1 / sqrt(head_dim) */
-    float softcap;  /* > 0: scores s become softcap tanh(s / softcap) (Gemma 2) */
 } attn_shape;
 
 typedef struct attn_kernels {

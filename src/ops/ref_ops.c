@@ -39,14 +39,13 @@ void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_di
 }
 
 void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
-                   uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
-                   const ref_attn_opts *o, float *scores)
+                   uint32_t window, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
+                   float *scores)
 {
     size_t kv_dim = (size_t)n_head_kv * head_dim;
     uint32_t hd = head_dim, group = n_head / n_head_kv;
-    float scale = o && o->scale > 0.0f ? o->scale : 1.0f / sqrtf((float)hd);
-    float cap = o ? o->softcap : 0.0f;
-    uint32_t lo = o && o->window && len > o->window ? len - o->window : 0;
+    float scale = 1.0f / sqrtf((float)hd);
+    uint32_t lo = window && len > window ? len - window : 0;
     for (uint32_t h = 0; h < n_head; h++) {
         const float *qh = q + (size_t)h * hd;
         size_t ko = (size_t)(h / group) * hd;
@@ -56,8 +55,6 @@ void ref_attention(float *out, const float *q, const float *k, const float *v, u
             for (uint32_t d = 0; d < hd; d++)
                 s += (double)qh[d] * k[p * kv_dim + ko + d];
             scores[p] = (float)s * scale;
-            if (cap > 0.0f)
-                scores[p] = cap * tanhf(scores[p] / cap);
             mx = scores[p] > mx ? scores[p] : mx;
         }
         double sum = 0.0;

@@ -18,23 +18,14 @@ double ref_dot(const float *w, const float *x, size_t n);
  * i + head_dim/2 with neox) rotated by cos_sin[2i], cos_sin[2i + 1]. */
 void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_dim, bool neox);
 
-/* How a query's scores are made: q . k times scale (0: 1 / sqrt(head_dim)),
- * then, where softcap > 0, softcap tanh(score / softcap) (Gemma 2); a query
- * at position p sees p's and the window - 1 positions before it (window 0:
- * every earlier position). */
-typedef struct ref_attn_opts {
-    float scale, softcap;
-    uint32_t window;
-} ref_attn_opts;
-
 /* Attention of the query at position len - 1 over the positions it sees
- * (all of 0..len-1 without a window) for every head: q (n_head x head_dim),
- * k and v rows of kv_dim (n_head_kv x head_dim) values a position, n_head /
- * n_head_kv query heads to a K/V head; out (n_head x head_dim); scores: room
- * for len floats; o NULL: the defaults. */
+ * for every head: all of 0..len-1, or with a window (> 0) its own and the
+ * window - 1 before it. q (n_head x head_dim), k and v rows of kv_dim
+ * (n_head_kv x head_dim) values a position, n_head / n_head_kv query heads to
+ * a K/V head; out (n_head x head_dim); scores: room for len floats. */
 void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
-                   uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
-                   const ref_attn_opts *o, float *scores);
+                   uint32_t window, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
+                   float *scores);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void ref_silu_mul(float *gate, const float *up, size_t n);
