@@ -2,12 +2,16 @@
  * that are not multiples of the work group, for every work-group size the
  * limits allow and for both reduction paths (subgroup where offered, shared
  * memory always); the Q/K norm with RoPE (ops/norm.h) over the width and a
- * head at a time, for several tokens and for one. */
+ * head at a time, for several tokens and for one; Mamba's convolution and
+ * scan (ops/ssm.h) from a given state and from none, over one token, a few
+ * (one sub-chunk) and many (sub-chunks and their carries), with and without
+ * the norms of dt, B and C. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/norm.h"
+#include "ops/ssm.h"
 #include "ops/ref_ops.h"
 #include "quant/quant.h"
 #include "test_gpu.h"
@@ -175,6 +179,124 @@ static void test_qk_norm_matches_cpu(void)
     }
 }
 
+/* RMSNorm of n values in place, times w (ssm_case's dt, B and C) */
+static void norm_in_place(float *v, const float *w, uint32_t n)
+{
+    float tmp[64];
+    ref_rms_norm(tmp, v, w, 1, n, 1e-5f);
+    memcpy(v, tmp, n * sizeof(float));
+}
+
+/* n tokens through the convolution and scan from a random state (zero: from
+ * none), against ref_ssm_conv and ref_ssm_scan token by token: the outputs
+ * and the next state. */
+static void ssm_case(const ssm_shape *sh, uint32_t n, bool zero, uint64_t seed)
+{
+    test_rng rng = { seed };
+    uint32_t di = sh->d_inner, K = sh->d_conv, S = sh->d_state, R = sh->dt_rank;
+    uint32_t nb = R + 2 * S, xs = 2 * di + 3, bs = nb + 1; /* (rows apart, as act's are) */
+    ssm_params pl = ssm_params_layout(sh);
+    ssm_slot sl = ssm_slot_layout(sh);
+    float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4);
+    /* act: x|z rows | dt|B|C rows | xc rows | out rows | cums | carries */
+    uint64_t x0 = 0, b0 = (uint64_t)n * xs, xc0 = b0 + (uint64_t)n * bs, o0 = xc0 + (uint64_t)n * di;
+    uint64_t c0 = o0 + (uint64_t)n * di, k0 = c0 + (uint64_t)n * di;
+    uint64_t total = k0 + ssm_carry_floats(sh, n);
+    float *act = calloc(total, 4);
+    TEST_ASSERT_TRUE(par && state && act);
+    rng_fill(&rng, par + pl.taps, (size_t)di * K, -0.5f, 0.5f);
+    rng_fill(&rng, par + pl.conv_b, di, -0.2f, 0.2f);
+    rng_fill(&rng, par + pl.dt_w, (size_t)di * R, -0.5f, 0.5f);
+    rng_fill(&rng, par + pl.dt_b, di, -4.0f, 0.0f);
+    rng_fill(&rng, par + pl.a, (size_t)di * S, -8.0f, -0.5f);
+    rng_fill(&rng, par + pl.d, di, 0.5f, 1.5f);
+    rng_fill(&rng, par + pl.norm_w, nb, 0.5f, 1.5f);
+    rng_fill(&rng, state + sl.floats, sl.floats, -1.0f, 1.0f); /* slot 1: the source */
+    rng_fill(&rng, act, (size_t)n * xs, -2.0f, 2.0f);
+    rng_fill(&rng, act + b0, (size_t)n * bs, -1.0f, 1.0f);
+    /* the reference, token by token */
+    float *conv = calloc((size_t)(K - 1) * di, 4), *h = calloc((size_t)di * S, 4);
+    float *taps = malloc((size_t)di * K * 4), *a = malloc((size_t)di * S * 4);
+    float *xc = malloc((size_t)n * di * 4), *y = malloc((size_t)n * di * 4), *dt = malloc(di * 4);
+    TEST_ASSERT_TRUE(conv && h && taps && a && xc && y && dt);
+    if (!zero) {
+        memcpy(conv, state + sl.floats + sl.conv, (size_t)(K - 1) * di * 4);
+        memcpy(h, state + sl.floats + sl.ssm, (size_t)di * S * 4);
+    }
+    memcpy(taps, par + pl.taps, (size_t)di * K * 4);
+    memcpy(a, par + pl.a, (size_t)di * S * 4);
+    for (uint32_t t = 0; t < n; t++) {
+        const float *x = act + (size_t)t * xs;
+        float bc[64 + 64 + 8];
+        memcpy(bc, act + b0 + (size_t)t * bs, nb * 4);
+        if (sh->bc_norm) {
+            norm_in_place(bc, par + pl.norm_w, R);
+            norm_in_place(bc + R, par + pl.norm_w + R, S);
+            norm_in_place(bc + R + S, par + pl.norm_w + R + S, S);
+        }
+        ref_ssm_conv(xc + (size_t)t * di, conv, x, taps, par + pl.conv_b, di, K);
+        for (uint32_t c = 0; c < di; c++) {
+            float acc = 0.0f;
+            for (uint32_t k = 0; k < R; k++)
+                acc += par[pl.dt_w + (size_t)k * di + c] * bc[k];
+            dt[c] = acc + par[pl.dt_b + c];
+        }
+        ref_ssm_scan(y + (size_t)t * di, h, xc + (size_t)t * di, dt, a, bc + R, par + pl.d, x + di,
+                     di, S);
+    }
+    ssm_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_build(ctx, sh, &k), glesllm_last_error());
+    gpu_buffer bp, ba, bs_;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, pl.floats * 4, par, 0, "par", &bp));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4, act, 0, "act", &ba));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 2 * sl.floats * 4, state, 0, "state", &bs_));
+    ssm_io io = { &bp, &ba, &bs_, x0, xs, xc0, di, b0, bs, x0 + di, xs, o0, di, c0, k0,
+                  sl.floats, 0, zero, 1e-5f };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4);
+    TEST_ASSERT_TRUE(got && st);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, total * 4));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bs_, 0, st, 2 * sl.floats * 4));
+    char msg[160];
+    /* f32 on both sides, exp and log in another library, the sub-chunks'
+     * decays as one exp of the summed steps: within 2e-5 of values near 1 */
+    for (uint32_t t = 0; t < n; t++)
+        for (uint32_t c = 0; c < di; c++) {
+            snprintf(msg, sizeof msg, "%u channels, %u state, rank %u, norms %d: %u tokens%s, "
+                     "token %u channel %u", di, S, R, sh->bc_norm, n, zero ? " from none" : "", t, c);
+            float w = y[(size_t)t * di + c];
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(w)), w,
+                                             got[o0 + (size_t)t * di + c], msg);
+            w = xc[(size_t)t * di + c];
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(w)), w,
+                                             got[xc0 + (size_t)t * di + c], msg);
+        }
+    for (uint32_t i = 0; i < (K - 1) * di; i++) /* (the inputs themselves) */
+        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(0.0f, conv[i], st[sl.conv + i], "the next convolution state");
+    for (uint32_t i = 0; i < di * S; i++)
+        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.ssm + i],
+                                         "the next scan state");
+    gpu_buffer_destroy(&bp);
+    gpu_buffer_destroy(&ba);
+    gpu_buffer_destroy(&bs_);
+    ssm_destroy(&k);
+    free(par); free(state); free(act); free(conv); free(h); free(taps); free(a);
+    free(xc); free(y); free(dt); free(got); free(st);
+}
+
+static void test_ssm_matches_cpu(void)
+{
+    const ssm_shape cases[] = { { 100, 4, 16, 6, false }, { 70, 3, 7, 5, true },
+                                 { 128, 4, 16, 8, true } };
+    const uint32_t tokens[] = { 1, 2, 16, 17, 40 };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
+            ssm_case(&cases[i], tokens[j], (i + j) % 2 == 1, 80 + 7 * i + j);
+}
+
 int main(void)
 {
     ctx = test_open_gpu();
@@ -184,6 +306,7 @@ int main(void)
     RUN_TEST(test_rms_norm_shared_memory_path);
     RUN_TEST(test_rms_norm_subgroup_path);
     RUN_TEST(test_qk_norm_matches_cpu);
+    RUN_TEST(test_ssm_matches_cpu);
     int r = test_exit_code(UNITY_END());
     gpu_queue_destroy(queue);
     gpu_context_destroy(ctx);

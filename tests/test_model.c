@@ -819,6 +819,26 @@ static void test_no_rope_layers_match_cpu(void)
     check_against_reference(&q, 32, 8, 1);
 }
 
+/* Mamba blocks against the CPU reference: steps; prefills in small
+ * batches and in chunks, a chunk's scan in one sub-chunk and in several
+ * (ops/ssm.h: more than 16 tokens) whose carries go on into the next pass;
+ * FalconMamba's norms of dt, B and C with other state and rank sizes, in a
+ * quantized file. */
+static void test_mamba_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("mamba", GGML_TYPE_F32);
+    s.n_embd = 96; /* 192 channels: a work group and a part */
+    check_steps_and_prefills(&s, 16);
+    const uint32_t long_pieces[] = { 5, 50, 37 };
+    check_prefill(&s, 64, -1, long_pieces, 3);
+    demo_spec q = fixture_small_spec("mamba", GGML_TYPE_Q8_0);
+    q.dt_b_c_rms = true;
+    q.d_state = 8;
+    q.dt_rank = 5;
+    check_against_reference(&q, 32, 12, 1);
+    check_prefill(&q, 32, 0, long_pieces, 2);
+}
+
 /* LongRoPE (Phi-3 128k, Phi-3.5): the long factors for a context past the
  * original one, the short ones within it, cos and sin times the attention
  * factor; the GPU against the CPU reference in both. */
@@ -930,7 +950,8 @@ static void test_route_kernel(void)
 static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32", "tiny-bpe-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
-                                             "arch-qwen2moe", "arch-olmoe", "arch-phi3" };
+                                             "arch-qwen2moe", "arch-olmoe", "arch-phi3",
+                                             "arch-mamba" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -1213,6 +1234,7 @@ int main(void)
     RUN_TEST(test_perplexity_aidreams_matches_cpu);
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
+    RUN_TEST(test_mamba_matches_cpu);
     RUN_TEST(test_shared_models_match_llama_cpp);
     RUN_TEST(test_writer_files_match_references);
     RUN_TEST(test_our_quantizations_match_llama_cpp);

@@ -274,7 +274,7 @@ static const craft corpus[] = {
     /* what the file is */
     { "general.architecture", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
     { "general.architecture", K_STR, .str = "", .want = GLESLLM_ERR_UNSUPPORTED, .says = "architecture ''" },
-    { "general.architecture", K_STR, .str = "mamba", .want = GLESLLM_ERR_UNSUPPORTED, .says = "mamba" },
+    { "general.architecture", K_STR, .str = "rwkv7", .want = GLESLLM_ERR_UNSUPPORTED, .says = "rwkv7" },
     { "general.architecture", K_STR, .str = "llama\x1b]0;pwned\x07", .want = GLESLLM_ERR_UNSUPPORTED, .says = "'llama\\x1b]0;pwned\\x07'" },
     { "general.architecture", K_U32, 1, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
     { "general.name", K_STR, .str = "\x1b[2J\x1b]0;title\x07\xff\xfe\xc2\x9b" "31m" }, /* (escaped by describe) */
@@ -424,6 +424,29 @@ static void check_corpus(const demo_spec *s, const craft *cases, size_t n_cases)
     unlink(path);
 }
 
+/* A Mamba file's block shape: missing, zero, not a number, past what the
+ * scan kernel takes, or not what its tensors say. */
+#define M "mamba."
+static const craft mamba_corpus[] = {
+    { 0 },
+    { M "ssm.conv_kernel", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no mamba.ssm.conv_kernel" },
+    { M "ssm.conv_kernel", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "conv_kernel is 0" },
+    { M "ssm.conv_kernel", K_U32, 9, .want = GLESLLM_ERR_UNSUPPORTED, .says = "9-tap" },
+    { M "ssm.conv_kernel", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "ssm_conv1d" },
+    { M "ssm.inner_size", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no mamba.ssm.inner_size" },
+    { M "ssm.inner_size", K_STR, .str = "128", .want = GLESLLM_ERR_FORMAT, .says = "inner_size" },
+    { M "ssm.state_size", K_U32, 65, .want = GLESLLM_ERR_UNSUPPORTED, .says = "65 state values" },
+    { M "ssm.state_size", K_U32, 8, .want = GLESLLM_ERR_FORMAT, .says = "ssm_x" },
+    { M "ssm.time_step_rank", K_U32, 4e9, .want = GLESLLM_ERR_UNSUPPORTED, .says = "rank" },
+    { M "ssm.dt_b_c_rms", K_U32, 1, .want = GLESLLM_ERR_FORMAT, .says = "dt_b_c_rms" },
+    { M "ssm.dt_b_c_rms", K_BOOL, 1 },
+    { M "attention.layer_norm_rms_epsilon", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "epsilon" },
+    { .tensor = "blk.1.ssm_a", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.ssm_a" },
+    { .tensor = "blk.0.ssm_d", .top = T_COPY_AS, .str = "blk.0.ffn_norm.weight",
+      .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_norm.weight" },
+};
+#undef M
+
 static void test_crafted_corpus(void)
 {
     demo_spec s = demo_spec_default();
@@ -447,6 +470,17 @@ static void test_crafted_expert_files(void)
     check_corpus(&s, olmoe_corpus, sizeof olmoe_corpus / sizeof olmoe_corpus[0]);
 }
 
+static void test_crafted_mamba_files(void)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = "mamba";
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    check_corpus(&s, mamba_corpus, sizeof mamba_corpus / sizeof mamba_corpus[0]);
+}
+
 int main(void)
 {
     UNITY_BEGIN();
@@ -459,5 +493,6 @@ int main(void)
 
     RUN_TEST(test_crafted_corpus);
     RUN_TEST(test_crafted_expert_files);
+    RUN_TEST(test_crafted_mamba_files);
     return test_exit_code(UNITY_END());
 }

@@ -193,6 +193,10 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     fprintf(f, "feed-forward size:  %u\n", mi->n_ff);
     if (mi->n_expert)
         fprintf(f, "experts:            %u, %u a token\n", mi->n_expert, mi->n_expert_used);
+    if (mi->ssm_d_inner)
+        fprintf(f, "state space:        %u channels, %u state values each, %u-tap convolution, "
+                   "step rank %u\n", mi->ssm_d_inner, mi->ssm_d_state, mi->ssm_d_conv,
+                mi->ssm_dt_rank);
     fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
     fprintf(f, "head dimension:     %u\n", mi->head_dim);
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);
@@ -210,8 +214,14 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
                    (unsigned long long)mi->types[t].tensors, mib(mi->types[t].bytes));
     if (gguf_tensor_count(gf) == 0)
         fprintf(f, "  (no tensors: a vocabulary-only file)\n");
-    fprintf(f, "GPU memory at context %u: %.2f MiB (weights %.2f + KV cache F16 %.2f + activations %.2f)\n",
-           n_ctx, mib(m.total), mib(m.weights), mib(m.kv_cache), mib(m.activations));
+    if (m.recurrent)
+        fprintf(f, "GPU memory at context %u: %.2f MiB (weights %.2f + KV cache F16 %.2f + "
+                   "recurrent state F32 %.2f + activations %.2f)\n",
+                n_ctx, mib(m.total), mib(m.weights), mib(m.kv_cache), mib(m.recurrent),
+                mib(m.activations));
+    else
+        fprintf(f, "GPU memory at context %u: %.2f MiB (weights %.2f + KV cache F16 %.2f + activations %.2f)\n",
+               n_ctx, mib(m.total), mib(m.weights), mib(m.kv_cache), mib(m.activations));
     if (tensors) {
         fprintf(f, "%-40s %-8s %-28s %s\n", "tensor", "type", "shape", "offset");
         for (uint64_t i = 0; i < gguf_tensor_count(gf); i++) {
@@ -259,9 +269,10 @@ static void print_json(FILE *f, const char *path, const gguf_file *gf, const mod
             first = false;
         }
     fprintf(f, "}, \"gpu_memory\": {\"context\": %u, \"weights\": %llu, \"kv_cache\": %llu, "
-           "\"activations\": %llu, \"total\": %llu}",
+           "\"recurrent_state\": %llu, \"activations\": %llu, \"total\": %llu}",
            n_ctx, (unsigned long long)m.weights, (unsigned long long)m.kv_cache,
-           (unsigned long long)m.activations, (unsigned long long)m.total);
+           (unsigned long long)m.recurrent, (unsigned long long)m.activations,
+           (unsigned long long)m.total);
     if (tensors) {
         fprintf(f, ", \"tensors\": [");
         for (uint64_t i = 0; i < gguf_tensor_count(gf); i++) {

@@ -415,10 +415,14 @@ int cmd_run(int argc, char **argv)
     rc = 1;
     glesllm_context_info ci;
     glesllm_context_get_info(c, &ci);
-    fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, KV cache in %s "
-                    "buffers; loaded in %.2f s\n",
+    char memory[64];
+    if (ci.state_bytes)
+        snprintf(memory, sizeof memory, "recurrent state %.1f MiB", ci.state_bytes / 1048576.0);
+    else
+        snprintf(memory, sizeof memory, "KV cache in %s buffers", ci.kv_placement);
+    fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, %s; loaded in %.2f s\n",
             name, glesllm_model_arch(m), glesllm_model_n_layer(m), ci.weight_bytes / 1048576.0,
-            glesllm_backend_renderer(b), n_ctx, ci.kv_placement, cli_now() - t0);
+            glesllm_backend_renderer(b), n_ctx, memory, cli_now() - t0);
     if (a.sp.temp > 0.0f)
         fprintf(stderr, "glesllm: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat "
                         "penalty %.2f over %d, seed %llu\n",

@@ -265,9 +265,107 @@ static uint32_t override_type(const demo_spec *s, uint32_t i, uint32_t over)
     return over && more ? over : s->type;
 }
 
+/* A Mamba model's metadata and layers (demo_model_create's, after the
+ * vocabulary and the embeddings) */
+static glesllm_status mamba_meta(gguf_writer *w, const demo_spec *s, uint32_t di, uint32_t ds,
+                                 uint32_t r)
+{
+    char key[96];
+    glesllm_status st;
+    const struct {
+        const char *suffix;
+        uint32_t v;
+    } u[] = { { "context_length", s->n_ctx }, { "embedding_length", s->n_embd },
+              { "block_count", s->n_layer },  { "ssm.conv_kernel", 4 },
+              { "ssm.inner_size", di },       { "ssm.state_size", ds },
+              { "ssm.time_step_rank", r } };
+    if ((st = gguf_writer_set_str(w, "general.architecture", "mamba")) ||
+        (st = gguf_writer_set_str(w, "general.name", s->name ? s->name : "demo")))
+        return st;
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+        snprintf(key, sizeof key, "mamba.%s", u[i].suffix);
+        if ((st = gguf_writer_set_u32(w, key, u[i].v)))
+            return st;
+    }
+    if (s->dt_b_c_rms && (st = gguf_writer_set_bool(w, "mamba.ssm.dt_b_c_rms", true)))
+        return st;
+    return gguf_writer_set_f32(w, "mamba.attention.layer_norm_rms_epsilon", 1e-5f);
+}
+
+static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *seed, uint32_t di,
+                                   uint32_t ds, uint32_t r)
+{
+    glesllm_status st = GLESLLM_OK;
+    float se = 1.0f / sqrtf((float)s->n_embd), si = 1.0f / sqrtf((float)di);
+    for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        /* values of a trained model's ranges: small steps (softplus of about
+         * -3), A = -exp(A_log) between -7.5 and -0.5, D about 1 */
+        const struct {
+            const char *name;
+            uint32_t type;
+            uint64_t rows, cols;
+            float center, scale;
+        } t[] = {
+            { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "ssm_in.weight", s->type, 2ull * di, s->n_embd, 0.0f, se },
+            { "ssm_conv1d.weight", GGML_TYPE_F32, di, 4, 0.0f, 0.5f },
+            { "ssm_conv1d.bias", GGML_TYPE_F32, 1, di, 0.0f, 0.2f },
+            { "ssm_x.weight", s->type, r + 2ull * ds, di, 0.0f, si },
+            { "ssm_dt.weight", GGML_TYPE_F32, di, r, 0.0f, 1.0f / sqrtf((float)r) },
+            { "ssm_dt.bias", GGML_TYPE_F32, 1, di, -3.0f, 1.0f },
+            { "ssm_a", GGML_TYPE_F32, di, ds, -4.0f, 3.5f },
+            { "ssm_d", GGML_TYPE_F32, 1, di, 1.0f, 0.5f },
+            { "ssm_out.weight", s->type, s->n_embd, di, 0.0f, si },
+        };
+        for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
+            st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
+                             t[k].scale, NULL);
+        }
+    }
+    return st;
+}
+
+static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
+{
+    uint32_t di = 2 * s->n_embd, ds = s->d_state ? s->d_state : 16;
+    uint32_t r = s->dt_rank ? s->dt_rank : (s->n_embd + 15) / 16;
+    uint64_t seed = s->seed;
+    glesllm_status st = gguf_writer_create(&d->w);
+    if (!st)
+        st = mamba_meta(d->w, s, di, ds, r);
+    if (!st)
+        st = make_vocab(d, s);
+    if (!st)
+        st = make_tensor(d, &seed, "token_embd.weight", s->embd_type, s->n_vocab, s->n_embd, 0.0f,
+                         1.0f, NULL);
+    if (!st)
+        st = make_tensor(d, &seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
+                         NULL);
+    if (!st && !s->tied)
+        st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
+                         2.0f / sqrtf((float)s->n_embd), NULL);
+    return st ? st : mamba_layers(d, s, &seed, di, ds, r);
+}
+
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
+    if (strcmp(s->arch, "mamba") == 0) {
+        if (!s->n_layer || !s->n_embd || s->n_vocab < 3)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
+        demo_model *d = calloc(1, sizeof *d);
+        if (!d)
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        glesllm_status st = mamba_create(s, d);
+        if (st) {
+            demo_model_destroy(d);
+            return st;
+        }
+        *out = d;
+        return GLESLLM_OK;
+    }
     if (!s->n_layer || !s->n_embd || !s->n_ff || !s->n_head || !s->n_head_kv || s->n_vocab < 3 ||
         (!s->head_dim && s->n_embd % s->n_head) || s->n_head % s->n_head_kv ||
         (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))

@@ -14,7 +14,8 @@ typedef struct demo_spec {
     /* "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen2moe", "olmoe" (norms
      * of Q and K over their width, NeoX RoPE; experts), "qwen3" (norms of
      * each head of Q and K, NeoX RoPE), "qwen3moe" or "phi3" (Q|K|V and
-     * gate|up each in one tensor, NeoX RoPE, a sliding window) */
+     * gate|up each in one tensor, NeoX RoPE, a sliding window) or "mamba"
+     * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused) */
     const char *arch;
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
@@ -38,6 +39,10 @@ typedef struct demo_spec {
      * n_expert_used a token; "qwen2moe" adds a shared expert of n_ff_shexp
      * rows (its arch; "llama" with experts is Mixtral's layout) */
     uint32_t n_expert, n_expert_used, n_ff_shexp;
+    /* mamba: the state values a channel (0: 16), the step's rank (0:
+     * n_embd / 16 rounded up), and FalconMamba's norms of dt, B and C */
+    uint32_t d_state, dt_rank;
+    bool dt_b_c_rms;
     uint64_t seed;
 } demo_spec;
 

@@ -23,6 +23,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_QWEN3MOE] = llama_graph,
         [MODEL_ARCH_PHI3] = llama_graph, /* fused tensors and a window are data */
         [MODEL_ARCH_SMOLLM3] = llama_graph, /* its layers without RoPE: a table of no turn */
+        [MODEL_ARCH_MAMBA] = mamba_graph,
     };
     return graphs[arch];
 }
@@ -230,8 +231,83 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
                          &g->sgate, pr);
 }
 
+/* The shape of a model's Mamba blocks, for ops/ssm.h. */
+static ssm_shape ssm_shape_of(const model_hparams *hp)
+{
+    ssm_shape s = { hp->ssm_d_inner, hp->ssm_d_conv, hp->ssm_d_state, hp->ssm_dt_rank,
+                    hp->ssm_dt_b_c_rms };
+    return s;
+}
+
+/* Rows [0, rows) of t dequantized into dst, row i at dst + i * stride. */
+static glesllm_status put_rows(const model_tensor *t, float *dst, uint64_t stride)
+{
+    for (uint64_t i = 0; i < t->rows; i++) {
+        glesllm_status st = quant_dequantize(
+            t->type, (const uint8_t *)t->data + i * model_tensor_row_bytes(t), dst + i * stride,
+            t->cols);
+        if (st)
+            return err_prefix(st, "tensor %s: ", t->name);
+    }
+    return GLESLLM_OK;
+}
+
+/* A Mamba block: its three projections as weights, its small tensors in one
+ * parameter buffer (ops/ssm.h ssm_params), the dt projection transposed so
+ * that a channel's thread reads its column in step with its neighbours. */
+static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL;
+    matvec_variant in = { MATVEC_STORE }, plain = { MATVEC_STORE }, add = { MATVEC_ADD };
+    in.norm_scale = add.norm_out = gm->fuse_norm;
+    glesllm_status st;
+    if ((st = upload_linear(gm, &l->ssm_in, &in, tw ? &tw->ssm_in : NULL, &g->ssm_in)) ||
+        (st = upload_linear(gm, &l->ssm_x, &plain, tw ? &tw->ssm_x : NULL, &g->ssm_x)) ||
+        (st = upload_linear(gm, &l->ssm_out, &add, tw ? &tw->ssm_out : NULL, &g->ssm_out)))
+        return st;
+    const model_tensor *big[] = { &l->ssm_in, &l->ssm_x, &l->ssm_out };
+    for (size_t i = 0; i < 3; i++)
+        progress(pr, big[i]->rows * model_tensor_row_bytes(big[i]));
+    gm->weight_bytes += g->ssm_in.w.bytes + g->ssm_x.w.bytes + g->ssm_out.w.bytes;
+    ssm_shape sh = ssm_shape_of(hp);
+    ssm_params pl = ssm_params_layout(&sh);
+    uint32_t di = hp->ssm_d_inner, r = hp->ssm_dt_rank;
+    float *host = calloc((size_t)pl.floats + (size_t)di * r, sizeof(float));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory for layer %u's SSM parameters",
+                       li);
+    float *dtw = host + pl.floats; /* (dt's rows as the file has them, then transposed) */
+    if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
+        !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, di)) &&
+        !(st = put_rows(&l->ssm_dt, dtw, r)) &&
+        !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
+        !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
+        !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
+        for (uint32_t c = 0; c < di; c++)
+            for (uint32_t k = 0; k < r; k++)
+                host[pl.dt_w + (uint64_t)k * di + c] = dtw[(uint64_t)c * r + k];
+        for (uint32_t k = 0; k < r + 2 * hp->ssm_d_state; k++)
+            host[pl.norm_w + k] = 1.0f;
+        char what[48];
+        snprintf(what, sizeof what, "SSM parameters of layer %u", li);
+        st = gpu_buffer_create(gm->ctx, (size_t)pl.floats * 4, host, GPU_BUFFER_DEVICE, what,
+                               &g->ssm_par);
+    }
+    free(host);
+    const model_tensor *small[] = { &l->ssm_conv, &l->ssm_conv_b, &l->ssm_dt,
+                                    &l->ssm_dt_b, &l->ssm_a,      &l->ssm_d };
+    for (size_t i = 0; i < 6; i++)
+        progress(pr, small[i]->rows * model_tensor_row_bytes(small[i]));
+    return st;
+}
+
 static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
 {
+    if (gm->m->hp.ssm)
+        return upload_ssm_layer(gm, li, pr);
     const model_hparams *hp = &gm->m->hp;
     const model_layer *l = &gm->m->layers[li];
     gpu_layer *g = &gm->layers[li];
@@ -376,9 +452,11 @@ static glesllm_status create_act(gpu_model *gm)
     at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
     gm->lists = at;
     at += align64(sample_topk_floats(hp->n_vocab));
-    /* (the widest row's units of multi_nt tokens; O's rows are q_dim long) */
+    /* (the widest row's units of multi_nt tokens; O's rows are q_dim long,
+     * a Mamba block's x and out projections' d_inner) */
     uint64_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
     widest = q_dim > widest ? q_dim : widest;
+    widest = hp->ssm_d_inner > widest ? hp->ssm_d_inner : widest;
     gm->bxp = at;
     at += align64(matvec_xg_room(widest, gm->multi_nt));
     /* prefill rows, n_batch of each: x, its norm, Q, attention out, FFN
@@ -398,6 +476,14 @@ static glesllm_status create_act(gpu_model *gm)
         gm->moe_group = at;
         at += align64(moe_group_floats(hp->n_expert));
     }
+    /* Mamba blocks: a token's x|z, convolved x, dt|B|C, output and steps'
+     * sums, and its share of the scan's carries (a sub-chunk's each
+     * ssm_sub_tokens of a full chunk) */
+    ssm_shape sh = ssm_shape_of(hp);
+    if (hp->ssm)
+        per_tok += act_stride(2ull * hp->ssm_d_inner) + 3 * act_stride(hp->ssm_d_inner) +
+                   act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state) +
+                   (uint64_t)hp->ssm_d_inner * hp->ssm_d_state;
     uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
@@ -417,6 +503,20 @@ static glesllm_status create_act(gpu_model *gm)
     if (hp->qk_norm != MODEL_QK_NONE) {
         gm->bqkv = at;
         at += align64(nb * qkv_row);
+    }
+    if (hp->ssm) {
+        gm->ssm_xz = at;
+        at += align64(nb * act_stride(2ull * hp->ssm_d_inner));
+        gm->ssm_xc = at;
+        at += align64(nb * act_stride(hp->ssm_d_inner));
+        gm->ssm_dbc = at;
+        at += align64(nb * act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state));
+        gm->ssm_y = at;
+        at += align64(nb * act_stride(hp->ssm_d_inner));
+        gm->ssm_cum = at;
+        at += align64(nb * act_stride(hp->ssm_d_inner));
+        gm->ssm_carry = at;
+        at += align64(ssm_carry_floats(&sh, gm->n_batch));
     }
     if (hp->n_expert) {
         gm->moe_logits = at;
@@ -449,7 +549,7 @@ static glesllm_status create_act(gpu_model *gm)
         const model_layer *l = &m->layers[i];
         const gpu_layer *g = &gm->layers[i];
         st = put_vector(&l->attn_norm, host + g->attn_norm, hp->head_dim, false);
-        if (!st)
+        if (!st && l->ffn_norm.data) /* (Mamba blocks have one norm) */
             st = put_vector(&l->ffn_norm, host + g->ffn_norm, hp->head_dim, false);
         if (!st && l->bq.data) {
             float *b = host + g->bias;
@@ -475,9 +575,43 @@ static glesllm_status create_act(gpu_model *gm)
     return st;
 }
 
+/* Each Mamba block's state buffer: SSM_SLOTS slots of its recurrent state. */
+static glesllm_status create_states(gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    ssm_shape sh = ssm_shape_of(hp);
+    gm->slot = ssm_slot_layout(&sh);
+    uint64_t bytes = gm->slot.floats * SSM_SLOTS * 4;
+    if (bytes > gpu_context_limits(gm->ctx)->max_storage_block_bytes)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "one layer's recurrent state (%.1f MiB) exceeds the GPU's storage-block "
+                       "limit", bytes / 1048576.0);
+    float *zeros = calloc((size_t)(bytes / 4), sizeof(float));
+    if (!zeros)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the recurrent state");
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; st == GLESLLM_OK && i < hp->n_layer; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "recurrent state of layer %u", i);
+        st = gpu_buffer_create(gm->ctx, (size_t)bytes, zeros, GPU_BUFFER_DYNAMIC, what,
+                               &gm->layers[i].ssm_state);
+    }
+    free(zeros);
+    return st;
+}
+
 static glesllm_status create_caches(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
+    if (hp->ssm) {
+        glesllm_status st = create_states(gm);
+        if (!st)
+            st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
+                                   "token ids", &gm->tokens);
+        return st ? st
+                  : gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL,
+                                      GPU_BUFFER_MAPPED, "sampling candidates", &gm->cand);
+    }
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
     gm->k_base = align64(q_dim);
@@ -542,6 +676,11 @@ void gpu_model_destroy(gpu_model *gm)
         linear_destroy(&g->sglu);
         linear_destroy(&g->sdown);
         linear_destroy(&g->sgate);
+        linear_destroy(&g->ssm_in);
+        linear_destroy(&g->ssm_x);
+        linear_destroy(&g->ssm_out);
+        gpu_buffer_destroy(&g->ssm_par);
+        gpu_buffer_destroy(&g->ssm_state);
         gpu_buffer_destroy(&g->cache);
     }
     free(gm->layers);
@@ -553,6 +692,7 @@ void gpu_model_destroy(gpu_model *gm)
     get_rows_destroy(&gm->embed);
     gm_kernels_destroy(gm);
     attn_destroy(&gm->attn);
+    ssm_destroy(&gm->ssm);
     norm_destroy(&gm->norm);
     sample_destroy(&gm->sample);
     prefetch_destroy(&gm->prefetch);
@@ -604,7 +744,10 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                                   &gm->prefetch_down, &why);
     }
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
-    if ((st = gpu_queue_create(gm->ctx, &gm->q)) || (st = attn_build(gm->ctx, &as, &gm->attn)) ||
+    ssm_shape sh = ssm_shape_of(hp);
+    if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
+        (!hp->ssm && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
+        (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||
@@ -731,7 +874,8 @@ uint64_t gpu_model_step_bytes(const gpu_model *gm)
         for (uint32_t j = 0; j < g->n_qkv; j++)
             n += g->qkv[j].l.w.bytes;
         n += g->wo.w.bytes + g->glu.w.bytes + g->down.w.bytes + g->router.w.bytes +
-             g->sglu.w.bytes + g->sdown.w.bytes + g->sgate.w.bytes;
+             g->sglu.w.bytes + g->sdown.w.bytes + g->sgate.w.bytes + g->ssm_in.w.bytes +
+             g->ssm_x.w.bytes + g->ssm_out.w.bytes;
         if (hp->n_expert) /* a token's experts of the stacked ones */
             n += (g->eglu.w.bytes + g->edown.w.bytes) / hp->n_expert * hp->n_expert_used;
     }
@@ -794,6 +938,9 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
                        "truncating the cache to %u positions: it holds only %u", n_past,
                        gm->n_past);
     gm->n_past = n_past;
+    for (uint32_t i = 0; i < SSM_SLOTS; i++) /* (their tokens may change) */
+        if (gm->slot_ok[i] && gm->slot_pos[i] > n_past)
+            gm->slot_ok[i] = false;
     return GLESLLM_OK;
 }
 
@@ -827,6 +974,64 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
         st = gpu_buffer_write(b, vo, v, (size_t)(n * row));
     if (!st)
         gm->n_past = pos + n;
+    return st;
+}
+
+uint64_t gpu_model_state_bytes(const gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (!hp->ssm)
+        return 0;
+    return 2 * 4ull * hp->ssm_d_inner * (hp->ssm_d_conv - 1ull + hp->ssm_d_state);
+}
+
+glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, void *data,
+                                  bool write)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (!hp->ssm || layer >= hp->n_layer || n > (write ? gm->n_ctx : gm->n_past) || !n)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "the recurrent state of layer %u after %u tokens: outside the model or "
+                       "the %u tokens it holds", layer, n, write ? gm->n_ctx : gm->n_past);
+    gpu_buffer *b = &gm->layers[layer].ssm_state;
+    size_t conv = 4ull * (hp->ssm_d_conv - 1) * hp->ssm_d_inner;
+    size_t one = conv + 4ull * hp->ssm_d_inner * hp->ssm_d_state;
+    /* the states after n - 1 and n tokens: slots (held, or made) to read,
+     * slots 0 and 1 to write; after 0 tokens the state is zeros */
+    uint32_t slot[2] = { 0, 1 };
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; !write && !st && i < 2; i++)
+        if (n - 1 + i > 0)
+            st = gm_ssm_slot_at(gm, n - 1 + i, &slot[i]);
+    if (!st)
+        st = gpu_model_wait(gm);
+    if (st)
+        return st;
+    if (write)
+        for (uint32_t i = 0; i < SSM_SLOTS; i++)
+            gm->slot_ok[i] = false;
+    for (uint32_t i = 0; !st && i < 2; i++) {
+        char *d = (char *)data + i * one;
+        size_t at = (size_t)(slot[i] * gm->slot.floats * 4);
+        if (n - 1 + i == 0) {
+            if (!write)
+                memset(d, 0, one);
+            continue;
+        }
+        if (write) {
+            st = gpu_buffer_write(b, at + gm->slot.conv * 4, d, conv);
+            if (!st)
+                st = gpu_buffer_write(b, at + gm->slot.ssm * 4, d + conv, one - conv);
+            gm->slot_ok[slot[i]] = st == GLESLLM_OK;
+            gm->slot_pos[slot[i]] = n - 1 + i;
+        } else {
+            st = gpu_buffer_read(gm->ctx, b, at + gm->slot.conv * 4, d, conv);
+            if (!st)
+                st = gpu_buffer_read(gm->ctx, b, at + gm->slot.ssm * 4, d + conv, one - conv);
+        }
+    }
+    if (!st && write)
+        gm->n_past = n;
     return st;
 }
 

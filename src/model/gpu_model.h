@@ -157,6 +157,18 @@ uint32_t gpu_model_n_past(const gpu_model *gm);
  * one): no copy, the later entries are overwritten by the next steps. */
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);
 
+/* A recurrent model's (Mamba's) states of one layer after its first n - 1
+ * and n tokens (both, so that the last token can be run again, as a prompt
+ * whose every token is cached is), gpu_model_state_bytes of them (F32: the
+ * convolution's last inputs, then the scan's state, each; 0 bytes for a
+ * transformer): read (n <= n_past; a state no longer held is made by running
+ * tokens again), or written (the token slots 0 .. n - 1 set; n_past becomes
+ * n: write every layer's before the next step). Waits for the GPU. Session
+ * files (session.h) use it. */
+uint64_t gpu_model_state_bytes(const gpu_model *gm);
+glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, void *data,
+                                  bool write);
+
 /* K and V (F16, n_head_kv * head_dim values a position) of positions
  * pos .. pos + n - 1 of one layer: read into k and v, or written from them.
  * A write needs pos <= n_past and makes n_past = pos + n: write every layer's

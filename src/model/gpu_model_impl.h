@@ -13,9 +13,11 @@
 #include "ops/norm.h"
 #include "ops/prefetch.h"
 #include "ops/sample.h"
+#include "ops/ssm.h"
 
 #define MAX_KERNELS 96
 #define MAX_SEGMENTS 3
+#define SSM_SLOTS 2 /* the state before and after the last pass */
 #define ATTN_FEW_N 16 /* batches of at most this many tokens (or n_small) take attention's `few` */
 
 /* Several-token kernels come in sets by how many tokens they take: a run of
@@ -56,6 +58,11 @@ typedef struct gpu_layer {
     uint32_t window;          /* model_layer_window: the positions a query sees, 0: all */
     uint64_t rope;            /* float offset in act of its RoPE table (gm->rope, or
                                  gm->no_rope for a layer without RoPE) */
+    /* a Mamba block (model_hparams.ssm): in (x | z), x (dt | B | C), out;
+     * its small parameters (ops/ssm.h ssm_params) and its recurrent state's
+     * slots (gm->slot apart) */
+    gpu_linear ssm_in, ssm_x, ssm_out;
+    gpu_buffer ssm_par, ssm_state;
 } gpu_layer;
 
 struct gpu_pass;
@@ -131,6 +138,16 @@ struct gpu_model {
     uint64_t weight_bytes;
     uint32_t last_dispatches;
     uint32_t n_past; /* positions [0, n_past) of the cache are valid */
+    /* Mamba blocks: their kernels; each layer's state buffer holds
+     * SSM_SLOTS slots of the recurrent state, slot i the state after
+     * slot_pos[i] tokens (slot_ok[i]: it holds one); float offsets in act of
+     * n_batch rows each of x|z, the convolved x, dt|B|C, the output and the
+     * steps' sums, and of the scan's carries */
+    ssm_kernels ssm;
+    ssm_slot slot;
+    uint32_t slot_pos[SSM_SLOTS];
+    bool slot_ok[SSM_SLOTS];
+    uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry;
 };
 
 /* kernels.c: the model's kernels, each variant built once (a kernel set).
@@ -162,6 +179,10 @@ uint32_t gm_few_limit(const gpu_model *gm, unsigned flags);
 
 /* pass.c: an error unless every position before pos is in the cache. */
 glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos);
+/* The slot holding the recurrent state after pos > 0 tokens, made where no
+ * slot holds it by running the tokens from the latest earlier state (else
+ * the start) again: the token buffer still holds them. */
+glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot);
 
 /* ---- a pass ------------------------------------------------------------------ */
 
@@ -185,6 +206,10 @@ typedef struct gpu_pass {
     /* the weight and kernels that last wrote x (NULL: the embedding, before
      * any): with the norm split, where its partial sums of squares come from */
     const gpu_linear *wrote_x;
+    /* Mamba blocks: the state slot the pass starts from (none: an empty
+     * state) and the one it leaves its state in */
+    uint32_t src, dst;
+    bool zero;
 } gpu_pass;
 
 /* The ops of a transformer layer (pass.c). Each records what its pass kind
@@ -193,7 +218,7 @@ glesllm_status pass_embed(gpu_pass *p);
 glesllm_status pass_norm(gpu_pass *p, uint64_t weight);
 glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l);
-typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN } pass_input;
+typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN, PASS_SSM_OUT } pass_input;
 glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm);
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
 glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
@@ -201,8 +226,12 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
  * own dispatch in every kind of pass) */
 glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm);
+/* a Mamba block on RMSNorm(x) * attn_norm up to its output rows (x
+ * unchanged; the out projection is pass_residual's PASS_SSM_OUT) */
+glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l);
 
 /* model/arch/: the graphs. */
 glesllm_status llama_graph(gpu_pass *p);
+glesllm_status mamba_graph(gpu_pass *p);
 
 #endif

@@ -163,14 +163,15 @@ glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si)
     glesllm_status st = multi_twin(gm, &gm->out, si);
     for (uint32_t li = 0; st == GLESLLM_OK && li < gm->m->hp.n_layer; li++) {
         gpu_layer *g = &gm->layers[li];
-        for (uint32_t i = 0; st == GLESLLM_OK && i < g->n_qkv; i++)
-            st = multi_twin(gm, &g->qkv[i].l, si);
-        if (!st)
-            st = multi_twin(gm, &g->wo, si);
-        if (!st && g->glu.k) /* (experts: one-token kernels only) */
-            st = multi_twin(gm, &g->glu, si);
-        if (!st && g->down.k)
-            st = multi_twin(gm, &g->down, si);
+        gpu_linear *ls[MAX_SEGMENTS + 6] = { &g->wo, &g->glu, &g->down,
+                                             &g->ssm_in, &g->ssm_x, &g->ssm_out };
+        uint32_t n = 6;
+        for (uint32_t i = 0; i < g->n_qkv; i++)
+            ls[n++] = &g->qkv[i].l;
+        /* (those a layer has; experts: one-token kernels only) */
+        for (uint32_t i = 0; st == GLESLLM_OK && i < n; i++)
+            if (ls[i]->vk[gm->n_sets - 1])
+                st = multi_twin(gm, ls[i], si);
     }
     gm->set_built[si] = st == GLESLLM_OK;
     return st;

@@ -86,6 +86,7 @@ static const struct arch_desc {
     bool fused;       /* Q|K|V in attn_qkv and gate|up in ffn_up */
     bool swa;         /* a sliding window on every layer, where the file gives one */
     uint32_t no_rope_period; /* model_hparams.no_rope_period */
+    bool ssm;         /* Mamba blocks instead of attention and FFN (model_hparams.ssm) */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -101,6 +102,7 @@ static const struct arch_desc {
     /* (every fourth layer without RoPE: llama.cpp's fixed rule, as the model's
      * own no_rope_layer_interval) */
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
+    { .name = "mamba", .arch = MODEL_ARCH_MAMBA, .ssm = true },
 };
 
 /* The entry of archs[] of an architecture read_hparams took. */
@@ -140,6 +142,10 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
                  { "expert_shared_feed_forward_length", false },
                  { "expert_gating_func", false },
                  { "attention.sliding_window", false },
+                 { "ssm.conv_kernel", false },
+                 { "ssm.inner_size", false },
+                 { "ssm.state_size", false },
+                 { "ssm.time_step_rank", false },
                  { "expert_weights_scale", true } };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[160];
@@ -250,6 +256,53 @@ static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad
     return GLESLLM_OK;
 }
 
+/* The rest of a Mamba model's hyperparameters: its blocks' shape (the
+ * limits are those of the scan kernel, ops/ssm.h) and the norm's epsilon. */
+static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_hparams *hp)
+{
+    const char *a = mi->arch;
+    hp->ssm = true;
+    const struct {
+        const char *suffix;
+        uint32_t *v;
+    } keys[] = { { "block_count", &hp->n_layer },
+                 { "embedding_length", &hp->n_embd },
+                 { "ssm.conv_kernel", &hp->ssm_d_conv },
+                 { "ssm.inner_size", &hp->ssm_d_inner },
+                 { "ssm.state_size", &hp->ssm_d_state },
+                 { "ssm.time_step_rank", &hp->ssm_dt_rank } };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", a, keys[i].suffix);
+        *keys[i].v = gguf_get_arch_u32(f, a, keys[i].suffix, 0);
+        if (!*keys[i].v)
+            return err_set(GLESLLM_ERR_FORMAT, gguf_find(f, key) ? "%s is 0: the file is damaged"
+                                                                 : "the model has no %s", key);
+    }
+    char key[160];
+    snprintf(key, sizeof key, "%s.ssm.dt_b_c_rms", a);
+    if (gguf_find(f, key) && gguf_get_bool(f, key, &hp->ssm_dt_b_c_rms) != GLESLLM_OK)
+        return err_set(GLESLLM_ERR_FORMAT, "%s is not a boolean: the file is damaged", key);
+    hp->eps = mi->rms_eps;
+    if (!(hp->eps > 0.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has no positive %s.attention.layer_norm_rms_epsilon: the file "
+                       "is damaged", a);
+    if (hp->ssm_d_conv < 2 || hp->ssm_d_conv > MODEL_SSM_MAX_CONV || hp->ssm_d_state > MODEL_SSM_MAX_STATE ||
+        hp->ssm_dt_rank > hp->ssm_d_inner)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "a Mamba block of a %u-tap convolution, %u state values a channel and a "
+                       "step of rank %u for %u channels is not supported (2 to %d taps, at most "
+                       "%d state values, a rank of at most the channels)",
+                       hp->ssm_d_conv, hp->ssm_d_state, hp->ssm_dt_rank, hp->ssm_d_inner,
+                       MODEL_SSM_MAX_CONV, MODEL_SSM_MAX_STATE);
+    if (!hp->n_vocab)
+        return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
+    hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
+    hp->eos = gguf_get_id_or_none(f, "tokenizer.ggml.eos_token_id");
+    return GLESLLM_OK;
+}
+
 /* mi: what model_info_read made of f */
 static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, model_hparams *hp)
 {
@@ -269,7 +322,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4) and smollm3 models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3 and mamba models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -292,6 +345,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT, "vocabulary of %llu tokens is too large",
                        (unsigned long long)mi->n_vocab);
     hp->n_vocab = (uint32_t)mi->n_vocab;
+    if (archs[a_i].ssm)
+        return read_ssm(f, mi, hp);
     /* (a missing head_count_kv is head_count's: model_info_read) */
     const struct {
         const char *suffix;
@@ -410,7 +465,10 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->down,       &l->bq,        &l->bk,        &l->bv,
                                      &l->router,     &l->gate_exps, &l->up_exps,   &l->down_exps,
                                      &l->gate_shexp, &l->up_shexp,  &l->down_shexp,
-                                     &l->shexp_gate, &l->q_norm,    &l->k_norm };
+                                     &l->shexp_gate, &l->q_norm,    &l->k_norm,
+                                     &l->ssm_in,     &l->ssm_conv,  &l->ssm_conv_b,
+                                     &l->ssm_x,      &l->ssm_dt,    &l->ssm_dt_b,
+                                     &l->ssm_a,      &l->ssm_d,     &l->ssm_out };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -438,6 +496,40 @@ static glesllm_status check_all_read(const gguf_file *f, const model *m)
                        "the file has tensor %s, which a %s model does not have; glesllm does not "
                        "know what to do with it (llama.cpp refuses such a file too)",
                        t->name, m->hp.arch_name);
+    }
+    return GLESLLM_OK;
+}
+
+/* The tensors of a Mamba model's layers. */
+static glesllm_status open_ssm_layers(const gguf_file *f, model *m)
+{
+    const model_hparams *hp = &m->hp;
+    uint64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, r = hp->ssm_dt_rank;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        model_layer *l = &m->layers[i];
+        struct {
+            model_tensor *t;
+            const char *name;
+            uint64_t rows, cols;
+        } want[] = {
+            { &l->attn_norm, "attn_norm.weight", 1, hp->n_embd },
+            { &l->ssm_in, "ssm_in.weight", 2 * di, hp->n_embd },
+            { &l->ssm_conv, "ssm_conv1d.weight", di, hp->ssm_d_conv },
+            { &l->ssm_conv_b, "ssm_conv1d.bias", 1, di },
+            { &l->ssm_x, "ssm_x.weight", r + 2 * ds, di },
+            { &l->ssm_dt, "ssm_dt.weight", di, r },
+            { &l->ssm_dt_b, "ssm_dt.bias", 1, di },
+            { &l->ssm_a, "ssm_a", di, ds },
+            { &l->ssm_d, "ssm_d", 1, di },
+            { &l->ssm_out, "ssm_out.weight", hp->n_embd, di },
+        };
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
+            glesllm_status st = get_tensor(f, name, want[k].rows, want[k].cols, false, want[k].t);
+            if (st)
+                return st;
+        }
     }
     return GLESLLM_OK;
 }
@@ -495,7 +587,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
     bool fused = arch_desc_of(hp->arch)->fused;
-    uint32_t per_layer = fused ? 6 : 9;
+    uint32_t per_layer = hp->ssm ? 10 : fused ? 6 : 9;
     if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "model: %s.block_count is %u, but the file holds %llu tensors (a layer "
@@ -505,6 +597,13 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
+    if (hp->ssm) {
+        if ((st = open_ssm_layers(f, m)) || (st = check_all_read(f, m))) {
+            model_close(m);
+            return err_prefix(st, "model: ");
+        }
+        return GLESLLM_OK;
+    }
     bool bias = hp->qkv_bias, moe = hp->n_expert > 0, shexp = hp->n_ff_shexp > 0;
     if ((st = check_expert_layout(f, hp)) != GLESLLM_OK) {
         model_close(m);

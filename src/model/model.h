@@ -9,8 +9,10 @@
  * their width, experts), `qwen3` (NeoX RoPE after an RMSNorm of each head of
  * Q and K, no biases), `qwen3moe` (qwen3's attention, experts) and `phi3`
  * (Phi-3, Phi-4: Q|K|V in one tensor, gate|up in another, NeoX RoPE, a
- * sliding window on every layer where the file gives one) and `smollm3`
- * (llama's, without RoPE on every fourth layer). */
+ * sliding window on every layer where the file gives one), `smollm3`
+ * (llama's, without RoPE on every fourth layer) and `mamba` (Mamba-1: no
+ * attention, each layer a selective state-space block whose recurrent state
+ * takes the KV cache's place; model_hparams.ssm). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -27,7 +29,8 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN3,
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_PHI3,
-    MODEL_ARCH_SMOLLM3
+    MODEL_ARCH_SMOLLM3,
+    MODEL_ARCH_MAMBA
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -39,6 +42,11 @@ typedef enum model_qk_norm { MODEL_QK_NONE, MODEL_QK_WIDTH, MODEL_QK_HEAD } mode
  * token may use. */
 #define MODEL_MAX_EXPERTS 256
 #define MODEL_MAX_EXPERTS_USED 16
+
+/* The widest convolution and the most state values a channel of a Mamba
+ * block that glesllm runs (Mamba-1's are 4 and 16). */
+#define MODEL_SSM_MAX_CONV 8
+#define MODEL_SSM_MAX_STATE 64
 
 typedef struct model_hparams {
     model_arch arch;
@@ -68,6 +76,13 @@ typedef struct model_hparams {
     uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;
     float expert_scale;
+    /* A Mamba block (ssm: the model has them): the input projected to
+     * d_inner channels and their gate, a causal convolution of d_conv taps
+     * over each channel, a selective scan of d_state values a channel whose
+     * step size comes through a rank dt_rank projection; dt_b_c_rms: the
+     * step's input, B and C RMS-normalised (FalconMamba). */
+    bool ssm, ssm_dt_b_c_rms;
+    uint32_t ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_dt_rank;
     int32_t bos, eos;  /* token ids, -1 when the file has none */
 } model_hparams;
 
@@ -95,6 +110,11 @@ typedef struct model_layer {
      * (down: e * n_embd + r); the shared expert and its gate (one row) */
     model_tensor router, gate_exps, up_exps, down_exps;
     model_tensor gate_shexp, up_shexp, down_shexp, shexp_gate;
+    /* a Mamba block (model_hparams.ssm): in (x | z, 2 d_inner rows), the
+     * convolution's taps (d_inner rows of d_conv) and bias, x (dt | B | C
+     * rows from the convolved x), dt (d_inner rows of dt_rank) and its bias,
+     * A (d_inner rows of d_state, stored as -exp(A_log)), D, out */
+    model_tensor ssm_in, ssm_conv, ssm_conv_b, ssm_x, ssm_dt, ssm_dt_b, ssm_a, ssm_d, ssm_out;
 } model_layer;
 
 typedef struct model {

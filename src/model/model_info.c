@@ -15,7 +15,8 @@ static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl",
                                          "olmoe", "nemotron", "exaone", "openelm", "plamo",
                                          "codeshell", "orion", NULL };
 static const char *const rope_none[] = { "gpt2", "starcoder", "mpt", "bloom", "bert", "jais",
-                                         "nomic-bert", "jina-bert-v2", "t5", NULL };
+                                         "nomic-bert", "jina-bert-v2", "t5", "mamba", "mamba2",
+                                         "rwkv6", "rwkv7", NULL };
 
 static bool in_list(const char *const *list, const char *s)
 {
@@ -73,6 +74,10 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     mi->n_ff = gguf_get_arch_u32(f, a, "feed_forward_length", 0);
     mi->n_expert = gguf_get_arch_u32(f, a, "expert_count", 0);
     mi->n_expert_used = gguf_get_arch_u32(f, a, "expert_used_count", 0);
+    mi->ssm_d_inner = gguf_get_arch_u32(f, a, "ssm.inner_size", 0);
+    mi->ssm_d_state = gguf_get_arch_u32(f, a, "ssm.state_size", 0);
+    mi->ssm_d_conv = gguf_get_arch_u32(f, a, "ssm.conv_kernel", 0);
+    mi->ssm_dt_rank = gguf_get_arch_u32(f, a, "ssm.time_step_rank", 0);
     mi->n_head = gguf_get_arch_u32(f, a, "attention.head_count", 0);
     mi->n_head_kv = gguf_get_arch_u32(f, a, "attention.head_count_kv", 0);
     if (!mi->n_head_kv)
@@ -122,6 +127,8 @@ model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
     uint64_t q_dim = (uint64_t)mi->n_head * mi->head_dim;
     m.activations = 4ull * (2ull * mi->n_embd + q_dim + 2 * kv_dim + 2ull * mi->n_ff + mi->n_vocab +
                             (uint64_t)mi->n_head * n_ctx);
-    m.total = m.weights + m.kv_cache + m.activations;
+    uint64_t conv = mi->ssm_d_conv ? mi->ssm_d_conv - 1ull : 0;
+    m.recurrent = 2ull * mi->n_layers * 4 * mi->ssm_d_inner * (conv + mi->ssm_d_state);
+    m.total = m.weights + m.kv_cache + m.recurrent + m.activations;
     return m;
 }

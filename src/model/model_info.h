@@ -15,6 +15,9 @@ typedef struct model_info {
     uint64_t n_params;      /* elements of all tensors */
     uint32_t n_layers, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
     uint32_t n_expert, n_expert_used; /* {arch}.expert_count, _used_count; 0: dense */
+    /* {arch}.ssm.*: a state-space model's channels, state values a channel,
+     * convolution taps and step rank (0: none) */
+    uint32_t ssm_d_inner, ssm_d_state, ssm_d_conv, ssm_dt_rank;
     const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
@@ -34,10 +37,12 @@ typedef struct model_info {
 glesllm_status model_info_read(const gguf_file *f, model_info *out);
 
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
- * the F16 KV cache (2 x layers x n_ctx x kv_heads x head_dim x 2 bytes), and
- * activations (residual, Q/K/V, FFN, logits, attention scores per head). */
+ * the F16 KV cache (2 x layers x n_ctx x kv_heads x head_dim x 2 bytes), a
+ * state-space model's recurrent state (F32, two copies: before and after the
+ * last pass), and activations (residual, Q/K/V, FFN, logits, attention
+ * scores per head). */
 typedef struct model_memory {
-    uint64_t weights, kv_cache, activations, total;
+    uint64_t weights, kv_cache, recurrent, activations, total;
 } model_memory;
 model_memory model_info_memory(const model_info *mi, uint32_t n_ctx);
 

@@ -142,7 +142,7 @@ static glesllm_status chunk_matmul(gpu_model *gm, const gpu_linear *l, const gpu
 static glesllm_status make_xt(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
-    uint64_t cols = hp->n_embd;
+    uint64_t cols = hp->n_embd > hp->ssm_d_inner ? hp->n_embd : hp->ssm_d_inner;
     if ((uint64_t)hp->n_head * hp->head_dim > cols)
         cols = (uint64_t)hp->n_head * hp->head_dim;
     if (hp->n_ff > cols)
@@ -319,22 +319,22 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
     gpu_model *gm = p->gm;
     uint64_t emb = act_stride(hparams(p)->n_embd);
     glesllm_status st;
-    if (p->kind == PASS_STEP) {
+    bool step = p->kind == PASS_STEP;
+    uint64_t x_in = in == PASS_SSM_OUT   ? gm->ssm_y
+                    : in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
+                                          : (step ? gm->hidden : gm->bhid);
+    if (step) {
         /* with the split norm it also writes xn = x * next_norm and the
          * partial sums of squares of x (norm_out) */
         matvec_args o = { .norm_off = next_norm };
         o.xg_off = gm->xn;
         o.sq_off = gm->sq;
-        st = matvec_record_args(gm->q, w->k, &w->w, &gm->act,
-                                in == PASS_ATTN_OUT ? gm->attn_out : gm->hidden, &gm->act, gm->x,
-                                &o);
+        st = matvec_record_args(gm->q, w->k, &w->w, &gm->act, x_in, &gm->act, gm->x, &o);
     } else if (p->kind == PASS_SMALL) {
         matvec_args none = { 0 };
-        st = record_multi(p, w, &gm->act, in == PASS_ATTN_OUT ? gm->battn : gm->bhid, gm->bx, emb,
-                          &none);
+        st = record_multi(p, w, &gm->act, x_in, gm->bx, emb, &none);
     } else {
-        matmul_args a = { .n_tok = p->n, .x_off = in == PASS_ATTN_OUT ? gm->battn : gm->bhid,
-                           .y_off = gm->bx, .y_stride = emb };
+        matmul_args a = { .n_tok = p->n, .x_off = x_in, .y_off = gm->bx, .y_stride = emb };
         st = chunk_matmul(gm, w, &gm->act, a);
     }
     p->wrote_x = w;
@@ -477,6 +477,58 @@ glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l)
     return st ? st : moe_record_combine(q, &gm->moe, act, &c);
 }
 
+/* A linear of a Mamba block over the pass's tokens: rows of act at x_off
+ * (act_stride(cols) apart) to rows at y_off, y_stride apart; normed: x is
+ * the residual stream, the pending norm taken as each kind takes it. */
+static glesllm_status ssm_linear(gpu_pass *p, const gpu_linear *l, bool normed, uint64_t x_off,
+                                 uint64_t y_off, uint64_t y_stride)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    if (p->kind == PASS_STEP) {
+        matvec_args a = { 0 };
+        if (normed)
+            a = step_norm_args(p);
+        return matvec_record_args(gm->q, l->k, &l->w, &gm->act, normed ? gm->xn : x_off, &gm->act,
+                                  y_off, &a);
+    }
+    if (p->kind == PASS_SMALL) {
+        matvec_args a = { 0 };
+        if (normed) {
+            a.norm_off = p->norm;
+            a.eps = hp->eps;
+            step_norm_split(p, &a);
+        }
+        return record_multi(p, l, &gm->act, normed ? gm->bx : x_off, y_off, y_stride, &a);
+    }
+    matmul_args a = { .n_tok = p->n, .x_off = normed ? gm->bxn : x_off, .y_off = y_off,
+                      .y_stride = y_stride };
+    return chunk_matmul(gm, l, &gm->act, a);
+}
+
+glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint32_t di = hp->ssm_d_inner, n = p->n;
+    uint64_t xz = act_stride(2ull * di), row = act_stride(di);
+    uint64_t dbc = act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state);
+    /* x | z = Win RMSNorm(x) * attn_norm */
+    glesllm_status st = ssm_linear(p, &l->ssm_in, true, 0, gm->ssm_xz, xz);
+    ssm_io io = { &l->ssm_par, &gm->act, &l->ssm_state, gm->ssm_xz, xz, gm->ssm_xc, row,
+                  gm->ssm_dbc, dbc, gm->ssm_xz + di, xz, gm->ssm_y, row, gm->ssm_cum,
+                  gm->ssm_carry, p->src * gm->slot.floats, p->dst * gm->slot.floats, p->zero,
+                  hp->eps };
+    /* xc = silu(conv(x) + b), the last inputs kept */
+    if (!st)
+        st = ssm_record_conv(gm->q, &gm->ssm, &io, n);
+    /* dt | B | C = Wx xc */
+    if (!st)
+        st = ssm_linear(p, &l->ssm_x, false, gm->ssm_xc, gm->ssm_dbc, dbc);
+    /* y = (scan(xc; dt, A, B, C) + D xc) * silu(z), the state kept */
+    return st ? st : ssm_record_scan(gm->q, &gm->ssm, &io, n);
+}
+
 /* ---- the output head ----------------------------------------------------------------- */
 
 static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,
@@ -585,13 +637,68 @@ glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos)
     return GLESLLM_OK;
 }
 
+static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
+
+/* Forgets the recurrent states past position pos (their tokens are no
+ * longer the sequence's). */
+static void drop_slots_after(gpu_model *gm, uint32_t pos)
+{
+    for (uint32_t i = 0; i < SSM_SLOTS; i++)
+        if (gm->slot_ok[i] && gm->slot_pos[i] > pos)
+            gm->slot_ok[i] = false;
+}
+
+glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        for (uint32_t i = 0; i < SSM_SLOTS; i++)
+            if (gm->slot_ok[i] && gm->slot_pos[i] == pos) {
+                *slot = i;
+                return GLESLLM_OK;
+            }
+        /* from the latest state before pos, else from the start */
+        uint32_t from = 0;
+        for (uint32_t i = 0; i < SSM_SLOTS; i++)
+            if (gm->slot_ok[i] && gm->slot_pos[i] < pos && gm->slot_pos[i] > from)
+                from = gm->slot_pos[i];
+        glesllm_status st = record_prefill(gm, from, pos - from, 0);
+        if (st)
+            return err_prefix(st, "running positions %u..%u again for the recurrent state: ",
+                              from, pos - 1);
+    }
+    return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                   "the recurrent state after position %u could not be made", pos);
+}
+
+/* A pass's slots: it starts from the state after pos0 tokens (none at 0:
+ * an empty state) and writes another slot. */
+static glesllm_status ssm_slots(gpu_model *gm, gpu_pass *p)
+{
+    drop_slots_after(gm, p->pos0);
+    p->zero = p->pos0 == 0;
+    p->src = p->dst = 0;
+    if (p->zero)
+        return GLESLLM_OK;
+    glesllm_status st = gm_ssm_slot_at(gm, p->pos0, &p->src);
+    p->dst = (p->src + 1) % SSM_SLOTS;
+    return st;
+}
+
 /* One pass through the architecture's graph, submitted. */
 static glesllm_status run_pass(gpu_model *gm, pass_kind kind, uint32_t pos0, uint32_t n,
                                unsigned flags, bool last)
 {
     gpu_pass p = { gm, kind, pos0, n, flags, last };
-    glesllm_status st = gm->graph(&p);
-    return st ? st : gpu_queue_submit(gm->q);
+    glesllm_status st = gm->m->hp.ssm ? ssm_slots(gm, &p) : GLESLLM_OK;
+    if (!st)
+        st = gm->graph(&p);
+    if (!st)
+        st = gpu_queue_submit(gm->q);
+    if (gm->m->hp.ssm) { /* (a failed pass leaves its slot unknown) */
+        gm->slot_ok[p.dst] = st == GLESLLM_OK;
+        gm->slot_pos[p.dst] = pos0 + n;
+    }
+    return st;
 }
 
 glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
@@ -638,6 +745,8 @@ static glesllm_status make_logits_all(gpu_model *gm)
 
 static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags)
 {
+    if (!n)
+        return GLESLLM_OK;
     if (!(flags & GPU_STEP_CHUNK) && n <= gm_small_limit(gm, flags)) {
         gm->last_small = true;
         return run_pass(gm, PASS_SMALL, pos, n, flags, true);

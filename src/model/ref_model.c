@@ -16,14 +16,21 @@ struct ref_model {
     float *rope;   /* [pos][head_dim/2][cos, sin] */
     float *x, *xn, *q, *kn, *vn, *att, *gate, *up, *scores, *row;
     float *moe, *eout; /* experts: their weighted sum, one expert's output */
+    /* Mamba blocks: each layer's convolution inputs ((d_conv - 1) x d_inner)
+     * and scan state (d_inner x d_state), the position they are at; a
+     * token's x|z, convolved x, dt|B|C, dt and y */
+    float *conv_st, *ssm_st, *xz, *xc, *dbc, *dt, *y;
+    uint32_t ssm_pos;
 };
 
 void ref_model_destroy(ref_model *r)
 {
     if (!r)
         return;
-    float *bufs[] = { r->k, r->v, r->rope, r->x, r->xn, r->q, r->kn, r->vn, r->att,
-                      r->gate, r->up, r->scores, r->row, r->moe, r->eout };
+    float *bufs[] = { r->k,      r->v,      r->rope, r->x,      r->xn,     r->q,
+                      r->kn,     r->vn,     r->att,  r->gate,   r->up,     r->scores,
+                      r->row,    r->moe,    r->eout, r->conv_st, r->ssm_st, r->xz,
+                      r->xc,     r->dbc,    r->dt,   r->y };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(r);
@@ -48,17 +55,19 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
     size_t widest = hp->n_vocab > ff ? hp->n_vocab : ff;
     if (widest < hp->n_embd)
         widest = hp->n_embd;
-    r->k = malloc(sizeof(float) * hp->n_layer * n_ctx * kv_dim);
-    r->v = malloc(sizeof(float) * hp->n_layer * n_ctx * kv_dim);
-    r->rope = malloc(sizeof(float) * n_ctx * hp->head_dim);
+    if (widest < hp->ssm_d_inner) /* (the rows of a Mamba block's x and out projections) */
+        widest = hp->ssm_d_inner;
+    r->k = malloc(sizeof(float) * (hp->n_layer * n_ctx * kv_dim + 1));
+    r->v = malloc(sizeof(float) * (hp->n_layer * n_ctx * kv_dim + 1));
+    r->rope = malloc(sizeof(float) * (n_ctx * hp->head_dim + 1));
     r->x = malloc(sizeof(float) * hp->n_embd);
     r->xn = malloc(sizeof(float) * hp->n_embd);
-    r->q = malloc(sizeof(float) * q_dim);
-    r->kn = malloc(sizeof(float) * kv_dim);
-    r->vn = malloc(sizeof(float) * kv_dim);
-    r->att = malloc(sizeof(float) * q_dim);
-    r->gate = malloc(sizeof(float) * ff);
-    r->up = malloc(sizeof(float) * ff);
+    r->q = malloc(sizeof(float) * (q_dim + 1));
+    r->kn = malloc(sizeof(float) * (kv_dim + 1));
+    r->vn = malloc(sizeof(float) * (kv_dim + 1));
+    r->att = malloc(sizeof(float) * (q_dim + 1));
+    r->gate = malloc(sizeof(float) * (ff + 1));
+    r->up = malloc(sizeof(float) * (ff + 1));
     r->moe = malloc(sizeof(float) * hp->n_embd);
     r->eout = malloc(sizeof(float) * hp->n_embd);
     r->scores = malloc(sizeof(float) * n_ctx);
@@ -67,6 +76,20 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
         !r->gate || !r->up || !r->scores || !r->row || !r->moe || !r->eout) {
         ref_model_destroy(r);
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
+    }
+    if (hp->ssm) {
+        size_t di = hp->ssm_d_inner, L = hp->n_layer;
+        r->conv_st = calloc(L * (hp->ssm_d_conv - 1) * di, sizeof(float));
+        r->ssm_st = calloc(L * di * hp->ssm_d_state, sizeof(float));
+        r->xz = malloc(sizeof(float) * 2 * di);
+        r->xc = malloc(sizeof(float) * di);
+        r->dbc = malloc(sizeof(float) * (hp->ssm_dt_rank + 2 * hp->ssm_d_state));
+        r->dt = malloc(sizeof(float) * di);
+        r->y = malloc(sizeof(float) * di);
+        if (!r->conv_st || !r->ssm_st || !r->xz || !r->xc || !r->dbc || !r->dt || !r->y) {
+            ref_model_destroy(r);
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
+        }
     }
     model_rope_table(hp, n_ctx, r->rope);
     *out = r;
@@ -145,6 +168,56 @@ static void add_bias(ref_model *r, const model_tensor *b, float *y)
         y[i] += v[i];
 }
 
+/* RMSNorm without a weight, in place (FalconMamba's dt, B and C) */
+static void rms_plain(float *v, uint32_t n, float eps)
+{
+    double ss = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)v[i] * v[i];
+    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (uint32_t i = 0; i < n; i++)
+        v[i] *= scale;
+}
+
+/* x += the Mamba block of layer li on RMSNorm(x) * attn_norm, its state one
+ * token further */
+static void mamba_block(ref_model *r, uint32_t li)
+{
+    const model_hparams *hp = &r->m->hp;
+    const model_layer *l = &r->m->layers[li];
+    uint32_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, R = hp->ssm_dt_rank, K = hp->ssm_d_conv;
+    ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, hp->n_embd, hp->eps);
+    matvec(r, &l->ssm_in, r->xn, r->xz, 0);
+    /* the convolution's taps and bias, channel by channel, into y (free until the scan) */
+    float *taps = malloc(sizeof(float) * (size_t)di * K), *bias = r->dt;
+    if (!taps)
+        abort(); /* (a test oracle: a few KiB) */
+    for (uint32_t c = 0; c < di; c++)
+        memcpy(taps + (size_t)c * K, get_row(r, &l->ssm_conv, c), sizeof(float) * K);
+    memcpy(bias, get_row(r, &l->ssm_conv_b, 0), sizeof(float) * di);
+    ref_ssm_conv(r->xc, r->conv_st + (size_t)li * (K - 1) * di, r->xz, taps, bias, di, K);
+    free(taps);
+    matvec(r, &l->ssm_x, r->xc, r->dbc, 0);
+    if (hp->ssm_dt_b_c_rms) {
+        rms_plain(r->dbc, R, hp->eps);
+        rms_plain(r->dbc + R, ds, hp->eps);
+        rms_plain(r->dbc + R + ds, ds, hp->eps);
+    }
+    matvec(r, &l->ssm_dt, r->dbc, r->dt, 0);
+    add_bias(r, &l->ssm_dt_b, r->dt);
+    float *a = malloc(sizeof(float) * (size_t)di * ds), *d = malloc(sizeof(float) * di);
+    if (!a || !d)
+        abort();
+    for (uint32_t c = 0; c < di; c++)
+        memcpy(a + (size_t)c * ds, get_row(r, &l->ssm_a, c), sizeof(float) * ds);
+    memcpy(d, get_row(r, &l->ssm_d, 0), sizeof(float) * di);
+    ref_ssm_scan(r->y, r->ssm_st + (size_t)li * di * ds, r->xc, r->dt, a, r->dbc + R, d,
+                 r->xz + di, di, ds);
+    free(a);
+    free(d);
+    matvec(r, &l->ssm_out, r->y, r->x, 1);
+}
+
 static float to_f16(float f) { return quant_half_to_float(quant_float_to_half(f)); }
 
 glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, float *logits)
@@ -159,9 +232,21 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
                        r->n_ctx);
     uint32_t n_embd = hp->n_embd, hd = hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hd;
+    if (hp->ssm && pos != r->ssm_pos) {
+        if (pos)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "position %u: the reference's recurrent state is at position %u; it "
+                           "runs a sequence forward from 0", pos, r->ssm_pos);
+        /* back to the start: an empty state */
+        memset(r->conv_st, 0, sizeof(float) * hp->n_layer * (hp->ssm_d_conv - 1) * hp->ssm_d_inner);
+        memset(r->ssm_st, 0, sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
+    }
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
+    for (uint32_t li = 0; hp->ssm && li < hp->n_layer; li++)
+        mamba_block(r, li);
+    r->ssm_pos = pos + 1;
     const float *cs = r->rope + (size_t)pos * hd;
-    for (uint32_t li = 0; li < hp->n_layer; li++) {
+    for (uint32_t li = 0; !hp->ssm && li < hp->n_layer; li++) {
         const model_layer *l = &m->layers[li];
         ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, n_embd, hp->eps);
         matvec(r, &l->wq, r->xn, r->q, 0);

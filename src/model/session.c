@@ -50,8 +50,11 @@ static uint64_t model_fingerprint(const model *m)
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         const model_layer *l = &m->layers[i];
         const model_tensor *ts[] = { &l->wq, &l->wk, &l->wv, &l->wo, &l->gate, &l->up, &l->down };
-        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+        const model_tensor *ssm[] = { &l->ssm_in, &l->ssm_x, &l->ssm_dt, &l->ssm_a, &l->ssm_out };
+        for (size_t k = 0; !hp->ssm && k < sizeof ts / sizeof ts[0]; k++)
             h = tensor_print(h, ts[k]);
+        for (size_t k = 0; hp->ssm && k < sizeof ssm / sizeof ssm[0]; k++)
+            h = tensor_print(h, ssm[k]);
     }
     return h;
 }
@@ -123,7 +126,23 @@ static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const in
         return false;
     }
     bool ok = true;
-    for (uint32_t l = 0; ok && l < h->n_layer; l++) {
+    uint64_t sb = gpu_model_state_bytes(gm);
+    if (sb && h->n_tokens) { /* a recurrent model: each layer's state after the tokens */
+        free(k);
+        if (!(k = malloc((size_t)sb))) {
+            *st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the recurrent state");
+            return false;
+        }
+    }
+    for (uint32_t l = 0; ok && sb && h->n_tokens && l < h->n_layer; l++) {
+        if ((*st = gpu_model_state_io(gm, l, h->n_tokens, k, false)))
+            ok = false;
+        else {
+            sum = sum_words(sum, k, (size_t)sb);
+            ok = fwrite(k, 1, (size_t)sb, f) == sb;
+        }
+    }
+    for (uint32_t l = 0; ok && !sb && l < h->n_layer; l++) {
         if ((*st = gpu_model_kv_io(gm, l, 0, h->n_tokens, k, k + bytes, false)))
             ok = false;
         else {
@@ -221,6 +240,27 @@ static glesllm_status check_sum(FILE *f, const char *path, long size)
     return GLESLLM_OK;
 }
 
+/* A recurrent model's file whose every token matched: each layer's state. */
+static glesllm_status load_states(gpu_model *gm, FILE *f, const char *path,
+                                  const session_header *h, uint64_t sb)
+{
+    unsigned char *buf = malloc((size_t)sb);
+    if (!buf)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t l = 0; !st && l < h->n_layer; l++) {
+        long at = (long)(HEADER_BYTES + 4ull * h->n_tokens + l * sb);
+        if (fseek(f, at, SEEK_SET) != 0 || fread(buf, 1, (size_t)sb, f) != sb)
+            st = err_set(GLESLLM_ERR_IO, "%s: cannot read layer %u's recurrent state", path, l);
+        else
+            st = gpu_model_state_io(gm, l, h->n_tokens, buf, true);
+    }
+    free(buf);
+    if (st)
+        gpu_model_truncate(gm, 0);
+    return st;
+}
+
 static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32_t *want,
                            uint32_t n_want, uint32_t *n_loaded)
 {
@@ -232,7 +272,14 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     /* the size first (the checksum is read from the end), then the
      * checksum (a damaged header could pass for another model's) */
     size_t row = kv_row(&h);
-    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens + 8;
+    /* (a recurrent model's file: no K/V, its layers' states after the tokens) */
+    uint64_t sb = h.n_head_kv ? 0 : gpu_model_state_bytes(gm);
+    if (!h.n_head_kv && !sb)
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
+                       "%s was written for another model (a recurrent one)", path);
+    uint64_t states = h.n_tokens ? (uint64_t)h.n_layer * sb : 0;
+    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens +
+                      states + 8;
     if ((uint64_t)size != expect)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s: %ld bytes, but its header says %llu (cut short or damaged)", path,
@@ -264,9 +311,13 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
             return st;
         n++;
     }
+    if (sb && n < h.n_tokens) /* (the state after fewer tokens is not in the file) */
+        n = 0;
     *n_loaded = n;
     if (!n)
         return GLESLLM_OK;
+    if (sb)
+        return load_states(gm, f, path, &h, sb);
     size_t bytes = row * n;
     unsigned char *k = malloc(2 * bytes);
     if (!k)
@@ -311,7 +362,8 @@ glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want
 uint64_t session_bytes(const gpu_model *gm, uint32_t n)
 {
     session_header h = header_of(gm, n);
-    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n + 8;
+    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n +
+           (n ? h.n_layer * gpu_model_state_bytes(gm) : 0) + 8;
 }
 
 glesllm_status session_write(gpu_model *gm, FILE *f, const int32_t *tokens, uint32_t n)

@@ -1,4 +1,5 @@
-/* Session files: the KV cache of a model's first positions and the token ids
+/* Session files: the KV cache of a model's first positions (a recurrent
+ * model's state after them) and the token ids
  * that made them, so a later run whose prompt starts with the same tokens
  * skips their prefill (`glesllm run --prompt-cache FILE`).
  *
@@ -9,7 +10,10 @@
  *   uint64   fingerprint   of the model's shapes, types and weight bytes
  *   uint32   n_tokens
  *   int32    tokens[n_tokens]
- *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise
+ *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise;
+ *              a recurrent model's (n_head_kv 0): float its states after
+ *              n_tokens - 1 and n_tokens tokens (gpu_model_state_io), none
+ *              for no tokens
  *   uint64   checksum      of every byte before it (32-bit words, FNV-1a's step)
  * A file that is not one is GLESLLM_ERR_FORMAT; one written for another
  * model (or another quantization of it: its fingerprint), by another

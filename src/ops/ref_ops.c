@@ -112,3 +112,37 @@ void ref_moe_route(const float *logits, uint32_t n_expert, uint32_t k, bool norm
     for (uint32_t j = 0; j < k; j++)
         weights[j] = (float)((norm ? weights[j] / wsum : weights[j]) * scale);
 }
+
+static float silu(float v) { return v / (1.0f + expf(-v)); }
+
+void ref_ssm_conv(float *out, float *state, const float *x, const float *w, const float *b,
+                  uint32_t d_inner, uint32_t d_conv)
+{
+    for (uint32_t c = 0; c < d_inner; c++) {
+        float s = 0.0f;
+        for (uint32_t k = 0; k + 1 < d_conv; k++)
+            s += w[(size_t)c * d_conv + k] * state[(size_t)k * d_inner + c];
+        s += w[(size_t)c * d_conv + d_conv - 1] * x[c];
+        out[c] = silu(s + b[c]);
+        for (uint32_t k = 0; k + 2 < d_conv; k++)
+            state[(size_t)k * d_inner + c] = state[(size_t)(k + 1) * d_inner + c];
+        state[(size_t)(d_conv - 2) * d_inner + c] = x[c];
+    }
+}
+
+void ref_ssm_scan(float *y, float *h, const float *x, const float *dt, const float *a,
+                  const float *bc, const float *d, const float *z, uint32_t d_inner,
+                  uint32_t d_state)
+{
+    const float *B = bc, *C = bc + d_state;
+    for (uint32_t c = 0; c < d_inner; c++) {
+        /* softplus, as llama.cpp takes it (the identity above 20) */
+        float step = dt[c] <= 20.0f ? log1pf(expf(dt[c])) : dt[c];
+        float *hc = h + (size_t)c * d_state, s = 0.0f;
+        for (uint32_t i = 0; i < d_state; i++) {
+            hc[i] = hc[i] * expf(step * a[(size_t)c * d_state + i]) + B[i] * x[c] * step;
+            s += hc[i] * C[i];
+        }
+        y[c] = (s + d[c] * x[c]) * silu(z[c]);
+    }
+}

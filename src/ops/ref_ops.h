@@ -39,4 +39,19 @@ void ref_silu_mul(float *gate, const float *up, size_t n);
 void ref_moe_route(const float *logits, uint32_t n_expert, uint32_t k, bool norm, float scale,
                    uint32_t *ids, float *weights);
 
+/* A Mamba block's causal convolution for one token: out[c] = silu(w[c] .
+ * (the d_conv - 1 inputs before, x[c]) + b[c]) for each of d_inner
+ * channels; w: d_conv taps a channel, the oldest input's first; state: the
+ * inputs before, oldest first, d_inner a row, shifted by x. */
+void ref_ssm_conv(float *out, float *state, const float *x, const float *w, const float *b,
+                  uint32_t d_inner, uint32_t d_conv);
+
+/* Its selective scan for one token, channel c: step = softplus(dt[c]),
+ * h[c][i] = h[c][i] exp(step a[c][i]) + B[i] x[c] step, y[c] = (sum_i
+ * h[c][i] C[i] + d[c] x[c]) silu(z[c]); bc: B then C (d_state each); h:
+ * d_state values a channel, updated. */
+void ref_ssm_scan(float *y, float *h, const float *x, const float *dt, const float *a,
+                  const float *bc, const float *d, const float *z, uint32_t d_inner,
+                  uint32_t d_state);
+
 #endif

@@ -1,0 +1,172 @@
+/* Mamba's convolution and scan. See ssm.h. */
+#include "ops/ssm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+#define SSM_WG 64u
+/* a scan of more tokens than this goes in sub-chunks of this many: with a
+ * chunk of 512, 32 sub-chunks of work a channel */
+#define SSM_SUB 16u
+
+static uint64_t align16(uint64_t n) { return (n + 15) / 16 * 16; }
+
+glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *s, ssm_kernels *out)
+{
+    memset(out, 0, sizeof *out);
+    out->shape = *s;
+    char defs[256];
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nD_INNER %u\nD_CONV %u", SSM_WG, s->d_inner,
+             s->d_conv);
+    glesllm_status st = gpu_program_build(ctx, "ssm_conv.comp", defs, &out->conv);
+    gpu_program *ph[3] = { &out->scan, &out->carry, &out->fixup };
+    for (int i = 0; st == GLESLLM_OK && i < 3; i++) {
+        snprintf(defs, sizeof defs,
+                 "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d", SSM_WG,
+                 s->d_inner, s->d_state, s->dt_rank, i, s->bc_norm ? 1 : 0);
+        st = gpu_program_build(ctx, "ssm_scan.comp", defs, ph[i]);
+    }
+    if (st)
+        ssm_destroy(out);
+    return st;
+}
+
+void ssm_destroy(ssm_kernels *k)
+{
+    gpu_program_destroy(&k->conv);
+    gpu_program_destroy(&k->scan);
+    gpu_program_destroy(&k->carry);
+    gpu_program_destroy(&k->fixup);
+}
+
+ssm_params ssm_params_layout(const ssm_shape *s)
+{
+    ssm_params p;
+    uint64_t at = 0, di = s->d_inner;
+    p.taps = at;
+    at += align16(di * s->d_conv);
+    p.conv_b = at;
+    at += align16(di);
+    p.dt_w = at;
+    at += align16(di * s->dt_rank);
+    p.dt_b = at;
+    at += align16(di);
+    p.a = at;
+    at += align16(di * s->d_state);
+    p.d = at;
+    at += align16(di);
+    p.norm_w = at;
+    at += align16(s->dt_rank + 2ull * s->d_state);
+    p.floats = at;
+    return p;
+}
+
+ssm_slot ssm_slot_layout(const ssm_shape *s)
+{
+    ssm_slot l;
+    l.conv = 0;
+    l.ssm = align16((uint64_t)(s->d_conv - 1) * s->d_inner);
+    l.floats = l.ssm + align16((uint64_t)s->d_inner * s->d_state);
+    return l;
+}
+
+uint32_t ssm_sub_tokens(uint32_t n) { return n <= SSM_SUB ? n : SSM_SUB; }
+
+uint64_t ssm_carry_floats(const ssm_shape *s, uint32_t n)
+{
+    uint32_t t = ssm_sub_tokens(n);
+    return (uint64_t)((n + t - 1) / t) * s->d_inner * s->d_state;
+}
+
+static void bind(gpu_dispatch *d, const ssm_io *io)
+{
+    d->bindings[0] = (gpu_binding){ 0, io->par, 0, 0, GPU_READ };
+    d->bindings[1] = (gpu_binding){ 1, io->act, 0, 0, GPU_READ_WRITE };
+    d->bindings[2] = (gpu_binding){ 2, io->state, 0, 0, GPU_READ_WRITE };
+    d->n_bindings = 3;
+}
+
+static bool fits(uint64_t v) { return v < (1ull << 32); }
+
+glesllm_status ssm_record_conv(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n)
+{
+    const ssm_shape *s = &k->shape;
+    if (!n || !fits(io->x + (uint64_t)n * io->x_stride) || !fits(io->xc + (uint64_t)n * io->xc_stride))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "convolution of %u tokens: out of range", n);
+    ssm_params pl = ssm_params_layout(s);
+    ssm_slot sl = ssm_slot_layout(s);
+    gpu_dispatch d = { 0 };
+    d.prog = &k->conv;
+    bind(&d, io);
+    uint32_t p[] = { n,
+                     (uint32_t)io->x,
+                     (uint32_t)io->x_stride,
+                     (uint32_t)io->xc,
+                     (uint32_t)io->xc_stride,
+                     (uint32_t)(io->src + sl.conv),
+                     (uint32_t)(io->dst + sl.conv),
+                     io->zero ? 1u : 0u,
+                     (uint32_t)pl.taps,
+                     (uint32_t)pl.conv_b };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = sizeof p / sizeof p[0];
+    d.groups[0] = (s->d_inner + SSM_WG - 1) / SSM_WG;
+    d.groups[1] = n + s->d_conv - 1;
+    d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
+}
+
+glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n)
+{
+    const ssm_shape *s = &k->shape;
+    if (!n || n > 65535 || !fits(io->out + (uint64_t)n * io->out_stride) ||
+        !fits(io->cum + (uint64_t)n * io->out_stride) || !fits(io->carry + ssm_carry_floats(s, n)))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "scan of %u tokens: out of range", n);
+    ssm_params pl = ssm_params_layout(s);
+    ssm_slot sl = ssm_slot_layout(s);
+    uint32_t t = ssm_sub_tokens(n), n_sub = (n + t - 1) / t;
+    gpu_dispatch d = { 0 };
+    bind(&d, io);
+    uint32_t p[] = { n,
+                     t,
+                     (uint32_t)io->xc,
+                     (uint32_t)io->xc_stride,
+                     (uint32_t)io->dbc,
+                     (uint32_t)io->dbc_stride,
+                     (uint32_t)io->z,
+                     (uint32_t)io->z_stride,
+                     (uint32_t)io->out,
+                     (uint32_t)io->out_stride,
+                     (uint32_t)io->cum,
+                     (uint32_t)io->carry,
+                     (uint32_t)(io->src + sl.ssm),
+                     (uint32_t)(io->dst + sl.ssm),
+                     io->zero ? 1u : 0u,
+                     (uint32_t)pl.dt_w,
+                     (uint32_t)pl.dt_b,
+                     (uint32_t)pl.a,
+                     (uint32_t)pl.d,
+                     (uint32_t)pl.norm_w,
+                     gpu_f2u(io->eps) };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = sizeof p / sizeof p[0];
+    uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG;
+    d.prog = &k->scan;
+    d.groups[0] = cg;
+    d.groups[1] = n_sub;
+    d.groups[2] = 1;
+    glesllm_status st = gpu_queue_dispatch(q, &d);
+    if (st || n_sub == 1)
+        return st;
+    d.prog = &k->carry;
+    d.groups[0] = (s->d_inner * s->d_state + SSM_WG - 1) / SSM_WG;
+    d.groups[1] = 1;
+    if ((st = gpu_queue_dispatch(q, &d)))
+        return st;
+    d.prog = &k->fixup;
+    d.groups[0] = cg;
+    d.groups[1] = n;
+    return gpu_queue_dispatch(q, &d);
+}

@@ -1,0 +1,75 @@
+/* ops/: a Mamba block's causal convolution (glsl/ssm_conv.comp) and
+ * selective scan (glsl/ssm_scan.comp), over a pass's tokens, with the
+ * recurrent state read from one slot of the layer's state buffer and the
+ * next state written to another (so that the state before the pass stays,
+ * for a rollback).
+ *
+ * The scan of a few tokens is one dispatch, a thread a channel going
+ * through them in order. A longer pass is cut into sub-chunks scanned in
+ * parallel from zero, their carries then combined in order a (channel,
+ * state value) at a time, and each token's output fixed up with what its
+ * sub-chunk's start contributes: three dispatches whose work grows linearly
+ * with the tokens. The CPU references are ops/ref_ops.h's ref_ssm_conv and
+ * ref_ssm_scan. */
+#ifndef GLESLLM_OPS_SSM_H
+#define GLESLLM_OPS_SSM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+
+typedef struct ssm_shape {
+    uint32_t d_inner, d_conv, d_state, dt_rank;
+    bool bc_norm; /* dt's input, B and C RMS-normalised, times their weights */
+} ssm_shape;
+
+typedef struct ssm_kernels {
+    gpu_program conv, scan, carry, fixup;
+    ssm_shape shape;
+} ssm_kernels;
+
+glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *shape, ssm_kernels *out);
+void ssm_destroy(ssm_kernels *k);
+
+/* The parameters of one layer, float offsets in its parameter buffer (the
+ * same in every layer): conv taps (d_conv a channel, the oldest input's
+ * first) and bias; dt's projection transposed (dt_rank rows of d_inner) and
+ * bias; A (d_state a channel); D; the norms' weights (dt_rank, d_state,
+ * d_state; ones where a model's norms have none). */
+typedef struct ssm_params {
+    uint64_t taps, conv_b, dt_w, dt_b, a, d, norm_w, floats;
+} ssm_params;
+ssm_params ssm_params_layout(const ssm_shape *s);
+
+/* A slot of the state buffer: the convolution's last d_conv - 1 inputs
+ * (rows of d_inner) at float offset conv, then h (d_state a channel) at ssm;
+ * `floats` the slot's size. */
+typedef struct ssm_slot {
+    uint64_t conv, ssm, floats;
+} ssm_slot;
+ssm_slot ssm_slot_layout(const ssm_shape *s);
+
+/* Where a pass's rows lie (float offsets in act, floats a token): x (the
+ * convolution's input), xc (its output: the scan's x), dbc (dt|B|C), z,
+ * out; cum: the steps' running sums (out's stride); carry: room for
+ * ssm_carry_floats. src, dst: float offsets of the source and destination
+ * slots in the state buffer; zero: no source, an empty state. */
+typedef struct ssm_io {
+    const gpu_buffer *par, *act, *state;
+    uint64_t x, x_stride, xc, xc_stride, dbc, dbc_stride, z, z_stride, out, out_stride;
+    uint64_t cum, carry;
+    uint64_t src, dst;
+    bool zero;
+    float eps;
+} ssm_io;
+
+/* The tokens a sub-chunk of a scan of n tokens takes (n or more: one). */
+uint32_t ssm_sub_tokens(uint32_t n);
+/* Floats of act the carries of a scan of n tokens take. */
+uint64_t ssm_carry_floats(const ssm_shape *s, uint32_t n);
+
+glesllm_status ssm_record_conv(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
+glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
+
+#endif
