@@ -21,6 +21,9 @@
  *            phi3     Phi-3-mini-4k: 3072 hidden, 8192 ff, 32 layers, 32/32 heads
  *                     of 96, 32064 vocab, Q|K|V and gate|up fused, a window of
  *                     2047 positions
+ *            mamba    Mamba-2.8B: 2560 hidden, 64 layers of Mamba-1 blocks (5120
+ *                     channels, 16 state values each, a step of rank 160),
+ *                     50280 vocab, tied
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -38,7 +41,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3 "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -83,9 +86,14 @@ int main(int argc, char **argv)
         s.n_layer = 32, s.n_embd = 3072, s.n_ff = 8192, s.n_head = 32, s.n_head_kv = 32;
         s.n_vocab = 32064, s.tied = false;
         s.window = 2047;
+    } else if (strcmp(argv[1], "mamba") == 0) {
+        s.name = "Mamba-2.8B shape, random weights";
+        s.arch = "mamba";
+        s.n_layer = 64, s.n_embd = 2560, s.n_vocab = 50280, s.tied = true;
+        s.dt_rank = 160;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3)\n", argv[1]);
+                        "llama32, phi3, mamba)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

@@ -4,11 +4,16 @@
 //   h = h * exp(step A[c]) + B(t) x[t][c] step,  y = h . C(t)
 //   out[t][c] = (y + D[c] x[t][c]) silu(z[t][c])
 // dt_in, B and C are token t's dt|B|C row (RMS-normalised each, times their
-// weights, with BC_NORM). The tokens go in sub-chunks of T (param 1):
-//   PHASE 0  a thread a (channel, sub-chunk) scans its tokens: with one
-//            sub-chunk from the state and to the end (out and the next
-//            state); with several from zero, leaving y, the running sum of
-//            the steps and the sub-chunk's final h (its carry slot)
+// weights, with BC_NORM). The tokens go in sub-chunks of T (param 1); one
+// sub-chunk (a decode step, a small batch):
+//   PHASE 0  LANES invocations a channel, one a state value (the step's dot
+//            product split among them), scan the tokens from the state to
+//            out and the next state
+// several (a prefill chunk):
+//   PHASE 3  a thread a (channel, DT_TOK tokens) makes the tokens' steps
+//   PHASE 4  a thread a (channel, sub-chunk) scans its tokens from zero,
+//            leaving y, the running sum of the steps (in place of the steps)
+//            and the sub-chunk's final h (its carry slot)
 //   PHASE 1  a thread a (channel, state value) walks the sub-chunks: each
 //            carry slot gets the h the sub-chunk starts from, the last the
 //            next state
@@ -17,17 +22,20 @@
 // Bindings: 0 the layer's parameters (read), 1 act (read: x, dt|B|C and z
 //   rows; written: out, the steps' sums, carries), 2 the layer's state
 //   (read: the source slot; written: the destination slot).
-// Defines: D_INNER, D_STATE, DT_RANK, WG_SIZE, PHASE, BC_NORM.
+// Defines: D_INNER, D_STATE, DT_RANK, WG_SIZE, PHASE, BC_NORM; LANES: a power
+//   of two of at least D_STATE, dividing WG_SIZE; DT_TOK: PHASE 3's tokens a
+//   work group (DT_TOK x DT_RANK floats of shared memory).
 // Params: 0 tokens n, 1 T, 2 / 3 float offset in act of token 0's x and
 //   floats a token, 4 / 5 the same of dt|B|C, 6 / 7 of z, 8 / 9 of out, 10 of
 //   the steps' running sums (9's stride), 11 of the carries (D_INNER x
 //   D_STATE a sub-chunk), 12 / 13 float offsets in the state buffer of the
 //   source's and the destination's h (D_STATE a channel), 14 not 0: the
-//   source is zeros, 15 dt_w (DT_RANK rows of D_INNER), 16 dt_b, 17 A
+//   source is zeros, 15 dt_w (DT_RANK a channel), 16 dt_b, 17 A
 //   (D_STATE a channel), 18 D, 19 the norms' weights (DT_RANK, D_STATE,
 //   D_STATE) in the parameters, 20 eps (float bits).
-// Work groups: PHASE 0: x channels, y sub-chunks; PHASE 1: x channels x
-//   D_STATE; PHASE 2: x channels, y tokens.
+// Work groups: PHASE 0: x channels (WG_SIZE / LANES a group); PHASE 3: x
+//   channels, y DT_TOK tokens; PHASE 2: x channels, y tokens; PHASE 4: x
+//   channels, y sub-chunks; PHASE 1: x channels x D_STATE.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -66,53 +74,125 @@ float norm_w(uint k)
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
 #if PHASE == 0
+shared float red[WG_SIZE];
+
+// the sum of v over the LANES lanes of this invocation's channel, in lane
+// order (reached by every invocation of the work group)
+float lane_sum(float v)
+{
+    uint li = gl_LocalInvocationIndex, base = li - li % uint(LANES);
+    red[li] = v;
+    memoryBarrierShared();
+    barrier();
+    float s = 0.0;
+    for (uint k = 0u; k < uint(LANES); k++)
+        s += red[base + k];
+    barrier();
+    return s;
+}
+
+void main()
+{
+    uint li = gl_LocalInvocationIndex, lane = li % uint(LANES);
+    uint c = gl_WorkGroupID.x * uint(WG_SIZE / LANES) + li / uint(LANES);
+    // (every invocation stays to the end: lane_sum's barriers)
+    bool on = c < uint(D_INNER), mine = on && lane < uint(D_STATE);
+    uint cc = on ? c : 0u, hs = cc * uint(D_STATE) + lane;
+    float h = 0.0, av = 0.0;
+    if (mine) {
+        h = PARAM_U(14) == 0u ? st[PARAM_U(12) + hs] : 0.0;
+        av = p[PARAM_U(17) + hs];
+    }
+    float dvc = p[PARAM_U(18) + cc], dtb = p[PARAM_U(16) + cc];
+    for (uint t = 0u; t < N_TOK; t++) {
+        uint r = row(4u, 5u, t);
+        float sd = inv_rms(r, uint(DT_RANK));
+        // step = softplus(dt_w[c] . dt_in + dt_b), the dot split over the lanes
+        float part = 0.0;
+        for (uint k = lane; k < uint(DT_RANK); k += uint(LANES))
+            part += p[PARAM_U(15) + cc * uint(DT_RANK) + k] * (a[r + k] * sd * norm_w(k));
+        float acc = lane_sum(part) + dtb;
+        float step = acc <= 20.0 ? log(1.0 + exp(acc)) : acc;
+        float x = a[row(2u, 3u, t) + cc], yp = 0.0;
+        if (mine) {
+            float sb = inv_rms(r + uint(DT_RANK), uint(D_STATE));
+            float sc = inv_rms(r + uint(DT_RANK + D_STATE), uint(D_STATE));
+            float b = a[r + uint(DT_RANK) + lane] * sb * norm_w(uint(DT_RANK) + lane);
+            float cv = a[r + uint(DT_RANK + D_STATE) + lane] * sc *
+                       norm_w(uint(DT_RANK + D_STATE) + lane);
+            h = h * exp(step * av) + b * (x * step);
+            yp = h * cv;
+        }
+        float y = lane_sum(yp);
+        if (on && lane == 0u)
+            a[row(8u, 9u, t) + c] = (y + dvc * x) * silu(a[row(6u, 7u, t) + c]);
+    }
+    if (mine)
+        st[PARAM_U(13) + hs] = h;
+}
+#elif PHASE == 3
+// DT_TOK tokens' dt inputs (normalised, times their weights) staged for the
+// work group's channels
+shared float xin[DT_TOK * DT_RANK];
+
+void main()
+{
+    uint c = gl_GlobalInvocationID.x, t0 = gl_WorkGroupID.y * uint(DT_TOK);
+    uint nt = min(uint(DT_TOK), N_TOK - t0);
+    for (uint i = gl_LocalInvocationIndex; i < nt * uint(DT_RANK); i += uint(WG_SIZE)) {
+        uint tt = i / uint(DT_RANK), k = i % uint(DT_RANK), r = row(4u, 5u, t0 + tt);
+        xin[i] = a[r + k] * inv_rms(r, uint(DT_RANK)) * norm_w(k);
+    }
+    memoryBarrierShared();
+    barrier();
+    if (c >= uint(D_INNER))
+        return;
+    float acc[DT_TOK];
+    for (uint tt = 0u; tt < uint(DT_TOK); tt++)
+        acc[tt] = 0.0;
+    // (a channel's row of dt_w read once for DT_TOK tokens)
+    for (uint k = 0u; k < uint(DT_RANK); k++) {
+        float w = p[PARAM_U(15) + c * uint(DT_RANK) + k];
+        for (uint tt = 0u; tt < uint(DT_TOK); tt++)
+            acc[tt] += w * xin[min(tt, nt - 1u) * uint(DT_RANK) + k];
+    }
+    float b = p[PARAM_U(16) + c];
+    for (uint tt = 0u; tt < nt; tt++) {
+        float v = acc[tt] + b;
+        a[PARAM_U(10) + (t0 + tt) * PARAM_U(9) + c] = v <= 20.0 ? log(1.0 + exp(v)) : v;
+    }
+}
+#elif PHASE == 4
 void main()
 {
     uint c = gl_GlobalInvocationID.x;
     if (c >= uint(D_INNER))
         return;
     uint j = gl_WorkGroupID.y, t0 = j * T_SUB, t1 = min(N_TOK, t0 + T_SUB);
-    bool whole = T_SUB >= N_TOK;
     float h[D_STATE], av[D_STATE];
     for (uint s = 0u; s < uint(D_STATE); s++) {
-        h[s] = whole && PARAM_U(14) == 0u ? st[PARAM_U(12) + c * uint(D_STATE) + s] : 0.0;
+        h[s] = 0.0;
         av[s] = p[PARAM_U(17) + c * uint(D_STATE) + s];
     }
-    float cum = 0.0, dvc = p[PARAM_U(18) + c], dtb = p[PARAM_U(16) + c];
+    float cum = 0.0;
     for (uint t = t0; t < t1; t++) {
-        uint r = row(4u, 5u, t);
-        float sd = inv_rms(r, uint(DT_RANK));
+        uint r = row(4u, 5u, t), ci = PARAM_U(10) + t * PARAM_U(9) + c;
         float sb = inv_rms(r + uint(DT_RANK), uint(D_STATE));
         float sc = inv_rms(r + uint(DT_RANK + D_STATE), uint(D_STATE));
-        float acc = 0.0;
-        for (uint k = 0u; k < uint(DT_RANK); k++)
-            acc += p[PARAM_U(15) + k * uint(D_INNER) + c] * (a[r + k] * sd * norm_w(k));
-        acc += dtb;
-        float step = acc <= 20.0 ? log(1.0 + exp(acc)) : acc;
-        float x = a[row(2u, 3u, t) + c], xs = x * step, y = 0.0;
+        float step = a[ci], xs = a[row(2u, 3u, t) + c] * step, y = 0.0;
         for (uint s = 0u; s < uint(D_STATE); s++) {
             float b = a[r + uint(DT_RANK) + s] * sb * norm_w(uint(DT_RANK) + s);
             float cv = a[r + uint(DT_RANK + D_STATE) + s] * sc * norm_w(uint(DT_RANK + D_STATE) + s);
             h[s] = h[s] * exp(step * av[s]) + b * xs;
             y += h[s] * cv;
         }
-        uint o = row(8u, 9u, t) + c;
-        if (whole) {
-            a[o] = (y + dvc * x) * silu(a[row(6u, 7u, t) + c]);
-        } else {
-            cum += step;
-            a[o] = y;
-            a[PARAM_U(10) + t * PARAM_U(9) + c] = cum;
-        }
+        cum += step;
+        a[row(8u, 9u, t) + c] = y;
+        a[ci] = cum;
     }
-    uint dst = whole ? PARAM_U(13) + c * uint(D_STATE)
-                     : PARAM_U(11) + (j * uint(D_INNER) + c) * uint(D_STATE);
-    for (uint s = 0u; s < uint(D_STATE); s++) {
-        if (whole)
-            st[dst + s] = h[s];
-        else
-            a[dst + s] = h[s];
-    }
+    uint dst = PARAM_U(11) + (j * uint(D_INNER) + c) * uint(D_STATE);
+    for (uint s = 0u; s < uint(D_STATE); s++)
+        a[dst + s] = h[s];
 }
 #elif PHASE == 1
 void main()

@@ -238,7 +238,7 @@ static void ssm_case(const ssm_shape *sh, uint32_t n, bool zero, uint64_t seed)
         for (uint32_t c = 0; c < di; c++) {
             float acc = 0.0f;
             for (uint32_t k = 0; k < R; k++)
-                acc += par[pl.dt_w + (size_t)k * di + c] * bc[k];
+                acc += par[pl.dt_w + (size_t)c * R + k] * bc[k];
             dt[c] = acc + par[pl.dt_b + c];
         }
         ref_ssm_scan(y + (size_t)t * di, h, xc + (size_t)t * di, dt, a, bc + R, par + pl.d, x + di,

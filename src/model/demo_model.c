@@ -297,6 +297,10 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
 {
     glesllm_status st = GLESLLM_OK;
     float se = 1.0f / sqrtf((float)s->n_embd), si = 1.0f / sqrtf((float)di);
+    /* (the step's projection quantized as llama.cpp's quantize does, where
+     * its rows hold whole blocks) */
+    uint32_t dt_type = r % ggml_block_size(s->type) ? GGML_TYPE_F32 : s->type;
+    const void *first[10] = { NULL }; /* layer 0's bytes (same_layers) */
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
         /* values of a trained model's ranges: small steps (softplus of about
          * -3), A = -exp(A_log) between -7.5 and -0.5, D about 1 */
@@ -311,7 +315,7 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
             { "ssm_conv1d.weight", GGML_TYPE_F32, di, 4, 0.0f, 0.5f },
             { "ssm_conv1d.bias", GGML_TYPE_F32, 1, di, 0.0f, 0.2f },
             { "ssm_x.weight", s->type, r + 2ull * ds, di, 0.0f, si },
-            { "ssm_dt.weight", GGML_TYPE_F32, di, r, 0.0f, 1.0f / sqrtf((float)r) },
+            { "ssm_dt.weight", dt_type, di, r, 0.0f, 1.0f / sqrtf((float)r) },
             { "ssm_dt.bias", GGML_TYPE_F32, 1, di, -3.0f, 1.0f },
             { "ssm_a", GGML_TYPE_F32, di, ds, -4.0f, 3.5f },
             { "ssm_d", GGML_TYPE_F32, 1, di, 1.0f, 0.5f },
@@ -321,7 +325,9 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
             char name[64];
             snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
             st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
-                             t[k].scale, NULL);
+                             t[k].scale, s->same_layers ? first[k] : NULL);
+            if (!st && !i)
+                first[k] = d->bufs[d->n_bufs - 1];
         }
     }
     return st;

@@ -253,8 +253,7 @@ static glesllm_status put_rows(const model_tensor *t, float *dst, uint64_t strid
 }
 
 /* A Mamba block: its three projections as weights, its small tensors in one
- * parameter buffer (ops/ssm.h ssm_params), the dt projection transposed so
- * that a channel's thread reads its column in step with its neighbours. */
+ * parameter buffer (ops/ssm.h ssm_params). */
 static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
 {
     const model_hparams *hp = &gm->m->hp;
@@ -275,20 +274,16 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     ssm_shape sh = ssm_shape_of(hp);
     ssm_params pl = ssm_params_layout(&sh);
     uint32_t di = hp->ssm_d_inner, r = hp->ssm_dt_rank;
-    float *host = calloc((size_t)pl.floats + (size_t)di * r, sizeof(float));
+    float *host = calloc((size_t)pl.floats, sizeof(float));
     if (!host)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory for layer %u's SSM parameters",
                        li);
-    float *dtw = host + pl.floats; /* (dt's rows as the file has them, then transposed) */
     if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
         !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, di)) &&
-        !(st = put_rows(&l->ssm_dt, dtw, r)) &&
+        !(st = put_rows(&l->ssm_dt, host + pl.dt_w, r)) &&
         !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
         !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
         !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
-        for (uint32_t c = 0; c < di; c++)
-            for (uint32_t k = 0; k < r; k++)
-                host[pl.dt_w + (uint64_t)k * di + c] = dtw[(uint64_t)c * r + k];
         for (uint32_t k = 0; k < r + 2 * hp->ssm_d_state; k++)
             host[pl.norm_w + k] = 1.0f;
         char what[48];

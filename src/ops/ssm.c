@@ -13,19 +13,43 @@
 
 static uint64_t align16(uint64_t n) { return (n + 15) / 16 * 16; }
 
+/* The scan's invocations a channel: one a state value, a power of two (at
+ * most SSM_WG: MODEL_SSM_MAX_STATE) */
+static uint32_t ssm_lanes(const ssm_shape *s)
+{
+    uint32_t l = 1;
+    while (l < s->d_state)
+        l *= 2;
+    return l;
+}
+
 glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *s, ssm_kernels *out)
 {
     memset(out, 0, sizeof *out);
+    if (!s->d_state || ssm_lanes(s) > SSM_WG)
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "a scan of %u state values a channel (at most %u)",
+                       s->d_state, SSM_WG);
+    /* the steps' tokens a work group: their dt inputs in shared memory */
+    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
+    out->dt_tok = 8;
+    while (out->dt_tok > 1 && out->dt_tok * s->dt_rank * 4 > shared)
+        out->dt_tok /= 2;
+    if (s->dt_rank * 4 > shared)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "a step projection of rank %u needs %u bytes of shared memory; the GPU "
+                       "has %u", s->dt_rank, s->dt_rank * 4, shared);
     out->shape = *s;
     char defs[256];
     snprintf(defs, sizeof defs, "WG_SIZE %u\nD_INNER %u\nD_CONV %u", SSM_WG, s->d_inner,
              s->d_conv);
     glesllm_status st = gpu_program_build(ctx, "ssm_conv.comp", defs, &out->conv);
-    gpu_program *ph[3] = { &out->scan, &out->carry, &out->fixup };
-    for (int i = 0; st == GLESLLM_OK && i < 3; i++) {
+    /* (the programs of PHASE 0 to 4: ssm_scan.comp) */
+    gpu_program *ph[5] = { &out->scan, &out->carry, &out->fixup, &out->steps, &out->local };
+    for (int i = 0; st == GLESLLM_OK && i < 5; i++) {
         snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d", SSM_WG,
-                 s->d_inner, s->d_state, s->dt_rank, i, s->bc_norm ? 1 : 0);
+                 "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d\n"
+                 "LANES %u\nDT_TOK %u", SSM_WG, s->d_inner, s->d_state, s->dt_rank, i,
+                 s->bc_norm ? 1 : 0, ssm_lanes(s), out->dt_tok);
         st = gpu_program_build(ctx, "ssm_scan.comp", defs, ph[i]);
     }
     if (st)
@@ -39,6 +63,8 @@ void ssm_destroy(ssm_kernels *k)
     gpu_program_destroy(&k->scan);
     gpu_program_destroy(&k->carry);
     gpu_program_destroy(&k->fixup);
+    gpu_program_destroy(&k->steps);
+    gpu_program_destroy(&k->local);
 }
 
 ssm_params ssm_params_layout(const ssm_shape *s)
@@ -152,13 +178,21 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
                      gpu_f2u(io->eps) };
     memcpy(d.params, p, sizeof p);
     d.n_params = sizeof p / sizeof p[0];
-    uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG;
-    d.prog = &k->scan;
-    d.groups[0] = cg;
-    d.groups[1] = n_sub;
+    uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG, per = SSM_WG / ssm_lanes(s);
     d.groups[2] = 1;
+    if (n_sub == 1) {
+        d.prog = &k->scan;
+        d.groups[0] = (s->d_inner + per - 1) / per;
+        d.groups[1] = 1;
+        return gpu_queue_dispatch(q, &d);
+    }
+    d.prog = &k->steps;
+    d.groups[0] = cg;
+    d.groups[1] = (n + k->dt_tok - 1) / k->dt_tok;
     glesllm_status st = gpu_queue_dispatch(q, &d);
-    if (st || n_sub == 1)
+    d.prog = &k->local;
+    d.groups[1] = n_sub;
+    if (st || (st = gpu_queue_dispatch(q, &d)))
         return st;
     d.prog = &k->carry;
     d.groups[0] = (s->d_inner * s->d_state + SSM_WG - 1) / SSM_WG;

@@ -4,13 +4,13 @@
  * next state written to another (so that the state before the pass stays,
  * for a rollback).
  *
- * The scan of a few tokens is one dispatch, a thread a channel going
- * through them in order. A longer pass is cut into sub-chunks scanned in
- * parallel from zero, their carries then combined in order a (channel,
- * state value) at a time, and each token's output fixed up with what its
- * sub-chunk's start contributes: three dispatches whose work grows linearly
- * with the tokens. The CPU references are ops/ref_ops.h's ref_ssm_conv and
- * ref_ssm_scan. */
+ * The scan of a few tokens is one dispatch, a channel's invocations (one a
+ * state value) going through them in order. A longer pass makes every
+ * token's step first, is then cut into sub-chunks scanned in parallel from
+ * zero, their carries combined in order a (channel, state value) at a time,
+ * and each token's output fixed up with what its sub-chunk's start
+ * contributes: four dispatches whose work grows linearly with the tokens.
+ * The CPU references are ops/ref_ops.h's ref_ssm_conv and ref_ssm_scan. */
 #ifndef GLESLLM_OPS_SSM_H
 #define GLESLLM_OPS_SSM_H
 
@@ -25,8 +25,9 @@ typedef struct ssm_shape {
 } ssm_shape;
 
 typedef struct ssm_kernels {
-    gpu_program conv, scan, carry, fixup;
+    gpu_program conv, scan, carry, fixup, steps, local;
     ssm_shape shape;
+    uint32_t dt_tok; /* the steps' tokens a work group (shared memory allowing) */
 } ssm_kernels;
 
 glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *shape, ssm_kernels *out);
@@ -34,8 +35,7 @@ void ssm_destroy(ssm_kernels *k);
 
 /* The parameters of one layer, float offsets in its parameter buffer (the
  * same in every layer): conv taps (d_conv a channel, the oldest input's
- * first) and bias; dt's projection transposed (dt_rank rows of d_inner) and
- * bias; A (d_state a channel); D; the norms' weights (dt_rank, d_state,
+ * first) and bias; dt's projection (dt_rank a channel) and bias; A (d_state a channel); D; the norms' weights (dt_rank, d_state,
  * d_state; ones where a model's norms have none). */
 typedef struct ssm_params {
     uint64_t taps, conv_b, dt_w, dt_b, a, d, norm_w, floats;
