@@ -839,6 +839,27 @@ static void test_mamba_matches_cpu(void)
     check_prefill(&q, 32, 0, long_pieces, 2);
 }
 
+/* Jamba against the CPU reference: Mamba blocks (their norms of dt, B and C
+ * with weights) and attention without RoPE, each followed by a FFN or by
+ * experts not renormalised (layers 0, 1, 3: Mamba, of which 1 and 3 with
+ * experts; 2: attention), in steps and in prefills of one and several
+ * sub-chunks; and a quantized file. */
+static void test_jamba_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("jamba", GGML_TYPE_F32);
+    s.n_layer = 4;
+    s.n_embd = 64;
+    s.n_ff = 96;
+    s.attn_every = 4;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    check_steps_and_prefills(&s, 12);
+    const uint32_t long_pieces[] = { 3, 40 };
+    check_prefill(&s, 64, 0, long_pieces, 2);
+    s.type = s.embd_type = s.out_type = GGML_TYPE_Q8_0;
+    check_against_reference(&s, 32, 8, 1);
+}
+
 /* LongRoPE (Phi-3 128k, Phi-3.5): the long factors for a context past the
  * original one, the short ones within it, cos and sin times the attention
  * factor; the GPU against the CPU reference in both. */
@@ -951,7 +972,7 @@ static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
                                              "arch-qwen2moe", "arch-olmoe", "arch-phi3",
-                                             "arch-mamba" };
+                                             "arch-mamba", "arch-jamba" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -1235,6 +1256,7 @@ int main(void)
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_mamba_matches_cpu);
+    RUN_TEST(test_jamba_matches_cpu);
     RUN_TEST(test_shared_models_match_llama_cpp);
     RUN_TEST(test_writer_files_match_references);
     RUN_TEST(test_our_quantizations_match_llama_cpp);

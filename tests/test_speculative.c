@@ -357,80 +357,96 @@ static void test_greedy_speculative_equals_target_alone(void)
     fixture_unload(&T);
 }
 
-/* A recurrent model (Mamba) keeps no past positions, only the state after
- * them: the state before and after the last pass, and running the tokens
- * again from there (or from the start) for a rollback further back. Rolled
- * back and run again it gives the logits of never having gone past; a
- * session file restores its state (the whole prompt, or nothing of a
- * prompt that parts from the file's); greedy speculative decoding, with
- * Mamba as the target and as the draft, gives the target's ids alone. */
-static void test_recurrent_state_rolls_back(void)
+/* The rollback and session checks of a recurrent model of spec s, loaded
+ * into *pl and *pb (both left loaded; pb holds a restored session's state). */
+static void check_recurrent_rollback(const demo_spec *spec, loaded *pl, loaded *pb)
 {
-    demo_spec s = fixture_small_spec("mamba", GGML_TYPE_Q8_0);
-    s.n_vocab = 64;
-    loaded L, B;
-    load(&s, 40, 9, &L);
-    uint32_t nv = L.m.hp.n_vocab;
+    demo_spec s = *spec;
+    load(&s, 40, 9, pl);
+    uint32_t nv = pl->m.hp.n_vocab;
     float *want = malloc(nv * sizeof(float)), *got = malloc(nv * sizeof(float));
-    run_steps(L.gm, 0, 10, 0, want);
+    run_steps(pl->gm, 0, 10, 0, want);
     /* one position back (the slot before), four back after other tokens
      * (from the start again), then as a pass over several */
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 9));
-    run_steps(L.gm, 9, 10, 0, got);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(pl->gm, 9));
+    run_steps(pl->gm, 9, 10, 0, got);
     TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0, "one back");
-    run_steps(L.gm, 10, 16, 100, got);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 7));
-    run_steps(L.gm, 7, 10, 0, got);
+    run_steps(pl->gm, 10, 16, 100, got);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(pl->gm, 7));
+    run_steps(pl->gm, 7, 10, 0, got);
     double e1 = fixture_rel_diff(got, want, nv);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(L.gm, 5));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(L.gm, 5, 5, GPU_STEP_LOGITS));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, got));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(pl->gm, 5));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(pl->gm, 5, 5, GPU_STEP_LOGITS));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(pl->gm, got));
     double e2 = fixture_rel_diff(got, want, nv);
     printf("recurrent rollback: logits off by %.3g (steps after running 0..6 again), %.3g (a "
            "pass)\n", e1, e2);
     /* (the tokens run again go as one small batch: another order of sums) */
     TEST_ASSERT_TRUE_MESSAGE(e1 < 1e-5, "steps after a rollback differ from the first run");
     TEST_ASSERT_TRUE_MESSAGE(e2 < 1e-5, "a pass after a rollback differs from the first run");
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step(L.gm, 11, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step(pl->gm, 11, 0));
 
     /* a session file of 10 tokens, after the state moved on */
-    run_steps(L.gm, 0, 14, 0, got);
+    run_steps(pl->gm, 0, 14, 0, got);
     int32_t ids[10];
     for (uint32_t p = 0; p < 10; p++)
         ids[p] = token_at(p, nv);
     char path[512];
     snprintf(path, sizeof path, "%s", temp_path("recurrent.bin"));
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_save(L.gm, path, ids, 10),
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_save(pl->gm, path, ids, 10),
                                   glesllm_last_error());
-    load(&s, 40, 9, &B);
+    load(&s, 40, 9, pb);
     uint32_t n = 0;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_load(B.gm, path, ids, 10, &n),
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_load(pb->gm, path, ids, 10, &n),
                                   glesllm_last_error());
     TEST_ASSERT_EQUAL_UINT(10, n);
     /* the last token run again from the state before it, as a prompt whose
      * every token is cached is */
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(B.gm, 9));
-    run_steps(B.gm, 9, 10, 0, got);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(pb->gm, 9));
+    run_steps(pb->gm, 9, 10, 0, got);
     TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0, "a restored state");
     int32_t other[10];
     memcpy(other, ids, sizeof other);
     other[6] = (other[6] + 1) % (int32_t)nv;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(B.gm, path, other, 10, &n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(pb->gm, path, other, 10, &n));
     TEST_ASSERT_EQUAL_UINT(0, n);
-    TEST_ASSERT_EQUAL_UINT(0, gpu_model_n_past(B.gm));
+    TEST_ASSERT_EQUAL_UINT(0, gpu_model_n_past(pb->gm));
     remove(path);
+    free(want);
+    free(got);
+}
 
+/* A recurrent model (Mamba) keeps no past positions, only the state after
+ * them: the state before and after the last pass, and running the tokens
+ * again from there (or from the start) for a rollback further back. Rolled
+ * back and run again it gives the logits of never having gone past; a
+ * session file restores its state (the whole prompt, or nothing of a
+ * prompt that parts from the file's); greedy speculative decoding, with
+ * Mamba as the target and as the draft, gives the target's ids alone. The
+ * same of Jamba, whose attention layers keep a KV cache beside. */
+static void test_recurrent_state_rolls_back(void)
+{
+    demo_spec s = fixture_small_spec("mamba", GGML_TYPE_Q8_0);
+    s.n_vocab = 64;
+    loaded L, B, Q;
+    check_recurrent_rollback(&s, &L, &B);
     /* the same model as the draft, and a Q4_0 one */
     demo_spec q4 = s;
     q4.type = q4.embd_type = q4.out_type = GGML_TYPE_Q4_0;
-    loaded Q;
     load(&q4, 40, 0, &Q);
     int32_t p1[] = { 1, 17, 33, 5 };
     check_greedy(L.gm, B.gm, true, p1, 4, 30, "mamba, same model");
     check_greedy(L.gm, Q.gm, false, p1, 4, 30, "mamba, Q4_0 draft");
-    free(want);
-    free(got);
     fixture_unload(&Q);
+    fixture_unload(&B);
+    fixture_unload(&L);
+    /* Jamba: the KV cache of its attention layers and the states of the
+     * others roll back together */
+    demo_spec j = fixture_small_spec("jamba", GGML_TYPE_Q8_0);
+    j.n_vocab = 64;
+    j.n_embd = 64;
+    j.n_layer = 3;
+    check_recurrent_rollback(&j, &L, &B);
     fixture_unload(&B);
     fixture_unload(&L);
 }

@@ -265,8 +265,15 @@ static uint32_t override_type(const demo_spec *s, uint32_t i, uint32_t over)
     return over && more ? over : s->type;
 }
 
-/* A Mamba model's metadata and layers (demo_model_create's, after the
- * vocabulary and the embeddings) */
+/* Whether layer i of a jamba spec is attention (else a Mamba block). */
+static bool jamba_attention(const demo_spec *s, uint32_t i)
+{
+    uint32_t every = s->attn_every ? s->attn_every : 2;
+    return strcmp(s->arch, "jamba") == 0 && i % every == every / 2;
+}
+
+/* A Mamba or Jamba model's metadata and layers (demo_model_create's, after
+ * the vocabulary and the embeddings) */
 static glesllm_status mamba_meta(gguf_writer *w, const demo_spec *s, uint32_t di, uint32_t ds,
                                  uint32_t r)
 {
@@ -279,17 +286,42 @@ static glesllm_status mamba_meta(gguf_writer *w, const demo_spec *s, uint32_t di
               { "block_count", s->n_layer },  { "ssm.conv_kernel", 4 },
               { "ssm.inner_size", di },       { "ssm.state_size", ds },
               { "ssm.time_step_rank", r } };
-    if ((st = gguf_writer_set_str(w, "general.architecture", "mamba")) ||
+    const char *a = s->arch;
+    if ((st = gguf_writer_set_str(w, "general.architecture", a)) ||
         (st = gguf_writer_set_str(w, "general.name", s->name ? s->name : "demo")))
         return st;
     for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
-        snprintf(key, sizeof key, "mamba.%s", u[i].suffix);
+        snprintf(key, sizeof key, "%s.%s", a, u[i].suffix);
         if ((st = gguf_writer_set_u32(w, key, u[i].v)))
             return st;
     }
-    if (s->dt_b_c_rms && (st = gguf_writer_set_bool(w, "mamba.ssm.dt_b_c_rms", true)))
+    snprintf(key, sizeof key, "%s.ssm.dt_b_c_rms", a);
+    if (s->dt_b_c_rms && (st = gguf_writer_set_bool(w, key, true)))
         return st;
-    return gguf_writer_set_f32(w, "mamba.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (strcmp(a, "jamba") == 0) { /* the attention layers' shape, a layer's KV heads */
+        const struct {
+            const char *suffix;
+            uint32_t v;
+        } j[] = { { "feed_forward_length", s->n_ff }, { "attention.head_count", s->n_head },
+                  { "expert_count", s->n_expert }, { "expert_used_count", s->n_expert_used } };
+        for (size_t i = 0; i < sizeof j / sizeof j[0]; i++) {
+            snprintf(key, sizeof key, "jamba.%s", j[i].suffix);
+            if ((i < 2 || s->n_expert) && (st = gguf_writer_set_u32(w, key, j[i].v)))
+                return st;
+        }
+        int32_t *kv = calloc(s->n_layer, sizeof *kv);
+        if (!kv)
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        for (uint32_t i = 0; i < s->n_layer; i++)
+            kv[i] = jamba_attention(s, i) ? (int32_t)s->n_head_kv : 0;
+        st = gguf_writer_set_array(w, "jamba.attention.head_count_kv", GGUF_TYPE_INT32, kv,
+                                   s->n_layer);
+        free(kv);
+        if (st)
+            return st;
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    return gguf_writer_set_f32(w, key, 1e-5f);
 }
 
 static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *seed, uint32_t di,
@@ -300,8 +332,12 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
     /* (the step's projection quantized as llama.cpp's quantize does, where
      * its rows hold whole blocks) */
     uint32_t dt_type = r % ggml_block_size(s->type) ? GGML_TYPE_F32 : s->type;
-    const void *first[10] = { NULL }; /* layer 0's bytes (same_layers) */
+    bool jamba = strcmp(s->arch, "jamba") == 0;
+    uint32_t hd = jamba ? s->n_embd / s->n_head : 0, kv = hd * s->n_head_kv;
+    float sf = 1.0f / sqrtf((float)(s->n_ff ? s->n_ff : 1));
+    const void *first[2][24] = { { NULL } }; /* the first bytes of each kind of layer */
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        bool attn = jamba_attention(s, i), moe = jamba && s->n_expert && i % 2 == 1;
         /* values of a trained model's ranges: small steps (softplus of about
          * -3), A = -exp(A_log) between -7.5 and -0.5, D about 1 */
         const struct {
@@ -320,14 +356,47 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
             { "ssm_a", GGML_TYPE_F32, di, ds, -4.0f, 3.5f },
             { "ssm_d", GGML_TYPE_F32, 1, di, 1.0f, 0.5f },
             { "ssm_out.weight", s->type, s->n_embd, di, 0.0f, si },
+            /* jamba: the norms of dt, B and C; attention; the FFN or experts */
+            { "ssm_dt_norm.weight", GGML_TYPE_F32, 1, r, 1.0f, 0.2f },
+            { "ssm_b_norm.weight", GGML_TYPE_F32, 1, ds, 1.0f, 0.2f },
+            { "ssm_c_norm.weight", GGML_TYPE_F32, 1, ds, 1.0f, 0.2f },
+            { "attn_q.weight", s->type, s->n_embd, s->n_embd, 0.0f, se },
+            { "attn_k.weight", s->type, kv, s->n_embd, 0.0f, se },
+            { "attn_v.weight", s->type, kv, s->n_embd, 0.0f, se },
+            { "attn_output.weight", s->type, s->n_embd, s->n_embd, 0.0f, se },
+            { "ffn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "ffn_gate.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
+            { "ffn_up.weight", s->type, s->n_ff, s->n_embd, 0.0f, se },
+            { "ffn_down.weight", s->type, s->n_embd, s->n_ff, 0.0f, sf },
+            { "ffn_gate_inp.weight", GGML_TYPE_F32, s->n_expert, s->n_embd, 0.0f, 4.0f * se },
         };
         for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
+            bool want = k == 0     ? true
+                        : k < 10   ? !attn
+                        : k < 13   ? jamba && !attn
+                        : k < 17   ? attn
+                        : k == 17  ? jamba
+                        : k < 21   ? jamba && !moe
+                                   : moe;
+            if (!want)
+                continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
             st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
-                             t[k].scale, s->same_layers ? first[k] : NULL);
-            if (!st && !i)
-                first[k] = d->bufs[d->n_bufs - 1];
+                             t[k].scale, s->same_layers ? first[moe][k] : NULL);
+            if (!st && !first[moe][k])
+                first[moe][k] = d->bufs[d->n_bufs - 1];
+        }
+        const char *exps[3] = { "ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                "ffn_down_exps.weight" };
+        for (uint32_t k = 0; moe && k < 3 && !st; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, exps[k]);
+            st = make_tensor_n(d, seed, name, s->type, s->n_expert, k < 2 ? s->n_ff : s->n_embd,
+                               k < 2 ? s->n_embd : s->n_ff, 0.0f, k < 2 ? se : sf,
+                               s->same_layers ? first[1][21 + k] : NULL);
+            if (!st && !first[1][21 + k])
+                first[1][21 + k] = d->bufs[d->n_bufs - 1];
         }
     }
     return st;
@@ -358,8 +427,12 @@ static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
-    if (strcmp(s->arch, "mamba") == 0) {
-        if (!s->n_layer || !s->n_embd || s->n_vocab < 3)
+    if (strcmp(s->arch, "mamba") == 0 || strcmp(s->arch, "jamba") == 0) {
+        bool j = s->arch[0] == 'j';
+        if (!s->n_layer || !s->n_embd || s->n_vocab < 3 ||
+            (j && (!s->n_ff || !s->n_head || !s->n_head_kv || s->n_embd % s->n_head ||
+                   s->n_head % s->n_head_kv ||
+                   (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))))
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
         demo_model *d = calloc(1, sizeof *d);
         if (!d)

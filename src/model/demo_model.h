@@ -14,8 +14,11 @@ typedef struct demo_spec {
     /* "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen2moe", "olmoe" (norms
      * of Q and K over their width, NeoX RoPE; experts), "qwen3" (norms of
      * each head of Q and K, NeoX RoPE), "qwen3moe" or "phi3" (Q|K|V and
-     * gate|up each in one tensor, NeoX RoPE, a sliding window) or "mamba"
-     * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused) */
+     * gate|up each in one tensor, NeoX RoPE, a sliding window), "mamba"
+     * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused) or
+     * "jamba" (Mamba blocks with norms of dt, B and C, attention without
+     * RoPE in the layers i % attn_every == attn_every / 2, a FFN after each,
+     * experts in the odd layers where n_expert) */
     const char *arch;
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
@@ -43,6 +46,7 @@ typedef struct demo_spec {
      * n_embd / 16 rounded up), and FalconMamba's norms of dt, B and C */
     uint32_t d_state, dt_rank;
     bool dt_b_c_rms;
+    uint32_t attn_every; /* jamba: 0 means 2 */
     uint64_t seed;
 } demo_spec;
 

@@ -24,6 +24,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_PHI3] = llama_graph, /* fused tensors and a window are data */
         [MODEL_ARCH_SMOLLM3] = llama_graph, /* its layers without RoPE: a table of no turn */
         [MODEL_ARCH_MAMBA] = mamba_graph,
+        [MODEL_ARCH_JAMBA] = jamba_graph,
     };
     return graphs[arch];
 }
@@ -284,8 +285,19 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
         !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
         !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
         !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
-        for (uint32_t k = 0; k < r + 2 * hp->ssm_d_state; k++)
-            host[pl.norm_w + k] = 1.0f;
+        /* the norms' weights (Jamba), else ones (FalconMamba's have none) */
+        const model_tensor *nw[3] = { &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm };
+        uint64_t at = pl.norm_w;
+        for (uint32_t i = 0; !st && i < 3; i++) {
+            uint32_t n = i ? hp->ssm_d_state : r;
+            for (uint32_t k = 0; k < n; k++)
+                host[at + k] = 1.0f;
+            if (nw[i]->data)
+                st = put_rows(nw[i], host + at, n);
+            at += n;
+        }
+    }
+    if (!st) {
         char what[48];
         snprintf(what, sizeof what, "SSM parameters of layer %u", li);
         st = gpu_buffer_create(gm->ctx, (size_t)pl.floats * 4, host, GPU_BUFFER_DEVICE, what,
@@ -299,10 +311,43 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     return st;
 }
 
+/* A layer's FFN: experts where it has a router, else gate/up (interleaved)
+ * and down. */
+static glesllm_status upload_ffn(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL;
+    if (g->moe)
+        return upload_experts(gm, li, pr);
+    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
+    add.norm_out = glu.norm_scale = gm->fuse_norm;
+    char name[64];
+    glesllm_status st;
+    if ((st = check_glu_types(li, &l->gate, "ffn_gate", &l->up, "ffn_up")))
+        return st;
+    fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
+    if ((st = upload_fused(gm, name, gu, 2, true, tw ? &tw->glu.w : NULL, &g->glu.w)) ||
+        (st = gm_linear_kernels(gm, &g->glu, &glu, NULL)))
+        return st;
+    progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
+    if ((st = upload_linear(gm, &l->down, &add, tw ? &tw->down : NULL, &g->down)))
+        return st;
+    progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
+    gm->weight_bytes += g->glu.w.bytes + g->down.w.bytes;
+    return GLESLLM_OK;
+}
+
 static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
 {
-    if (gm->m->hp.ssm)
-        return upload_ssm_layer(gm, li, pr);
+    const model_layer *ml = &gm->m->layers[li];
+    gm->layers[li].recurrent = ml->recurrent;
+    gm->layers[li].moe = ml->router.data != NULL;
+    if (ml->recurrent) { /* (Jamba's with a FFN after it, Mamba-1's without) */
+        glesllm_status st = upload_ssm_layer(gm, li, pr);
+        return st || !ml->ffn_norm.data ? st : upload_ffn(gm, li, pr);
+    }
     const model_hparams *hp = &gm->m->hp;
     const model_layer *l = &gm->m->layers[li];
     gpu_layer *g = &gm->layers[li];
@@ -344,29 +389,15 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     }
     /* the residual adds write the next norm's first half, the matvecs after
      * them scale (the norm split across two kernels) */
-    matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
-    add.norm_out = glu.norm_scale = gm->fuse_norm;
+    matvec_variant add = { MATVEC_ADD };
+    add.norm_out = gm->fuse_norm;
     if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
     for (uint32_t i = 0; i < g->n_qkv; i++)
         gm->weight_bytes += g->qkv[i].l.w.bytes;
     gm->weight_bytes += g->wo.w.bytes;
-    if (hp->n_expert)
-        return upload_experts(gm, li, pr);
-    if ((st = check_glu_types(li, &l->gate, "ffn_gate", &l->up, "ffn_up")))
-        return st;
-    fuse_part gu[2] = { { &l->gate, false }, { &l->up, false } };
-    snprintf(name, sizeof name, "blk.%u.ffn_gate_up", li);
-    if ((st = upload_fused(gm, name, gu, 2, true, tw ? &tw->glu.w : NULL, &g->glu.w)) ||
-        (st = gm_linear_kernels(gm, &g->glu, &glu, NULL)))
-        return st;
-    progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
-    if ((st = upload_linear(gm, &l->down, &add, tw ? &tw->down : NULL, &g->down)))
-        return st;
-    progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
-    gm->weight_bytes += g->glu.w.bytes + g->down.w.bytes;
-    return GLESLLM_OK;
+    return upload_ffn(gm, li, pr);
 }
 
 /* ---- the activation buffer --------------------------------------------------- */
@@ -586,6 +617,8 @@ static glesllm_status create_states(gpu_model *gm)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the recurrent state");
     glesllm_status st = GLESLLM_OK;
     for (uint32_t i = 0; st == GLESLLM_OK && i < hp->n_layer; i++) {
+        if (!gm->m->layers[i].recurrent)
+            continue;
         char what[48];
         snprintf(what, sizeof what, "recurrent state of layer %u", i);
         st = gpu_buffer_create(gm->ctx, (size_t)bytes, zeros, GPU_BUFFER_DYNAMIC, what,
@@ -595,14 +628,24 @@ static glesllm_status create_states(gpu_model *gm)
     return st;
 }
 
+/* Whether any layer of m has attention (a KV cache). */
+static bool has_attention(const model *m)
+{
+    for (uint32_t i = 0; i < m->hp.n_layer; i++)
+        if (!m->layers[i].recurrent)
+            return true;
+    return false;
+}
+
 static glesllm_status create_caches(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
-    if (hp->ssm) {
-        glesllm_status st = create_states(gm);
-        if (!st)
-            st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
-                                   "token ids", &gm->tokens);
+    glesllm_status st;
+    if (hp->ssm && (st = create_states(gm)))
+        return st;
+    if (!has_attention(gm->m)) {
+        st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
+                               "token ids", &gm->tokens);
         return st ? st
                   : gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL,
                                       GPU_BUFFER_MAPPED, "sampling candidates", &gm->cand);
@@ -621,14 +664,15 @@ static glesllm_status create_caches(gpu_model *gm)
     /* dynamic: a session file is written back into them */
     unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
+        if (gm->m->layers[i].recurrent)
+            continue;
         char what[48];
         snprintf(what, sizeof what, "KV cache of layer %u", i);
-        glesllm_status st =
-            gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &gm->layers[i].cache);
+        st = gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &gm->layers[i].cache);
         if (st != GLESLLM_OK)
             return st;
     }
-    glesllm_status st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL,
+    st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL,
                                           GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
     if (st)
         return st;
@@ -707,7 +751,10 @@ void gpu_model_destroy(gpu_model *gm)
 static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
 {
     const model_hparams *hp = &gm->m->hp;
-    uint64_t kv = 2ull * hp->n_layer * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
+    uint32_t n_attn = 0;
+    for (uint32_t i = 0; i < hp->n_layer; i++)
+        n_attn += !gm->m->layers[i].recurrent;
+    uint64_t kv = 2ull * n_attn * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
     if (avail && need > avail)
@@ -741,7 +788,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
     ssm_shape sh = ssm_shape_of(hp);
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
-        (!hp->ssm && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
+        (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
@@ -947,9 +994,11 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
                                void *v, bool write)
 {
     const model_hparams *hp = &gm->m->hp;
-    if (layer >= hp->n_layer || pos > gm->n_ctx || n > gm->n_ctx - pos)
+    if (layer >= hp->n_layer || gm->m->layers[layer].recurrent || pos > gm->n_ctx ||
+        n > gm->n_ctx - pos)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "K/V of layer %u, positions %u..%u: outside the model or the context of %u",
+                       "K/V of layer %u, positions %u..%u: outside the model, the context of %u "
+                       "or the layers with attention",
                        layer, pos, pos + n, gm->n_ctx);
     uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
     gpu_buffer *b = &gm->layers[layer].cache;
@@ -984,7 +1033,8 @@ glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, voi
                                   bool write)
 {
     const model_hparams *hp = &gm->m->hp;
-    if (!hp->ssm || layer >= hp->n_layer || n > (write ? gm->n_ctx : gm->n_past) || !n)
+    if (!hp->ssm || layer >= hp->n_layer || !gm->m->layers[layer].recurrent ||
+        n > (write ? gm->n_ctx : gm->n_past) || !n)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the recurrent state of layer %u after %u tokens: outside the model or "
                        "the %u tokens it holds", layer, n, write ? gm->n_ctx : gm->n_past);

@@ -63,6 +63,8 @@ typedef struct gpu_layer {
      * slots (gm->slot apart) */
     gpu_linear ssm_in, ssm_x, ssm_out;
     gpu_buffer ssm_par, ssm_state;
+    bool recurrent; /* a Mamba block in place of attention (model_layer.recurrent) */
+    bool moe;       /* experts in place of the FFN (the layer has a router) */
 } gpu_layer;
 
 struct gpu_pass;
@@ -226,6 +228,9 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
  * own dispatch in every kind of pass) */
 glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm);
+/* x += the layer's FFN (experts where it has them) of RMSNorm(x) * ffn_norm;
+ * next_norm: the weight of the norm that reads x next */
+glesllm_status pass_ffn(gpu_pass *p, const gpu_layer *l, uint64_t next_norm);
 /* a Mamba block on RMSNorm(x) * attn_norm up to its output rows (x
  * unchanged; the out projection is pass_residual's PASS_SSM_OUT) */
 glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l);
@@ -233,5 +238,6 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l);
 /* model/arch/: the graphs. */
 glesllm_status llama_graph(gpu_pass *p);
 glesllm_status mamba_graph(gpu_pass *p);
+glesllm_status jamba_graph(gpu_pass *p);
 
 #endif

@@ -87,6 +87,8 @@ static const struct arch_desc {
     bool swa;         /* a sliding window on every layer, where the file gives one */
     uint32_t no_rope_period; /* model_hparams.no_rope_period */
     bool ssm;         /* Mamba blocks instead of attention and FFN (model_hparams.ssm) */
+    bool hybrid;      /* with ssm: Mamba blocks in the layers whose attention.head_count_kv
+                         is 0, attention in the others, a FFN after each */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -103,6 +105,9 @@ static const struct arch_desc {
      * own no_rope_layer_interval) */
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
     { .name = "mamba", .arch = MODEL_ARCH_MAMBA, .ssm = true },
+    /* (its attention turns nothing: a period of 1 leaves every layer without RoPE) */
+    { .name = "jamba", .arch = MODEL_ARCH_JAMBA, .ssm = true, .hybrid = true,
+      .no_rope_period = 1 },
 };
 
 /* The entry of archs[] of an architecture read_hparams took. */
@@ -117,7 +122,7 @@ static const struct arch_desc *arch_desc_of(model_arch arch)
 /* The hyperparameters a model reads: where one is there, it must be a number
  * of its kind (an integer of any width that fits 32 bits, or a float), else
  * the file is damaged; a missing one is said by read_hparams. */
-static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
+static glesllm_status check_hp_types(const gguf_file *f, const char *arch, bool hybrid)
 {
     static const struct {
         const char *suffix;
@@ -152,6 +157,8 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch)
         snprintf(key, sizeof key, "%s.%s", arch, keys[i].suffix);
         if (!gguf_find(f, key))
             continue;
+        if (hybrid && strcmp(keys[i].suffix, "attention.head_count_kv") == 0)
+            continue; /* (an array a layer: read_layer_kinds) */
         uint32_t u;
         float v;
         glesllm_status st = keys[i].is_float ? gguf_get_f32(f, key, &v) : gguf_get_u32(f, key, &u);
@@ -256,9 +263,40 @@ static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad
     return GLESLLM_OK;
 }
 
-/* The rest of a Mamba model's hyperparameters: its blocks' shape (the
- * limits are those of the scan kernel, ops/ssm.h) and the norm's epsilon. */
-static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_hparams *hp)
+/* A hybrid model's attention.head_count_kv: an array of a value a layer, 0
+ * where the layer is a Mamba block, the same value for every attention
+ * layer (which becomes n_head_kv); the layers' kinds are set by
+ * model_open (layer_kinds). */
+static glesllm_status read_kv_heads(const gguf_file *f, const char *a, model_hparams *hp)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
+    const gguf_value *arr;
+    if (!gguf_find(f, key) || gguf_get_array(f, key, GGUF_TYPE_COUNT, &arr) != GLESLLM_OK ||
+        arr->v.arr.count != hp->n_layer || arr->v.arr.type == GGUF_TYPE_STRING ||
+        arr->v.arr.type == GGUF_TYPE_ARRAY)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s must be an array of a number for each of the %u layers (0: a Mamba "
+                       "block): the file is damaged", key, hp->n_layer);
+    hp->n_head_kv = 0;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        double v = gguf_array_number(arr, i);
+        if (v < 0 || v > hp->n_head || v != (uint32_t)v || (v && hp->n_head_kv && v != hp->n_head_kv))
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "%s[%u] is %g; glesllm runs attention layers of one KV head count "
+                           "that divides %u heads, and Mamba blocks (0)", key, i, v, hp->n_head);
+        if (v)
+            hp->n_head_kv = (uint32_t)v;
+    }
+    if (!hp->n_head_kv) /* (no attention layer: the kernels' shape is never used) */
+        hp->n_head_kv = hp->n_head;
+    return GLESLLM_OK;
+}
+
+/* The shape of a model's Mamba blocks (the limits are those of the scan
+ * kernel, ops/ssm.h). */
+static glesllm_status read_ssm_shape(const gguf_file *f, const model_info *mi, bool hybrid,
+                                     model_hparams *hp)
 {
     const char *a = mi->arch;
     hp->ssm = true;
@@ -283,11 +321,8 @@ static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_h
     snprintf(key, sizeof key, "%s.ssm.dt_b_c_rms", a);
     if (gguf_find(f, key) && gguf_get_bool(f, key, &hp->ssm_dt_b_c_rms) != GLESLLM_OK)
         return err_set(GLESLLM_ERR_FORMAT, "%s is not a boolean: the file is damaged", key);
-    hp->eps = mi->rms_eps;
-    if (!(hp->eps > 0.0f))
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "the model has no positive %s.attention.layer_norm_rms_epsilon: the file "
-                       "is damaged", a);
+    if (hybrid) /* (Jamba's norms of dt, B and C, with weights) */
+        hp->ssm_dt_b_c_rms = true;
     if (hp->ssm_d_conv < 2 || hp->ssm_d_conv > MODEL_SSM_MAX_CONV || hp->ssm_d_state > MODEL_SSM_MAX_STATE ||
         hp->ssm_dt_rank > hp->ssm_d_inner)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -296,6 +331,20 @@ static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_h
                        "%d state values, a rank of at most the channels)",
                        hp->ssm_d_conv, hp->ssm_d_state, hp->ssm_dt_rank, hp->ssm_d_inner,
                        MODEL_SSM_MAX_CONV, MODEL_SSM_MAX_STATE);
+    return GLESLLM_OK;
+}
+
+/* A Mamba model's hyperparameters: its blocks' shape and the norm's epsilon. */
+static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_hparams *hp)
+{
+    glesllm_status st = read_ssm_shape(f, mi, false, hp);
+    if (st)
+        return st;
+    hp->eps = mi->rms_eps;
+    if (!(hp->eps > 0.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has no positive %s.attention.layer_norm_rms_epsilon: the file "
+                       "is damaged", mi->arch);
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
     hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
@@ -322,7 +371,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4), smollm3 and mamba models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, mamba and jamba models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -330,7 +379,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     hp->qk_norm = archs[a_i].qk_norm;
     hp->no_rope_period = archs[a_i].no_rope_period;
     const char *a = mi->arch;
-    if ((st = check_hp_types(f, a)) != GLESLLM_OK)
+    if ((st = check_hp_types(f, a, archs[a_i].hybrid)) != GLESLLM_OK)
         return st;
     if ((st = read_experts(f, a_i, mi, hp)) != GLESLLM_OK)
         return st;
@@ -345,7 +394,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT, "vocabulary of %llu tokens is too large",
                        (unsigned long long)mi->n_vocab);
     hp->n_vocab = (uint32_t)mi->n_vocab;
-    if (archs[a_i].ssm)
+    if (archs[a_i].ssm && !archs[a_i].hybrid)
         return read_ssm(f, mi, hp);
     /* (a missing head_count_kv is head_count's: model_info_read) */
     const struct {
@@ -362,6 +411,9 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
             return err_set(GLESLLM_ERR_FORMAT, gguf_find(f, key) ? "%s is 0: the file is damaged"
                                                                  : "the model has no %s", key);
     }
+    if (archs[a_i].hybrid &&
+        ((st = read_ssm_shape(f, mi, true, hp)) || (st = read_kv_heads(f, a, hp))))
+        return st;
     if (hp->n_head % hp->n_head_kv)
         return err_set(GLESLLM_ERR_FORMAT,
                        "%u attention heads (%s.attention.head_count) are not a multiple of %u KV "
@@ -468,7 +520,8 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->shexp_gate, &l->q_norm,    &l->k_norm,
                                      &l->ssm_in,     &l->ssm_conv,  &l->ssm_conv_b,
                                      &l->ssm_x,      &l->ssm_dt,    &l->ssm_dt_b,
-                                     &l->ssm_a,      &l->ssm_d,     &l->ssm_out };
+                                     &l->ssm_a,      &l->ssm_d,     &l->ssm_out,
+                                     &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -500,33 +553,67 @@ static glesllm_status check_all_read(const gguf_file *f, const model *m)
     return GLESLLM_OK;
 }
 
-/* The tensors of a Mamba model's layers. */
-static glesllm_status open_ssm_layers(const gguf_file *f, model *m)
+/* The tensors of a model with Mamba blocks: each layer's block (Jamba's
+ * with the norms' weights) or attention (Jamba's layers whose
+ * attention.head_count_kv is not 0), then Jamba's FFN, of experts where the
+ * layer has a router. */
+static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
 {
     const model_hparams *hp = &m->hp;
     uint64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, r = hp->ssm_dt_rank;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    uint64_t ne = hp->n_expert, ff = hp->n_ff;
+    const gguf_value *kinds = NULL;
+    if (hybrid) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch_name);
+        gguf_get_array(f, key, GGUF_TYPE_COUNT, &kinds); /* (read_kv_heads checked it) */
+    }
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
+        l->recurrent = !kinds || gguf_array_number(kinds, i) == 0;
+        char name[96];
+        snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.weight", i);
+        bool ssm = l->recurrent, attn = !ssm, ffn = hybrid;
+        bool moe = ffn && ne && gguf_find_tensor(f, name);
         struct {
             model_tensor *t;
             const char *name;
-            uint64_t rows, cols;
+            uint64_t n_mat, rows, cols;
+            bool present;
         } want[] = {
-            { &l->attn_norm, "attn_norm.weight", 1, hp->n_embd },
-            { &l->ssm_in, "ssm_in.weight", 2 * di, hp->n_embd },
-            { &l->ssm_conv, "ssm_conv1d.weight", di, hp->ssm_d_conv },
-            { &l->ssm_conv_b, "ssm_conv1d.bias", 1, di },
-            { &l->ssm_x, "ssm_x.weight", r + 2 * ds, di },
-            { &l->ssm_dt, "ssm_dt.weight", di, r },
-            { &l->ssm_dt_b, "ssm_dt.bias", 1, di },
-            { &l->ssm_a, "ssm_a", di, ds },
-            { &l->ssm_d, "ssm_d", 1, di },
-            { &l->ssm_out, "ssm_out.weight", hp->n_embd, di },
+            { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
+            { &l->ssm_in, "ssm_in.weight", 1, 2 * di, hp->n_embd, ssm },
+            { &l->ssm_conv, "ssm_conv1d.weight", 1, di, hp->ssm_d_conv, ssm },
+            { &l->ssm_conv_b, "ssm_conv1d.bias", 1, 1, di, ssm },
+            { &l->ssm_x, "ssm_x.weight", 1, r + 2 * ds, di, ssm },
+            { &l->ssm_dt, "ssm_dt.weight", 1, di, r, ssm },
+            { &l->ssm_dt_b, "ssm_dt.bias", 1, 1, di, ssm },
+            { &l->ssm_a, "ssm_a", 1, di, ds, ssm },
+            { &l->ssm_d, "ssm_d", 1, 1, di, ssm },
+            { &l->ssm_out, "ssm_out.weight", 1, hp->n_embd, di, ssm },
+            { &l->ssm_dt_norm, "ssm_dt_norm.weight", 1, 1, r, ssm && hybrid },
+            { &l->ssm_b_norm, "ssm_b_norm.weight", 1, 1, ds, ssm && hybrid },
+            { &l->ssm_c_norm, "ssm_c_norm.weight", 1, 1, ds, ssm && hybrid },
+            { &l->wq, "attn_q.weight", 1, q_dim, hp->n_embd, attn },
+            { &l->wk, "attn_k.weight", 1, kv, hp->n_embd, attn },
+            { &l->wv, "attn_v.weight", 1, kv, hp->n_embd, attn },
+            { &l->wo, "attn_output.weight", 1, hp->n_embd, q_dim, attn },
+            { &l->ffn_norm, "ffn_norm.weight", 1, 1, hp->n_embd, ffn },
+            { &l->gate, "ffn_gate.weight", 1, ff, hp->n_embd, ffn && !moe },
+            { &l->up, "ffn_up.weight", 1, ff, hp->n_embd, ffn && !moe },
+            { &l->down, "ffn_down.weight", 1, hp->n_embd, ff, ffn && !moe },
+            { &l->router, "ffn_gate_inp.weight", 1, ne, hp->n_embd, moe },
+            { &l->gate_exps, "ffn_gate_exps.weight", ne, hp->n_ff_exp, hp->n_embd, moe },
+            { &l->up_exps, "ffn_up_exps.weight", ne, hp->n_ff_exp, hp->n_embd, moe },
+            { &l->down_exps, "ffn_down_exps.weight", ne, hp->n_embd, hp->n_ff_exp, moe },
         };
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-            char name[96];
+            if (!want[k].present)
+                continue;
             snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
-            glesllm_status st = get_tensor(f, name, want[k].rows, want[k].cols, false, want[k].t);
+            glesllm_status st = get_tensor_n(f, name, want[k].n_mat, want[k].rows, want[k].cols,
+                                             false, want[k].t);
             if (st)
                 return st;
         }
@@ -587,7 +674,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
     bool fused = arch_desc_of(hp->arch)->fused;
-    uint32_t per_layer = hp->ssm ? 10 : fused ? 6 : 9;
+    uint32_t per_layer = hp->ssm ? (arch_desc_of(hp->arch)->hybrid ? 9 : 10) : fused ? 6 : 9;
     if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "model: %s.block_count is %u, but the file holds %llu tensors (a layer "
@@ -598,7 +685,9 @@ glesllm_status model_open(const gguf_file *f, model *m)
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
     if (hp->ssm) {
-        if ((st = open_ssm_layers(f, m)) || (st = check_all_read(f, m))) {
+        if ((st = check_expert_layout(f, hp)) ||
+            (st = open_ssm_layers(f, m, arch_desc_of(hp->arch)->hybrid)) ||
+            (st = check_all_read(f, m)) || (st = check_support(&mi, hp))) {
             model_close(m);
             return err_prefix(st, "model: ");
         }

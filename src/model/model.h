@@ -10,9 +10,11 @@
  * Q and K, no biases), `qwen3moe` (qwen3's attention, experts) and `phi3`
  * (Phi-3, Phi-4: Q|K|V in one tensor, gate|up in another, NeoX RoPE, a
  * sliding window on every layer where the file gives one), `smollm3`
- * (llama's, without RoPE on every fourth layer) and `mamba` (Mamba-1: no
+ * (llama's, without RoPE on every fourth layer), `mamba` (Mamba-1: no
  * attention, each layer a selective state-space block whose recurrent state
- * takes the KV cache's place; model_hparams.ssm). */
+ * takes the KV cache's place; model_hparams.ssm) and `jamba` (layers of
+ * Mamba blocks or of attention without RoPE, as attention.head_count_kv
+ * says a layer, each followed by a FFN or experts not renormalised). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -30,7 +32,8 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_PHI3,
     MODEL_ARCH_SMOLLM3,
-    MODEL_ARCH_MAMBA
+    MODEL_ARCH_MAMBA,
+    MODEL_ARCH_JAMBA
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -80,7 +83,8 @@ typedef struct model_hparams {
      * d_inner channels and their gate, a causal convolution of d_conv taps
      * over each channel, a selective scan of d_state values a channel whose
      * step size comes through a rank dt_rank projection; dt_b_c_rms: the
-     * step's input, B and C RMS-normalised (FalconMamba). */
+     * step's input, B and C RMS-normalised (FalconMamba; Jamba's times
+     * weights, model_layer.ssm_*_norm). */
     bool ssm, ssm_dt_b_c_rms;
     uint32_t ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_dt_rank;
     int32_t bos, eos;  /* token ids, -1 when the file has none */
@@ -115,6 +119,8 @@ typedef struct model_layer {
      * rows from the convolved x), dt (d_inner rows of dt_rank) and its bias,
      * A (d_inner rows of d_state, stored as -exp(A_log)), D, out */
     model_tensor ssm_in, ssm_conv, ssm_conv_b, ssm_x, ssm_dt, ssm_dt_b, ssm_a, ssm_d, ssm_out;
+    model_tensor ssm_dt_norm, ssm_b_norm, ssm_c_norm; /* Jamba's norms' weights, else data NULL */
+    bool recurrent; /* a Mamba block in place of attention (its ssm_* tensors are set) */
 } model_layer;
 
 typedef struct model {

@@ -529,6 +529,21 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
     return st ? st : ssm_record_scan(gm->q, &gm->ssm, &io, n);
 }
 
+glesllm_status pass_ffn(gpu_pass *p, const gpu_layer *l, uint64_t next_norm)
+{
+    glesllm_status st;
+    if (l->moe)
+        return pass_moe(p, l);
+    /* xn = RMSNorm(x) * ffn_norm; hidden = silu(Wgate xn) * (Wup xn) */
+    if ((st = pass_norm(p, l->ffn_norm)) || (st = pass_glu(p, &l->glu)))
+        return st;
+    /* (Wdown read into the GPU's cache beside the matvec before, where that pays) */
+    if ((st = pass_prefetch(p, &l->down)))
+        return st;
+    /* x += Wdown hidden */
+    return pass_residual(p, &l->down, PASS_HIDDEN, next_norm);
+}
+
 /* ---- the output head ----------------------------------------------------------------- */
 
 static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,

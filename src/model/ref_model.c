@@ -159,6 +159,17 @@ static void moe_ffn(ref_model *r, const model_layer *l)
         r->x[i] += r->moe[i];
 }
 
+/* x += the layer's FFN (experts where it has a router) of RMSNorm(x) * ffn_norm */
+static void layer_ffn(ref_model *r, const model_layer *l)
+{
+    const model_hparams *hp = &r->m->hp;
+    ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, hp->n_embd, hp->eps);
+    if (l->router.data)
+        moe_ffn(r, l);
+    else
+        ffn(r, &l->gate, &l->up, &l->down, 0, hp->n_ff, r->x, 1);
+}
+
 static void add_bias(ref_model *r, const model_tensor *b, float *y)
 {
     if (!b->data)
@@ -168,15 +179,17 @@ static void add_bias(ref_model *r, const model_tensor *b, float *y)
         y[i] += v[i];
 }
 
-/* RMSNorm without a weight, in place (FalconMamba's dt, B and C) */
-static void rms_plain(float *v, uint32_t n, float eps)
+/* RMSNorm in place, times the weight w where it has one (FalconMamba's dt,
+ * B and C have none, Jamba's have) */
+static void rms_plain(ref_model *r, float *v, uint32_t n, const model_tensor *w)
 {
     double ss = 0.0;
     for (uint32_t i = 0; i < n; i++)
         ss += (double)v[i] * v[i];
-    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    float scale = 1.0f / sqrtf((float)(ss / n) + r->m->hp.eps);
+    const float *wv = w->data ? get_row(r, w, 0) : NULL;
     for (uint32_t i = 0; i < n; i++)
-        v[i] *= scale;
+        v[i] *= scale * (wv ? wv[i] : 1.0f);
 }
 
 /* x += the Mamba block of layer li on RMSNorm(x) * attn_norm, its state one
@@ -199,9 +212,9 @@ static void mamba_block(ref_model *r, uint32_t li)
     free(taps);
     matvec(r, &l->ssm_x, r->xc, r->dbc, 0);
     if (hp->ssm_dt_b_c_rms) {
-        rms_plain(r->dbc, R, hp->eps);
-        rms_plain(r->dbc + R, ds, hp->eps);
-        rms_plain(r->dbc + R + ds, ds, hp->eps);
+        rms_plain(r, r->dbc, R, &l->ssm_dt_norm);
+        rms_plain(r, r->dbc + R, ds, &l->ssm_b_norm);
+        rms_plain(r, r->dbc + R + ds, ds, &l->ssm_c_norm);
     }
     matvec(r, &l->ssm_dt, r->dbc, r->dt, 0);
     add_bias(r, &l->ssm_dt_b, r->dt);
@@ -242,12 +255,16 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
         memset(r->ssm_st, 0, sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
     }
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
-    for (uint32_t li = 0; hp->ssm && li < hp->n_layer; li++)
-        mamba_block(r, li);
     r->ssm_pos = pos + 1;
     const float *cs = r->rope + (size_t)pos * hd;
-    for (uint32_t li = 0; !hp->ssm && li < hp->n_layer; li++) {
+    for (uint32_t li = 0; li < hp->n_layer; li++) {
         const model_layer *l = &m->layers[li];
+        if (l->recurrent) {
+            mamba_block(r, li);
+            if (l->ffn_norm.data) /* (Jamba's FFN after it; Mamba-1 has none) */
+                layer_ffn(r, l);
+            continue;
+        }
         ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, n_embd, hp->eps);
         matvec(r, &l->wq, r->xn, r->q, 0);
         matvec(r, &l->wk, r->xn, r->kn, 0);
@@ -274,11 +291,7 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
         ref_attention(r->att, r->q, kc, vc, pos + 1, model_layer_window(hp, li), hp->n_head,
                       hp->n_head_kv, hd, r->scores);
         matvec(r, &l->wo, r->att, r->x, 1);
-        ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, n_embd, hp->eps);
-        if (hp->n_expert)
-            moe_ffn(r, l);
-        else
-            ffn(r, &l->gate, &l->up, &l->down, 0, hp->n_ff, r->x, 1);
+        layer_ffn(r, l);
     }
     if (!logits)
         return GLESLLM_OK;

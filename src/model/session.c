@@ -120,34 +120,28 @@ static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const in
             return false;
     }
     size_t bytes = kv_row(h) * h->n_tokens;
-    unsigned char *k = malloc(bytes ? 2 * bytes : 1);
+    /* each layer's K and V, or its recurrent states after the tokens */
+    uint64_t sb = gpu_model_state_bytes(gm);
+    const model *m = gpu_model_model(gm);
+    size_t room = 2 * bytes > sb ? 2 * bytes : (size_t)sb;
+    unsigned char *k = malloc(room ? room : 1);
     if (!k) {
-        *st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the KV cache");
+        *st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the cache");
         return false;
     }
     bool ok = true;
-    uint64_t sb = gpu_model_state_bytes(gm);
-    if (sb && h->n_tokens) { /* a recurrent model: each layer's state after the tokens */
-        free(k);
-        if (!(k = malloc((size_t)sb))) {
-            *st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the recurrent state");
-            return false;
-        }
-    }
-    for (uint32_t l = 0; ok && sb && h->n_tokens && l < h->n_layer; l++) {
-        if ((*st = gpu_model_state_io(gm, l, h->n_tokens, k, false)))
+    for (uint32_t l = 0; ok && l < h->n_layer; l++) {
+        bool rec = m->layers[l].recurrent;
+        size_t n = rec ? (h->n_tokens ? (size_t)sb : 0) : 2 * bytes;
+        if (rec && n)
+            *st = gpu_model_state_io(gm, l, h->n_tokens, k, false);
+        else if (!rec)
+            *st = gpu_model_kv_io(gm, l, 0, h->n_tokens, k, k + bytes, false);
+        if (*st)
             ok = false;
         else {
-            sum = sum_words(sum, k, (size_t)sb);
-            ok = fwrite(k, 1, (size_t)sb, f) == sb;
-        }
-    }
-    for (uint32_t l = 0; ok && !sb && l < h->n_layer; l++) {
-        if ((*st = gpu_model_kv_io(gm, l, 0, h->n_tokens, k, k + bytes, false)))
-            ok = false;
-        else {
-            sum = sum_words(sum, k, 2 * bytes);
-            ok = fwrite(k, 1, 2 * bytes, f) == 2 * bytes;
+            sum = sum_words(sum, k, n);
+            ok = fwrite(k, 1, n, f) == n;
         }
     }
     free(k);
@@ -240,27 +234,6 @@ static glesllm_status check_sum(FILE *f, const char *path, long size)
     return GLESLLM_OK;
 }
 
-/* A recurrent model's file whose every token matched: each layer's state. */
-static glesllm_status load_states(gpu_model *gm, FILE *f, const char *path,
-                                  const session_header *h, uint64_t sb)
-{
-    unsigned char *buf = malloc((size_t)sb);
-    if (!buf)
-        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
-    glesllm_status st = GLESLLM_OK;
-    for (uint32_t l = 0; !st && l < h->n_layer; l++) {
-        long at = (long)(HEADER_BYTES + 4ull * h->n_tokens + l * sb);
-        if (fseek(f, at, SEEK_SET) != 0 || fread(buf, 1, (size_t)sb, f) != sb)
-            st = err_set(GLESLLM_ERR_IO, "%s: cannot read layer %u's recurrent state", path, l);
-        else
-            st = gpu_model_state_io(gm, l, h->n_tokens, buf, true);
-    }
-    free(buf);
-    if (st)
-        gpu_model_truncate(gm, 0);
-    return st;
-}
-
 static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32_t *want,
                            uint32_t n_want, uint32_t *n_loaded)
 {
@@ -272,14 +245,18 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     /* the size first (the checksum is read from the end), then the
      * checksum (a damaged header could pass for another model's) */
     size_t row = kv_row(&h);
-    /* (a recurrent model's file: no K/V, its layers' states after the tokens) */
-    uint64_t sb = h.n_head_kv ? 0 : gpu_model_state_bytes(gm);
+    /* (a model with Mamba blocks: their layers' states after the tokens in
+     * place of K and V) */
+    uint64_t sb = gpu_model_state_bytes(gm);
+    uint32_t n_rec = 0;
+    for (uint32_t l = 0; sb && l < h.n_layer && l < mine.n_layer; l++)
+        n_rec += gpu_model_model(gm)->layers[l].recurrent;
     if (!h.n_head_kv && !sb)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s was written for another model (a recurrent one)", path);
-    uint64_t states = h.n_tokens ? (uint64_t)h.n_layer * sb : 0;
-    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens + 2ull * h.n_layer * row * h.n_tokens +
-                      states + 8;
+    uint64_t states = h.n_tokens ? (uint64_t)n_rec * sb : 0;
+    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens +
+                      2ull * (h.n_layer - n_rec) * row * h.n_tokens + states + 8;
     if ((uint64_t)size != expect)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s: %ld bytes, but its header says %llu (cut short or damaged)", path,
@@ -311,25 +288,34 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
             return st;
         n++;
     }
-    if (sb && n < h.n_tokens) /* (the state after fewer tokens is not in the file) */
+    if (n_rec && n < h.n_tokens) /* (the states after fewer tokens are not in the file) */
         n = 0;
     *n_loaded = n;
     if (!n)
         return GLESLLM_OK;
-    if (sb)
-        return load_states(gm, f, path, &h, sb);
     size_t bytes = row * n;
-    unsigned char *k = malloc(2 * bytes);
+    size_t room = 2 * bytes > sb ? 2 * bytes : (size_t)sb;
+    unsigned char *k = malloc(room ? room : 1);
     if (!k)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
+    long at = (long)(HEADER_BYTES + 4ull * h.n_tokens);
     for (uint32_t l = 0; !st && l < h.n_layer; l++) {
-        long at = (long)(HEADER_BYTES + 4ull * h.n_tokens + 2ull * l * row * h.n_tokens);
+        if (gpu_model_model(gm)->layers[l].recurrent) {
+            if (fseek(f, at, SEEK_SET) != 0 || fread(k, 1, (size_t)sb, f) != sb)
+                st = err_set(GLESLLM_ERR_IO, "%s: cannot read layer %u's recurrent state", path,
+                             l);
+            else
+                st = gpu_model_state_io(gm, l, n, k, true);
+            at += (long)sb;
+            continue;
+        }
         if (fseek(f, at, SEEK_SET) != 0 || fread(k, 1, bytes, f) != bytes ||
             fseek(f, (long)(at + row * h.n_tokens), SEEK_SET) != 0 ||
             fread(k + bytes, 1, bytes, f) != bytes)
             st = err_set(GLESLLM_ERR_IO, "%s: cannot read layer %u's K/V", path, l);
         else
             st = gpu_model_kv_io(gm, l, 0, n, k, k + bytes, true);
+        at += (long)(2 * row * h.n_tokens);
     }
     free(k);
     if (st)
@@ -362,8 +348,11 @@ glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want
 uint64_t session_bytes(const gpu_model *gm, uint32_t n)
 {
     session_header h = header_of(gm, n);
-    return HEADER_BYTES + 4ull * n + 2ull * h.n_layer * kv_row(&h) * n +
-           (n ? h.n_layer * gpu_model_state_bytes(gm) : 0) + 8;
+    uint32_t n_rec = 0;
+    for (uint32_t l = 0; l < h.n_layer; l++)
+        n_rec += gpu_model_model(gm)->layers[l].recurrent;
+    return HEADER_BYTES + 4ull * n + 2ull * (h.n_layer - n_rec) * kv_row(&h) * n +
+           (n ? n_rec * gpu_model_state_bytes(gm) : 0) + 8;
 }
 
 glesllm_status session_write(gpu_model *gm, FILE *f, const int32_t *tokens, uint32_t n)

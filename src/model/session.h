@@ -11,9 +11,8 @@
  *   uint32   n_tokens
  *   int32    tokens[n_tokens]
  *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise;
- *              a recurrent model's (n_head_kv 0): float its states after
- *              n_tokens - 1 and n_tokens tokens (gpu_model_state_io), none
- *              for no tokens
+ *              a Mamba block's layer: float its states after n_tokens - 1
+ *              and n_tokens tokens (gpu_model_state_io), none for no tokens
  *   uint64   checksum      of every byte before it (32-bit words, FNV-1a's step)
  * A file that is not one is GLESLLM_ERR_FORMAT; one written for another
  * model (or another quantization of it: its fingerprint), by another

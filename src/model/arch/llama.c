@@ -33,22 +33,10 @@ static glesllm_status llama_layer(gpu_pass *p, const gpu_layer *l, uint64_t next
     /* x += Wo attn_out */
     if ((st = pass_residual(p, &l->wo, PASS_ATTN_OUT, l->ffn_norm)))
         return st;
-    /* mixture of experts: x += sum over the router's top k experts e of
-     * w_e Wdown_e(silu(Wgate_e xn) * (Wup_e xn)), xn = RMSNorm(x) * ffn_norm
+    /* x += Wdown(silu(Wgate xn) * (Wup xn)), xn = RMSNorm(x) * ffn_norm; with
+     * experts the sum over the router's top k experts e of w_e times theirs
      * (+ the shared expert's FFN times sigmoid(its gate . xn)) */
-    if (p->gm->m->hp.n_expert)
-        return pass_moe(p, l);
-    /* xn = RMSNorm(x) * ffn_norm */
-    if ((st = pass_norm(p, l->ffn_norm)))
-        return st;
-    /* hidden = silu(Wgate xn) * (Wup xn) */
-    if ((st = pass_glu(p, &l->glu)))
-        return st;
-    /* (Wdown read into the GPU's cache beside the matvec before, where that pays) */
-    if ((st = pass_prefetch(p, &l->down)))
-        return st;
-    /* x += Wdown hidden */
-    return pass_residual(p, &l->down, PASS_HIDDEN, next_norm);
+    return pass_ffn(p, l, next_norm);
 }
 
 glesllm_status llama_graph(gpu_pass *p)
