@@ -24,6 +24,12 @@
  *            mamba    Mamba-2.8B: 2560 hidden, 64 layers of Mamba-1 blocks (5120
  *                     channels, 16 state values each, a step of rank 160),
  *                     50280 vocab, tied
+ *            jamba    Jamba-v0.1: 4096 hidden, 32 layers, attention (32/8 heads,
+ *                     no RoPE) in every eighth from the fifth, Mamba blocks
+ *                     (8192 channels, 16 state values, rank 256) in the
+ *                     others, 16 experts of 14336 ff, 2 a token, in every
+ *                     second layer from the second, a FFN of 14336 in the
+ *                     others; 65536 vocab
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -41,7 +47,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba|jamba "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -91,9 +97,17 @@ int main(int argc, char **argv)
         s.arch = "mamba";
         s.n_layer = 64, s.n_embd = 2560, s.n_vocab = 50280, s.tied = true;
         s.dt_rank = 160;
+    } else if (strcmp(argv[1], "jamba") == 0) {
+        s.name = "Jamba-v0.1 shape, random weights";
+        s.arch = "jamba";
+        s.n_layer = 32, s.n_embd = 4096, s.n_ff = 14336, s.n_head = 32, s.n_head_kv = 8;
+        s.n_vocab = 65536, s.tied = false;
+        s.n_expert = 16, s.n_expert_used = 2;
+        s.attn_every = 8;
+        s.dt_rank = 256;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3, mamba)\n", argv[1]);
+                        "llama32, phi3, mamba, jamba)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

@@ -447,6 +447,21 @@ static const craft mamba_corpus[] = {
 };
 #undef M
 
+/* Jamba's layers: attention.head_count_kv (a value a layer) missing, a
+ * number, cut short; a tensor of either kind of layer missing. */
+#define J "jamba."
+static const craft jamba_corpus[] = {
+    { 0 },
+    { J "attention.head_count_kv", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "head_count_kv must be an array" },
+    { J "attention.head_count_kv", K_U32, 2, .want = GLESLLM_ERR_FORMAT, .says = "head_count_kv must be an array" },
+    { J "attention.head_count_kv", K_SHORT, .want = GLESLLM_ERR_FORMAT, .says = "each of the 2 layers" },
+    { J "ssm.state_size", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no jamba.ssm.state_size" },
+    { .tensor = "blk.1.attn_q.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.attn_q.weight" },
+    { .tensor = "blk.0.ssm_b_norm.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.ssm_b_norm.weight" },
+    { .tensor = "blk.1.ffn_gate_inp.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.ffn_gate.weight" },
+};
+#undef J
+
 static void test_crafted_corpus(void)
 {
     demo_spec s = demo_spec_default();
@@ -470,7 +485,7 @@ static void test_crafted_expert_files(void)
     check_corpus(&s, olmoe_corpus, sizeof olmoe_corpus / sizeof olmoe_corpus[0]);
 }
 
-static void test_crafted_mamba_files(void)
+static void test_crafted_state_space_files(void)
 {
     demo_spec s = demo_spec_default();
     s.arch = "mamba";
@@ -479,6 +494,13 @@ static void test_crafted_mamba_files(void)
     s.n_vocab = 300;
     s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
     check_corpus(&s, mamba_corpus, sizeof mamba_corpus / sizeof mamba_corpus[0]);
+    s.arch = "jamba";
+    s.n_ff = 96;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    check_corpus(&s, jamba_corpus, sizeof jamba_corpus / sizeof jamba_corpus[0]);
 }
 
 int main(void)
@@ -493,6 +515,6 @@ int main(void)
 
     RUN_TEST(test_crafted_corpus);
     RUN_TEST(test_crafted_expert_files);
-    RUN_TEST(test_crafted_mamba_files);
+    RUN_TEST(test_crafted_state_space_files);
     return test_exit_code(UNITY_END());
 }

@@ -197,6 +197,9 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
         fprintf(f, "state space:        %u channels, %u state values each, %u-tap convolution, "
                    "step rank %u\n", mi->ssm_d_inner, mi->ssm_d_state, mi->ssm_d_conv,
                 mi->ssm_dt_rank);
+    if (mi->ssm_d_inner && mi->n_attn_layers)
+        fprintf(f, "attention layers:   %u of %u (the others Mamba blocks)\n", mi->n_attn_layers,
+                mi->n_layers);
     fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
     fprintf(f, "head dimension:     %u\n", mi->head_dim);
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);

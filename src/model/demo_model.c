@@ -335,7 +335,7 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
     bool jamba = strcmp(s->arch, "jamba") == 0;
     uint32_t hd = jamba ? s->n_embd / s->n_head : 0, kv = hd * s->n_head_kv;
     float sf = 1.0f / sqrtf((float)(s->n_ff ? s->n_ff : 1));
-    const void *first[2][24] = { { NULL } }; /* the first bytes of each kind of layer */
+    const void *first[2][25] = { { NULL } }; /* the first bytes of each kind of layer */
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
         bool attn = jamba_attention(s, i), moe = jamba && s->n_expert && i % 2 == 1;
         /* values of a trained model's ranges: small steps (softplus of about
@@ -394,9 +394,9 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
             snprintf(name, sizeof name, "blk.%u.%s", i, exps[k]);
             st = make_tensor_n(d, seed, name, s->type, s->n_expert, k < 2 ? s->n_ff : s->n_embd,
                                k < 2 ? s->n_embd : s->n_ff, 0.0f, k < 2 ? se : sf,
-                               s->same_layers ? first[1][21 + k] : NULL);
-            if (!st && !first[1][21 + k])
-                first[1][21 + k] = d->bufs[d->n_bufs - 1];
+                               s->same_layers ? first[1][22 + k] : NULL);
+            if (!st && !first[1][22 + k])
+                first[1][22 + k] = d->bufs[d->n_bufs - 1];
         }
     }
     return st;

@@ -15,7 +15,7 @@ static const char *const rope_neox[] = { "qwen", "qwen2", "qwen2moe", "qwen2vl",
                                          "olmoe", "nemotron", "exaone", "openelm", "plamo",
                                          "codeshell", "orion", NULL };
 static const char *const rope_none[] = { "gpt2", "starcoder", "mpt", "bloom", "bert", "jais",
-                                         "nomic-bert", "jina-bert-v2", "t5", "mamba", "mamba2",
+                                         "nomic-bert", "jina-bert-v2", "t5", "mamba", "mamba2", "jamba",
                                          "rwkv6", "rwkv7", NULL };
 
 static bool in_list(const char *const *list, const char *s)
@@ -82,6 +82,23 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     mi->n_head_kv = gguf_get_arch_u32(f, a, "attention.head_count_kv", 0);
     if (!mi->n_head_kv)
         mi->n_head_kv = mi->n_head;
+    mi->n_attn_layers = mi->n_head ? mi->n_layers : 0;
+    char kv_key[160];
+    snprintf(kv_key, sizeof kv_key, "%s.attention.head_count_kv", a);
+    const gguf_value *kv_arr;
+    if (gguf_find(f, kv_key) && gguf_get_array(f, kv_key, GGUF_TYPE_COUNT, &kv_arr) == GLESLLM_OK &&
+        kv_arr->v.arr.type != GGUF_TYPE_STRING && kv_arr->v.arr.type != GGUF_TYPE_ARRAY) {
+        /* a value a layer (Jamba: 0 where the layer is a Mamba block) */
+        mi->n_attn_layers = 0;
+        mi->n_head_kv = 0;
+        for (uint64_t i = 0; i < kv_arr->v.arr.count && i < mi->n_layers; i++) {
+            double v = gguf_array_number(kv_arr, i);
+            if (v > 0 && v < 65536) {
+                mi->n_attn_layers++;
+                mi->n_head_kv = (uint32_t)v;
+            }
+        }
+    }
     mi->head_dim = gguf_get_arch_u32(f, a, "attention.key_length", 0);
     mi->head_dim_given = mi->head_dim != 0;
     if (!mi->head_dim && mi->n_head)
@@ -123,12 +140,13 @@ model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
     model_memory m;
     m.weights = mi->tensor_bytes;
     uint64_t kv_dim = (uint64_t)mi->n_head_kv * mi->head_dim;
-    m.kv_cache = 2ull * mi->n_layers * n_ctx * kv_dim * 2u;
+    m.kv_cache = 2ull * mi->n_attn_layers * n_ctx * kv_dim * 2u;
     uint64_t q_dim = (uint64_t)mi->n_head * mi->head_dim;
     m.activations = 4ull * (2ull * mi->n_embd + q_dim + 2 * kv_dim + 2ull * mi->n_ff + mi->n_vocab +
                             (uint64_t)mi->n_head * n_ctx);
     uint64_t conv = mi->ssm_d_conv ? mi->ssm_d_conv - 1ull : 0;
-    m.recurrent = 2ull * mi->n_layers * 4 * mi->ssm_d_inner * (conv + mi->ssm_d_state);
+    m.recurrent = 2ull * (mi->n_layers - mi->n_attn_layers) * 4 * mi->ssm_d_inner *
+                  (conv + mi->ssm_d_state);
     m.total = m.weights + m.kv_cache + m.recurrent + m.activations;
     return m;
 }

@@ -18,6 +18,10 @@ typedef struct model_info {
     /* {arch}.ssm.*: a state-space model's channels, state values a channel,
      * convolution taps and step rank (0: none) */
     uint32_t ssm_d_inner, ssm_d_state, ssm_d_conv, ssm_dt_rank;
+    /* the layers with attention (a KV cache): all of a transformer's, none
+     * of Mamba's, Jamba's where its attention.head_count_kv array is not 0
+     * (n_head_kv then that value) */
+    uint32_t n_attn_layers;
     const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
@@ -37,7 +41,8 @@ typedef struct model_info {
 glesllm_status model_info_read(const gguf_file *f, model_info *out);
 
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
- * the F16 KV cache (2 x layers x n_ctx x kv_heads x head_dim x 2 bytes), a
+ * the F16 KV cache (2 x attention layers x n_ctx x kv_heads x head_dim x 2
+ * bytes), a
  * state-space model's recurrent state (F32, two copies: before and after the
  * last pass), and activations (residual, Q/K/V, FFN, logits, attention
  * scores per head). */
