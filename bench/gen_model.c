@@ -24,6 +24,9 @@
  *            mamba    Mamba-2.8B: 2560 hidden, 64 layers of Mamba-1 blocks (5120
  *                     channels, 16 state values each, a step of rank 160),
  *                     50280 vocab, tied
+ *            mamba2   Mamba2-2.7B: 2560 hidden, 64 layers of Mamba-2 blocks (5120
+ *                     channels in 80 heads, 128 state values, 1 group),
+ *                     50288 vocab, tied
  *            jamba    Jamba-v0.1: 4096 hidden, 32 layers, attention (32/8 heads,
  *                     no RoPE) in every eighth from the fifth, Mamba blocks
  *                     (8192 channels, 16 state values, rank 256) in the
@@ -47,7 +50,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba|jamba "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba|mamba2|jamba "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -97,6 +100,12 @@ int main(int argc, char **argv)
         s.arch = "mamba";
         s.n_layer = 64, s.n_embd = 2560, s.n_vocab = 50280, s.tied = true;
         s.dt_rank = 160;
+    } else if (strcmp(argv[1], "mamba2") == 0) {
+        s.name = "Mamba2-2.7B shape, random weights";
+        s.arch = "mamba2";
+        s.n_layer = 64, s.n_embd = 2560, s.n_vocab = 50288, s.tied = true;
+        s.dt_rank = 80;
+        s.d_state = 128;
     } else if (strcmp(argv[1], "jamba") == 0) {
         s.name = "Jamba-v0.1 shape, random weights";
         s.arch = "jamba";
@@ -107,7 +116,7 @@ int main(int argc, char **argv)
         s.dt_rank = 256;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3, mamba, jamba)\n", argv[1]);
+                        "llama32, phi3, mamba, mamba2, jamba)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

@@ -4,8 +4,11 @@
 //   h = h * exp(step A[c]) + B(t) x[t][c] step,  y = h . C(t)
 //   out[t][c] = (y + D[c] x[t][c]) silu(z[t][c])
 // dt_in, B and C are token t's dt|B|C row (RMS-normalised each, times their
-// weights, with BC_NORM). The tokens go in sub-chunks of T (param 1); one
-// sub-chunk (a decode step, a small batch):
+// weights, with BC_NORM). MAMBA2: the channels in heads of HEAD_DIM, whose
+// step is softplus(dt(t)[head] + dt_b[head]) from the in projection, with a
+// scalar A, D and dt_b a head; B and C after x in the convolved row, N_GROUP
+// groups (head h takes group h % N_GROUP). The tokens go in sub-chunks of T
+// (param 1); one sub-chunk (a decode step, a small batch):
 //   PHASE 0  LANES invocations a channel, one a state value (the step's dot
 //            product split among them), scan the tokens from the state to
 //            out and the next state
@@ -19,23 +22,29 @@
 //            next state
 //   PHASE 2  a thread a (channel, token) adds what the start h contributes,
 //            C(t) . (h0 exp(A[c] cum(t))), and writes out
+// and Mamba-2's grouped norm of out, after either:
+//   PHASE 5  a work group a (group, token): out's D_INNER / N_GROUP values of
+//            the group RMS-normalised, times their weights, in place
 // Bindings: 0 the layer's parameters (read), 1 act (read: x, dt|B|C and z
 //   rows; written: out, the steps' sums, carries), 2 the layer's state
 //   (read: the source slot; written: the destination slot).
-// Defines: D_INNER, D_STATE, DT_RANK, WG_SIZE, PHASE, BC_NORM; LANES: a power
-//   of two of at least D_STATE, dividing WG_SIZE; DT_TOK: PHASE 3's tokens a
-//   work group (DT_TOK x DT_RANK floats of shared memory).
+// Defines: D_INNER, D_STATE, DT_RANK (MAMBA2: the heads), WG_SIZE, PHASE,
+//   BC_NORM, MAMBA2, HEAD_DIM, N_GROUP; LANES: a power of two of at least
+//   D_STATE, dividing WG_SIZE; DT_TOK: PHASE 3's tokens a work group (DT_TOK x
+//   DT_RANK floats of shared memory).
 // Params: 0 tokens n, 1 T, 2 / 3 float offset in act of token 0's x and
-//   floats a token, 4 / 5 the same of dt|B|C, 6 / 7 of z, 8 / 9 of out, 10 of
-//   the steps' running sums (9's stride), 11 of the carries (D_INNER x
-//   D_STATE a sub-chunk), 12 / 13 float offsets in the state buffer of the
-//   source's and the destination's h (D_STATE a channel), 14 not 0: the
-//   source is zeros, 15 dt_w (DT_RANK a channel), 16 dt_b, 17 A
-//   (D_STATE a channel), 18 D, 19 the norms' weights (DT_RANK, D_STATE,
-//   D_STATE) in the parameters, 20 eps (float bits).
+//   floats a token, 4 / 5 the same of dt|B|C (MAMBA2: of the raw steps), 6 /
+//   7 of z, 8 / 9 of out, 10 of the steps' running sums (9's stride), 11 of
+//   the carries (D_INNER x D_STATE a sub-chunk), 12 / 13 float offsets in the
+//   state buffer of the source's and the destination's h (D_STATE a
+//   channel), 14 not 0: the source is zeros, 15 dt_w (DT_RANK a channel), 16
+//   dt_b, 17 A (D_STATE a channel), 18 D, 19 the norms' weights (DT_RANK,
+//   D_STATE, D_STATE; MAMBA2: the grouped norm's, D_INNER) in the parameters,
+//   20 eps (float bits).
 // Work groups: PHASE 0: x channels (WG_SIZE / LANES a group); PHASE 3: x
 //   channels, y DT_TOK tokens; PHASE 2: x channels, y tokens; PHASE 4: x
-//   channels, y sub-chunks; PHASE 1: x channels x D_STATE.
+//   channels, y sub-chunks; PHASE 1: x channels x D_STATE; PHASE 5: x groups,
+//   y tokens.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -73,6 +82,38 @@ float norm_w(uint k)
 
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
+float softplus(float v) { return v <= 20.0 ? log(1.0 + exp(v)) : v; }
+
+// Where the two kinds of block differ: B and C of token t for channel c
+// (times bscale(t) and cscale(t)), A, D
+#if MAMBA2
+uint head(uint c) { return c / uint(HEAD_DIM); }
+uint bc_at(uint t, uint c)
+{
+    return row(2u, 3u, t) + uint(D_INNER) + (head(c) % uint(N_GROUP)) * uint(D_STATE);
+}
+float b_at(uint t, uint c, uint s) { return a[bc_at(t, c) + s]; }
+float c_at(uint t, uint c, uint s) { return a[bc_at(t, c) + uint(N_GROUP * D_STATE) + s]; }
+float bscale(uint t) { return 1.0; }
+float cscale(uint t) { return 1.0; }
+float a_at(uint c, uint s) { return p[PARAM_U(17) + head(c)]; }
+float d_at(uint c) { return p[PARAM_U(18) + head(c)]; }
+float step_of(uint t, uint c) { return softplus(a[row(4u, 5u, t) + head(c)] + p[PARAM_U(16) + head(c)]); }
+#else
+float b_at(uint t, uint c, uint s)
+{
+    return a[row(4u, 5u, t) + uint(DT_RANK) + s] * norm_w(uint(DT_RANK) + s);
+}
+float c_at(uint t, uint c, uint s)
+{
+    return a[row(4u, 5u, t) + uint(DT_RANK + D_STATE) + s] * norm_w(uint(DT_RANK + D_STATE) + s);
+}
+float bscale(uint t) { return inv_rms(row(4u, 5u, t) + uint(DT_RANK), uint(D_STATE)); }
+float cscale(uint t) { return inv_rms(row(4u, 5u, t) + uint(DT_RANK + D_STATE), uint(D_STATE)); }
+float a_at(uint c, uint s) { return p[PARAM_U(17) + c * uint(D_STATE) + s]; }
+float d_at(uint c) { return p[PARAM_U(18) + c]; }
+#endif
+
 #if PHASE == 0
 shared float red[WG_SIZE];
 
@@ -101,27 +142,24 @@ void main()
     float h = 0.0, av = 0.0;
     if (mine) {
         h = PARAM_U(14) == 0u ? st[PARAM_U(12) + hs] : 0.0;
-        av = p[PARAM_U(17) + hs];
+        av = a_at(cc, lane);
     }
-    float dvc = p[PARAM_U(18) + cc], dtb = p[PARAM_U(16) + cc];
+    float dvc = d_at(cc);
     for (uint t = 0u; t < N_TOK; t++) {
-        uint r = row(4u, 5u, t);
-        float sd = inv_rms(r, uint(DT_RANK));
+#if MAMBA2
+        float step = step_of(t, cc);
+#else
         // step = softplus(dt_w[c] . dt_in + dt_b), the dot split over the lanes
-        float part = 0.0;
+        uint r = row(4u, 5u, t);
+        float sd = inv_rms(r, uint(DT_RANK)), part = 0.0;
         for (uint k = lane; k < uint(DT_RANK); k += uint(LANES))
             part += p[PARAM_U(15) + cc * uint(DT_RANK) + k] * (a[r + k] * sd * norm_w(k));
-        float acc = lane_sum(part) + dtb;
-        float step = acc <= 20.0 ? log(1.0 + exp(acc)) : acc;
+        float step = softplus(lane_sum(part) + p[PARAM_U(16) + cc]);
+#endif
         float x = a[row(2u, 3u, t) + cc], yp = 0.0;
         if (mine) {
-            float sb = inv_rms(r + uint(DT_RANK), uint(D_STATE));
-            float sc = inv_rms(r + uint(DT_RANK + D_STATE), uint(D_STATE));
-            float b = a[r + uint(DT_RANK) + lane] * sb * norm_w(uint(DT_RANK) + lane);
-            float cv = a[r + uint(DT_RANK + D_STATE) + lane] * sc *
-                       norm_w(uint(DT_RANK + D_STATE) + lane);
-            h = h * exp(step * av) + b * (x * step);
-            yp = h * cv;
+            h = h * exp(step * av) + b_at(t, cc, lane) * bscale(t) * (x * step);
+            yp = h * c_at(t, cc, lane) * cscale(t);
         }
         float y = lane_sum(yp);
         if (on && lane == 0u)
@@ -131,6 +169,14 @@ void main()
         st[PARAM_U(13) + hs] = h;
 }
 #elif PHASE == 3
+#if MAMBA2
+void main()
+{
+    uint c = gl_GlobalInvocationID.x, t0 = gl_WorkGroupID.y * uint(DT_TOK);
+    for (uint t = t0; c < uint(D_INNER) && t < min(N_TOK, t0 + uint(DT_TOK)); t++)
+        a[PARAM_U(10) + t * PARAM_U(9) + c] = step_of(t, c);
+}
+#else
 // DT_TOK tokens' dt inputs (normalised, times their weights) staged for the
 // work group's channels
 shared float xin[DT_TOK * DT_RANK];
@@ -157,11 +203,10 @@ void main()
             acc[tt] += w * xin[min(tt, nt - 1u) * uint(DT_RANK) + k];
     }
     float b = p[PARAM_U(16) + c];
-    for (uint tt = 0u; tt < nt; tt++) {
-        float v = acc[tt] + b;
-        a[PARAM_U(10) + (t0 + tt) * PARAM_U(9) + c] = v <= 20.0 ? log(1.0 + exp(v)) : v;
-    }
+    for (uint tt = 0u; tt < nt; tt++)
+        a[PARAM_U(10) + (t0 + tt) * PARAM_U(9) + c] = softplus(acc[tt] + b);
 }
+#endif
 #elif PHASE == 4
 void main()
 {
@@ -172,19 +217,16 @@ void main()
     float h[D_STATE], av[D_STATE];
     for (uint s = 0u; s < uint(D_STATE); s++) {
         h[s] = 0.0;
-        av[s] = p[PARAM_U(17) + c * uint(D_STATE) + s];
+        av[s] = a_at(c, s);
     }
     float cum = 0.0;
     for (uint t = t0; t < t1; t++) {
-        uint r = row(4u, 5u, t), ci = PARAM_U(10) + t * PARAM_U(9) + c;
-        float sb = inv_rms(r + uint(DT_RANK), uint(D_STATE));
-        float sc = inv_rms(r + uint(DT_RANK + D_STATE), uint(D_STATE));
+        uint ci = PARAM_U(10) + t * PARAM_U(9) + c;
+        float sb = bscale(t), sc = cscale(t);
         float step = a[ci], xs = a[row(2u, 3u, t) + c] * step, y = 0.0;
         for (uint s = 0u; s < uint(D_STATE); s++) {
-            float b = a[r + uint(DT_RANK) + s] * sb * norm_w(uint(DT_RANK) + s);
-            float cv = a[r + uint(DT_RANK + D_STATE) + s] * sc * norm_w(uint(DT_RANK + D_STATE) + s);
-            h[s] = h[s] * exp(step * av[s]) + b * xs;
-            y += h[s] * cv;
+            h[s] = h[s] * exp(step * av[s]) + b_at(t, c, s) * sb * xs;
+            y += h[s] * c_at(t, c, s) * sc;
         }
         cum += step;
         a[row(8u, 9u, t) + c] = y;
@@ -202,7 +244,7 @@ void main()
         return;
     uint c = i / uint(D_STATE);
     float carry = PARAM_U(14) == 0u ? st[PARAM_U(12) + i] : 0.0;
-    float av = p[PARAM_U(17) + i];
+    float av = a_at(c, i % uint(D_STATE));
     uint n_sub = (N_TOK + T_SUB - 1u) / T_SUB;
     for (uint j = 0u; j < n_sub; j++) {
         uint k = PARAM_U(11) + j * uint(D_INNER * D_STATE) + i;
@@ -213,22 +255,41 @@ void main()
     }
     st[PARAM_U(13) + i] = carry;
 }
-#else
+#elif PHASE == 2
 void main()
 {
     uint c = gl_GlobalInvocationID.x;
     if (c >= uint(D_INNER))
         return;
-    uint t = gl_WorkGroupID.y, j = t / T_SUB;
-    uint r = row(4u, 5u, t), o = row(8u, 9u, t) + c;
-    float sc = inv_rms(r + uint(DT_RANK + D_STATE), uint(D_STATE));
-    float cum = a[PARAM_U(10) + t * PARAM_U(9) + c], y = a[o];
+    uint t = gl_WorkGroupID.y, j = t / T_SUB, o = row(8u, 9u, t) + c;
+    float sc = cscale(t), cum = a[PARAM_U(10) + t * PARAM_U(9) + c], y = a[o];
     uint h0 = PARAM_U(11) + (j * uint(D_INNER) + c) * uint(D_STATE);
-    for (uint s = 0u; s < uint(D_STATE); s++) {
-        float cv = a[r + uint(DT_RANK + D_STATE) + s] * sc * norm_w(uint(DT_RANK + D_STATE) + s);
-        y += cv * a[h0 + s] * exp(p[PARAM_U(17) + c * uint(D_STATE) + s] * cum);
-    }
+    for (uint s = 0u; s < uint(D_STATE); s++)
+        y += c_at(t, c, s) * sc * a[h0 + s] * exp(a_at(c, s) * cum);
     float x = a[row(2u, 3u, t) + c];
-    a[o] = (y + p[PARAM_U(18) + c] * x) * silu(a[row(6u, 7u, t) + c]);
+    a[o] = (y + d_at(c) * x) * silu(a[row(6u, 7u, t) + c]);
+}
+#else
+shared float red[WG_SIZE];
+
+void main()
+{
+    uint g = gl_WorkGroupID.x, t = gl_WorkGroupID.y, li = gl_LocalInvocationIndex;
+    uint n = uint(D_INNER / N_GROUP), base = row(8u, 9u, t) + g * n;
+    float ss = 0.0;
+    for (uint i = li; i < n; i += uint(WG_SIZE))
+        ss += a[base + i] * a[base + i];
+    red[li] = ss;
+    memoryBarrierShared();
+    barrier();
+    for (uint w = uint(WG_SIZE) / 2u; w > 0u; w /= 2u) {
+        if (li < w)
+            red[li] += red[li + w];
+        memoryBarrierShared();
+        barrier();
+    }
+    float scale = inversesqrt(red[0] / float(n) + PARAM_F(20));
+    for (uint i = li; i < n; i += uint(WG_SIZE))
+        a[base + i] *= scale * p[PARAM_U(19) + g * n + i];
 }
 #endif

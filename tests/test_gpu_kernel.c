@@ -5,7 +5,7 @@
  * head at a time, for several tokens and for one; Mamba's convolution and
  * scan (ops/ssm.h) from a given state and from none, over one token, a few
  * (one sub-chunk) and many (sub-chunks and their carries), with and without
- * the norms of dt, B and C. */
+ * the norms of dt, B and C; Mamba-2's with its grouped norm. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +287,85 @@ static void ssm_case(const ssm_shape *sh, uint32_t n, bool zero, uint64_t seed)
     free(xc); free(y); free(dt); free(got); free(st);
 }
 
+/* Mamba-2's: x B C convolved, the scan of heads (one decay each, B and C
+ * in groups) and the grouped norm, n tokens from a random state, against
+ * ref_ssm_conv, ref_ssm_scan2 and ref_rms_norm token by token. */
+static void ssm2_case(const ssm_shape *sh, uint32_t n, uint64_t seed)
+{
+    test_rng rng = { seed };
+    uint32_t di = sh->d_inner, K = sh->d_conv, S = sh->d_state, nh = sh->dt_rank;
+    uint32_t ng = sh->n_group, cw = ssm_conv_width(sh), gn = di / ng;
+    uint32_t xs = di + cw + nh + 3; /* a z | x B C | steps row (rows apart, as act's are) */
+    ssm_params pl = ssm_params_layout(sh);
+    ssm_slot sl = ssm_slot_layout(sh);
+    float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4);
+    uint64_t xc0 = (uint64_t)n * xs, o0 = xc0 + (uint64_t)n * cw, c0 = o0 + (uint64_t)n * di;
+    uint64_t k0 = c0 + (uint64_t)n * di, total = k0 + ssm_carry_floats(sh, n);
+    float *act = calloc(total, 4);
+    TEST_ASSERT_TRUE(par && state && act);
+    rng_fill(&rng, par + pl.taps, (size_t)cw * K, -0.5f, 0.5f);
+    rng_fill(&rng, par + pl.conv_b, cw, -0.2f, 0.2f);
+    rng_fill(&rng, par + pl.dt_b, nh, -4.0f, 0.0f);
+    rng_fill(&rng, par + pl.a, nh, -8.0f, -0.5f);
+    rng_fill(&rng, par + pl.d, nh, 0.5f, 1.5f);
+    rng_fill(&rng, par + pl.norm_w, di, 0.5f, 1.5f);
+    rng_fill(&rng, state + sl.floats, sl.floats, -1.0f, 1.0f);
+    rng_fill(&rng, act, (size_t)n * xs, -2.0f, 2.0f);
+    float *conv = malloc((size_t)(K - 1) * cw * 4), *h = malloc((size_t)di * S * 4);
+    float *xc = malloc((size_t)cw * 4), *y = malloc((size_t)n * di * 4), *dt = malloc(nh * 4);
+    TEST_ASSERT_TRUE(conv && h && xc && y && dt);
+    memcpy(conv, state + sl.floats + sl.conv, (size_t)(K - 1) * cw * 4);
+    memcpy(h, state + sl.floats + sl.ssm, (size_t)di * S * 4);
+    for (uint32_t t = 0; t < n; t++) {
+        const float *r = act + (size_t)t * xs;
+        ref_ssm_conv(xc, conv, r + di, par + pl.taps, par + pl.conv_b, cw, K);
+        for (uint32_t k = 0; k < nh; k++)
+            dt[k] = r[di + cw + k] + par[pl.dt_b + k];
+        float *yt = y + (size_t)t * di;
+        ref_ssm_scan2(yt, h, xc, dt, par + pl.a, xc + di, par + pl.d, r, di, S, nh, ng);
+        for (uint32_t g = 0; g < ng; g++)
+            ref_rms_norm(yt + g * gn, yt + g * gn, par + pl.norm_w + g * gn, 1, gn, 1e-5f);
+    }
+    ssm_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_build(ctx, sh, &k), glesllm_last_error());
+    gpu_buffer bp, ba, bs_;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, pl.floats * 4, par, 0, "par", &bp));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4, act, 0, "act", &ba));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 2 * sl.floats * 4, state, 0, "state", &bs_));
+    ssm_io io = { &bp, &ba, &bs_, di, xs, xc0, cw, di + cw, xs, 0, xs, o0, di, c0, k0,
+                  sl.floats, 0, false, 1e-5f };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_norm(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4);
+    TEST_ASSERT_TRUE(got && st);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, total * 4));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bs_, 0, st, 2 * sl.floats * 4));
+    char msg[160];
+    for (uint32_t t = 0; t < n; t++)
+        for (uint32_t c = 0; c < di; c++) {
+            snprintf(msg, sizeof msg, "Mamba-2, %u heads, %u groups, %u state: %u tokens, token "
+                     "%u channel %u", nh, ng, S, n, t, c);
+            float w = y[(size_t)t * di + c];
+            /* (as ssm_case's, through a norm of values near 1) */
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(5e-5f * (1.0f + fabsf(w)), w,
+                                             got[o0 + (size_t)t * di + c], msg);
+        }
+    for (uint32_t i = 0; i < (K - 1) * cw; i++)
+        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(0.0f, conv[i], st[sl.conv + i], "the next convolution state");
+    for (uint32_t i = 0; i < di * S; i++)
+        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.ssm + i],
+                                         "the next scan state");
+    gpu_buffer_destroy(&bp);
+    gpu_buffer_destroy(&ba);
+    gpu_buffer_destroy(&bs_);
+    ssm_destroy(&k);
+    free(par); free(state); free(act); free(conv); free(h); free(xc); free(y); free(dt);
+    free(got); free(st);
+}
+
 static void test_ssm_matches_cpu(void)
 {
     const ssm_shape cases[] = { { 100, 4, 16, 6, false }, { 70, 3, 7, 5, true },
@@ -295,6 +374,11 @@ static void test_ssm_matches_cpu(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
             ssm_case(&cases[i], tokens[j], (i + j) % 2 == 1, 80 + 7 * i + j);
+    /* Mamba-2: 96 channels in 6 heads, 2 and 3 groups, 32 and 128 state values */
+    const ssm_shape m2[] = { { 96, 4, 32, 6, false, true, 2 }, { 96, 4, 128, 6, false, true, 3 } };
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
+            ssm2_case(&m2[i], tokens[j], 120 + 7 * i + j);
 }
 
 int main(void)

@@ -839,6 +839,23 @@ static void test_mamba_matches_cpu(void)
     check_prefill(&q, 32, 0, long_pieces, 2);
 }
 
+/* Mamba-2 against the CPU reference: heads with one decay each, B and C in
+ * two groups, the grouped norm; steps, prefills of one and several
+ * sub-chunks, and a quantized file. */
+static void test_mamba2_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("mamba2", GGML_TYPE_F32);
+    s.n_embd = 64; /* 128 channels in 4 heads of 32 */
+    s.dt_rank = 4;
+    s.d_state = 32;
+    s.n_group = 2;
+    check_steps_and_prefills(&s, 12);
+    const uint32_t long_pieces[] = { 3, 40 };
+    check_prefill(&s, 64, 0, long_pieces, 2);
+    s.type = s.embd_type = s.out_type = GGML_TYPE_Q8_0;
+    check_against_reference(&s, 32, 8, 1);
+}
+
 /* Jamba against the CPU reference: Mamba blocks (their norms of dt, B and C
  * with weights) and attention without RoPE, each followed by a FFN or by
  * experts not renormalised (layers 0, 1, 3: Mamba, of which 1 and 3 with
@@ -972,7 +989,7 @@ static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
                                              "arch-qwen2moe", "arch-olmoe", "arch-phi3",
-                                             "arch-mamba", "arch-jamba" };
+                                             "arch-mamba", "arch-mamba2", "arch-jamba" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -1256,6 +1273,7 @@ int main(void)
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_mamba_matches_cpu);
+    RUN_TEST(test_mamba2_matches_cpu);
     RUN_TEST(test_jamba_matches_cpu);
     RUN_TEST(test_shared_models_match_llama_cpp);
     RUN_TEST(test_writer_files_match_references);

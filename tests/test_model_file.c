@@ -435,7 +435,7 @@ static const craft mamba_corpus[] = {
     { M "ssm.conv_kernel", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "ssm_conv1d" },
     { M "ssm.inner_size", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no mamba.ssm.inner_size" },
     { M "ssm.inner_size", K_STR, .str = "128", .want = GLESLLM_ERR_FORMAT, .says = "inner_size" },
-    { M "ssm.state_size", K_U32, 65, .want = GLESLLM_ERR_UNSUPPORTED, .says = "65 state values" },
+    { M "ssm.state_size", K_U32, 129, .want = GLESLLM_ERR_UNSUPPORTED, .says = "129 state values" },
     { M "ssm.state_size", K_U32, 8, .want = GLESLLM_ERR_FORMAT, .says = "ssm_x" },
     { M "ssm.time_step_rank", K_U32, 4e9, .want = GLESLLM_ERR_UNSUPPORTED, .says = "rank" },
     { M "ssm.dt_b_c_rms", K_U32, 1, .want = GLESLLM_ERR_FORMAT, .says = "dt_b_c_rms" },
@@ -446,6 +446,15 @@ static const craft mamba_corpus[] = {
       .want = GLESLLM_ERR_UNSUPPORTED, .says = "blk.0.ffn_norm.weight" },
 };
 #undef M
+
+/* Mamba-2's groups: missing, or not dividing its heads. */
+static const craft mamba2_corpus[] = {
+    { 0 },
+    { "mamba2.ssm.group_count", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "group_count is 0" },
+    { "mamba2.ssm.group_count", K_U32, 3, .want = GLESLLM_ERR_FORMAT, .says = "group_count is 3, for 4 heads" },
+    { "mamba2.ssm.time_step_rank", K_U32, 5, .want = GLESLLM_ERR_FORMAT, .says = "for 5 heads" },
+    { .tensor = "blk.0.ssm_norm.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.0.ssm_norm.weight" },
+};
 
 /* Jamba's layers: attention.head_count_kv (a value a layer) missing, a
  * number, cut short; a tensor of either kind of layer missing. */
@@ -494,6 +503,8 @@ static void test_crafted_state_space_files(void)
     s.n_vocab = 300;
     s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
     check_corpus(&s, mamba_corpus, sizeof mamba_corpus / sizeof mamba_corpus[0]);
+    s.arch = "mamba2";
+    check_corpus(&s, mamba2_corpus, sizeof mamba2_corpus / sizeof mamba2_corpus[0]);
     s.arch = "jamba";
     s.n_ff = 96;
     s.n_head = 4;

@@ -193,7 +193,11 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     fprintf(f, "feed-forward size:  %u\n", mi->n_ff);
     if (mi->n_expert)
         fprintf(f, "experts:            %u, %u a token\n", mi->n_expert, mi->n_expert_used);
-    if (mi->ssm_d_inner)
+    if (mi->ssm_d_inner && mi->ssm_n_group)
+        fprintf(f, "state space:        %u channels in %u heads, %u state values each, %u "
+                   "group(s) of B and C, %u-tap convolution\n", mi->ssm_d_inner,
+                mi->ssm_dt_rank, mi->ssm_d_state, mi->ssm_n_group, mi->ssm_d_conv);
+    else if (mi->ssm_d_inner)
         fprintf(f, "state space:        %u channels, %u state values each, %u-tap convolution, "
                    "step rank %u\n", mi->ssm_d_inner, mi->ssm_d_state, mi->ssm_d_conv,
                 mi->ssm_dt_rank);

@@ -298,6 +298,10 @@ static glesllm_status mamba_meta(gguf_writer *w, const demo_spec *s, uint32_t di
     snprintf(key, sizeof key, "%s.ssm.dt_b_c_rms", a);
     if (s->dt_b_c_rms && (st = gguf_writer_set_bool(w, key, true)))
         return st;
+    snprintf(key, sizeof key, "%s.ssm.group_count", a);
+    if (strcmp(a, "mamba2") == 0 &&
+        (st = gguf_writer_set_u32(w, key, s->n_group ? s->n_group : 1)))
+        return st;
     if (strcmp(a, "jamba") == 0) { /* the attention layers' shape, a layer's KV heads */
         const struct {
             const char *suffix;
@@ -402,6 +406,41 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
     return st;
 }
 
+/* Mamba-2's layers: z | x B C | steps in, the convolution over x B C, a
+ * head's step bias, A and D, the grouped norm, out */
+static glesllm_status mamba2_layers(demo_model *d, const demo_spec *s, uint64_t *seed,
+                                    uint32_t di, uint32_t ds, uint32_t nh)
+{
+    uint32_t ng = s->n_group ? s->n_group : 1, cw = di + 2 * ng * ds;
+    float se = 1.0f / sqrtf((float)s->n_embd), si = 1.0f / sqrtf((float)di);
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        const struct {
+            const char *name;
+            uint32_t type;
+            uint64_t rows, cols;
+            float center, scale;
+        } t[] = {
+            { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "ssm_in.weight", s->type, di + cw + nh, s->n_embd, 0.0f, se },
+            { "ssm_conv1d.weight", GGML_TYPE_F32, cw, 4, 0.0f, 0.5f },
+            { "ssm_conv1d.bias", GGML_TYPE_F32, 1, cw, 0.0f, 0.2f },
+            { "ssm_dt.bias", GGML_TYPE_F32, 1, nh, -3.0f, 1.0f },
+            { "ssm_a", GGML_TYPE_F32, nh, 1, -4.0f, 3.5f },
+            { "ssm_d", GGML_TYPE_F32, nh, 1, 1.0f, 0.5f },
+            { "ssm_norm.weight", GGML_TYPE_F32, ng, di / ng, 1.0f, 0.2f },
+            { "ssm_out.weight", s->type, s->n_embd, di, 0.0f, si },
+        };
+        for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
+            st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
+                             t[k].scale, NULL);
+        }
+    }
+    return st;
+}
+
 static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
 {
     uint32_t di = 2 * s->n_embd, ds = s->d_state ? s->d_state : 16;
@@ -421,13 +460,16 @@ static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
     if (!st && !s->tied)
         st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
                          2.0f / sqrtf((float)s->n_embd), NULL);
+    if (!st && strcmp(s->arch, "mamba2") == 0)
+        return mamba2_layers(d, s, &seed, di, ds, r);
     return st ? st : mamba_layers(d, s, &seed, di, ds, r);
 }
 
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
-    if (strcmp(s->arch, "mamba") == 0 || strcmp(s->arch, "jamba") == 0) {
+    if (strcmp(s->arch, "mamba") == 0 || strcmp(s->arch, "mamba2") == 0 ||
+        strcmp(s->arch, "jamba") == 0) {
         bool j = s->arch[0] == 'j';
         if (!s->n_layer || !s->n_embd || s->n_vocab < 3 ||
             (j && (!s->n_ff || !s->n_head || !s->n_head_kv || s->n_embd % s->n_head ||

@@ -15,7 +15,8 @@ typedef struct demo_spec {
      * of Q and K over their width, NeoX RoPE; experts), "qwen3" (norms of
      * each head of Q and K, NeoX RoPE), "qwen3moe" or "phi3" (Q|K|V and
      * gate|up each in one tensor, NeoX RoPE, a sliding window), "mamba"
-     * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused) or
+     * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused),
+     * "mamba2" (Mamba-2 blocks: dt_rank heads, n_group groups) or
      * "jamba" (Mamba blocks with norms of dt, B and C, attention without
      * RoPE in the layers i % attn_every == attn_every / 2, a FFN after each,
      * experts in the odd layers where n_expert) */
@@ -47,6 +48,7 @@ typedef struct demo_spec {
     uint32_t d_state, dt_rank;
     bool dt_b_c_rms;
     uint32_t attn_every; /* jamba: 0 means 2 */
+    uint32_t n_group;    /* mamba2: 0 means 1 */
     uint64_t seed;
 } demo_spec;
 

@@ -24,6 +24,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_PHI3] = llama_graph, /* fused tensors and a window are data */
         [MODEL_ARCH_SMOLLM3] = llama_graph, /* its layers without RoPE: a table of no turn */
         [MODEL_ARCH_MAMBA] = mamba_graph,
+        [MODEL_ARCH_MAMBA2] = mamba_graph, /* (its block's ops are data: pass_ssm) */
         [MODEL_ARCH_JAMBA] = jamba_graph,
     };
     return graphs[arch];
@@ -235,8 +236,8 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
 /* The shape of a model's Mamba blocks, for ops/ssm.h. */
 static ssm_shape ssm_shape_of(const model_hparams *hp)
 {
-    ssm_shape s = { hp->ssm_d_inner, hp->ssm_d_conv, hp->ssm_d_state, hp->ssm_dt_rank,
-                    hp->ssm_dt_b_c_rms };
+    ssm_shape s = { hp->ssm_d_inner, hp->ssm_d_conv,  hp->ssm_d_state, hp->ssm_dt_rank,
+                    hp->ssm_dt_b_c_rms, hp->ssm_mamba2, hp->ssm_n_group };
     return s;
 }
 
@@ -264,13 +265,15 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     matvec_variant in = { MATVEC_STORE }, plain = { MATVEC_STORE }, add = { MATVEC_ADD };
     in.norm_scale = add.norm_out = gm->fuse_norm;
     glesllm_status st;
+    bool m2 = hp->ssm_mamba2; /* (no x projection: B, C and the steps come from in) */
     if ((st = upload_linear(gm, &l->ssm_in, &in, tw ? &tw->ssm_in : NULL, &g->ssm_in)) ||
-        (st = upload_linear(gm, &l->ssm_x, &plain, tw ? &tw->ssm_x : NULL, &g->ssm_x)) ||
+        (!m2 && (st = upload_linear(gm, &l->ssm_x, &plain, tw ? &tw->ssm_x : NULL, &g->ssm_x))) ||
         (st = upload_linear(gm, &l->ssm_out, &add, tw ? &tw->ssm_out : NULL, &g->ssm_out)))
         return st;
     const model_tensor *big[] = { &l->ssm_in, &l->ssm_x, &l->ssm_out };
     for (size_t i = 0; i < 3; i++)
-        progress(pr, big[i]->rows * model_tensor_row_bytes(big[i]));
+        if (big[i]->data)
+            progress(pr, big[i]->rows * model_tensor_row_bytes(big[i]));
     gm->weight_bytes += g->ssm_in.w.bytes + g->ssm_x.w.bytes + g->ssm_out.w.bytes;
     ssm_shape sh = ssm_shape_of(hp);
     ssm_params pl = ssm_params_layout(&sh);
@@ -279,12 +282,18 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     if (!host)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory for layer %u's SSM parameters",
                        li);
-    if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
-        !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, di)) &&
-        !(st = put_rows(&l->ssm_dt, host + pl.dt_w, r)) &&
-        !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
-        !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
-        !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
+    if (m2) { /* a head's bias, A and D; the grouped norm's weights */
+        if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
+            !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, ssm_conv_channels(hp))) &&
+            !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, r)) &&
+            !(st = put_rows(&l->ssm_a, host + pl.a, 1)) && !(st = put_rows(&l->ssm_d, host + pl.d, 1)))
+            st = put_rows(&l->ssm_norm, host + pl.norm_w, di / hp->ssm_n_group);
+    } else if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
+               !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, di)) &&
+               !(st = put_rows(&l->ssm_dt, host + pl.dt_w, r)) &&
+               !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
+               !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
+               !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
         /* the norms' weights (Jamba), else ones (FalconMamba's have none) */
         const model_tensor *nw[3] = { &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm };
         uint64_t at = pl.norm_w;
@@ -304,10 +313,11 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
                                &g->ssm_par);
     }
     free(host);
-    const model_tensor *small[] = { &l->ssm_conv, &l->ssm_conv_b, &l->ssm_dt,
-                                    &l->ssm_dt_b, &l->ssm_a,      &l->ssm_d };
-    for (size_t i = 0; i < 6; i++)
-        progress(pr, small[i]->rows * model_tensor_row_bytes(small[i]));
+    const model_tensor *small[] = { &l->ssm_conv, &l->ssm_conv_b, &l->ssm_dt,  &l->ssm_dt_b,
+                                    &l->ssm_a,    &l->ssm_d,      &l->ssm_norm };
+    for (size_t i = 0; i < 7; i++)
+        if (small[i]->data)
+            progress(pr, small[i]->rows * model_tensor_row_bytes(small[i]));
     return st;
 }
 
@@ -507,7 +517,8 @@ static glesllm_status create_act(gpu_model *gm)
      * ssm_sub_tokens of a full chunk) */
     ssm_shape sh = ssm_shape_of(hp);
     if (hp->ssm)
-        per_tok += act_stride(2ull * hp->ssm_d_inner) + 3 * act_stride(hp->ssm_d_inner) +
+        per_tok += act_stride(ssm_in_width(hp)) + act_stride(ssm_conv_channels(hp)) +
+                   2 * act_stride(hp->ssm_d_inner) +
                    act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state) +
                    (uint64_t)hp->ssm_d_inner * hp->ssm_d_state;
     uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
@@ -532,9 +543,9 @@ static glesllm_status create_act(gpu_model *gm)
     }
     if (hp->ssm) {
         gm->ssm_xz = at;
-        at += align64(nb * act_stride(2ull * hp->ssm_d_inner));
+        at += align64(nb * act_stride(ssm_in_width(hp)));
         gm->ssm_xc = at;
-        at += align64(nb * act_stride(hp->ssm_d_inner));
+        at += align64(nb * act_stride(ssm_conv_channels(hp)));
         gm->ssm_dbc = at;
         at += align64(nb * act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state));
         gm->ssm_y = at;
@@ -1026,7 +1037,8 @@ uint64_t gpu_model_state_bytes(const gpu_model *gm)
     const model_hparams *hp = &gm->m->hp;
     if (!hp->ssm)
         return 0;
-    return 2 * 4ull * hp->ssm_d_inner * (hp->ssm_d_conv - 1ull + hp->ssm_d_state);
+    return 2 * 4ull * ((hp->ssm_d_conv - 1ull) * ssm_conv_channels(hp) +
+                       (uint64_t)hp->ssm_d_inner * hp->ssm_d_state);
 }
 
 glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, void *data,
@@ -1039,7 +1051,7 @@ glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, voi
                        "the recurrent state of layer %u after %u tokens: outside the model or "
                        "the %u tokens it holds", layer, n, write ? gm->n_ctx : gm->n_past);
     gpu_buffer *b = &gm->layers[layer].ssm_state;
-    size_t conv = 4ull * (hp->ssm_d_conv - 1) * hp->ssm_d_inner;
+    size_t conv = 4ull * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp);
     size_t one = conv + 4ull * hp->ssm_d_inner * hp->ssm_d_state;
     /* the states after n - 1 and n tokens: slots (held, or made) to read,
      * slots 0 and 1 to write; after 0 tokens the state is zeros */

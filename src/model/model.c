@@ -89,6 +89,7 @@ static const struct arch_desc {
     bool ssm;         /* Mamba blocks instead of attention and FFN (model_hparams.ssm) */
     bool hybrid;      /* with ssm: Mamba blocks in the layers whose attention.head_count_kv
                          is 0, attention in the others, a FFN after each */
+    bool mamba2;      /* with ssm: Mamba-2 blocks (model_hparams.ssm_mamba2) */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -105,6 +106,7 @@ static const struct arch_desc {
      * own no_rope_layer_interval) */
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
     { .name = "mamba", .arch = MODEL_ARCH_MAMBA, .ssm = true },
+    { .name = "mamba2", .arch = MODEL_ARCH_MAMBA2, .ssm = true, .mamba2 = true },
     /* (its attention turns nothing: a period of 1 leaves every layer without RoPE) */
     { .name = "jamba", .arch = MODEL_ARCH_JAMBA, .ssm = true, .hybrid = true,
       .no_rope_period = 1 },
@@ -151,6 +153,7 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch, bool 
                  { "ssm.inner_size", false },
                  { "ssm.state_size", false },
                  { "ssm.time_step_rank", false },
+                 { "ssm.group_count", false },
                  { "expert_weights_scale", true } };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[160];
@@ -323,6 +326,16 @@ static glesllm_status read_ssm_shape(const gguf_file *f, const model_info *mi, b
         return err_set(GLESLLM_ERR_FORMAT, "%s is not a boolean: the file is damaged", key);
     if (hybrid) /* (Jamba's norms of dt, B and C, with weights) */
         hp->ssm_dt_b_c_rms = true;
+    if (hp->ssm_mamba2) {
+        hp->ssm_n_group = gguf_get_arch_u32(f, a, "ssm.group_count", 0);
+        uint32_t g = hp->ssm_n_group, nh = hp->ssm_dt_rank;
+        if (!g || hp->ssm_d_inner % nh || nh % g)
+            return err_set(GLESLLM_ERR_FORMAT,
+                           "%s.ssm.group_count is %u, for %u heads (ssm.time_step_rank) of %u "
+                           "channels (ssm.inner_size): the heads must divide the channels and "
+                           "the groups the heads; the file is damaged", a, g, nh,
+                           hp->ssm_d_inner);
+    }
     if (hp->ssm_d_conv < 2 || hp->ssm_d_conv > MODEL_SSM_MAX_CONV || hp->ssm_d_state > MODEL_SSM_MAX_STATE ||
         hp->ssm_dt_rank > hp->ssm_d_inner)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -335,8 +348,10 @@ static glesllm_status read_ssm_shape(const gguf_file *f, const model_info *mi, b
 }
 
 /* A Mamba model's hyperparameters: its blocks' shape and the norm's epsilon. */
-static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, model_hparams *hp)
+static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, bool mamba2,
+                               model_hparams *hp)
 {
+    hp->ssm_mamba2 = mamba2;
     glesllm_status st = read_ssm_shape(f, mi, false, hp);
     if (st)
         return st;
@@ -371,7 +386,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, mamba and jamba models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, mamba, mamba2 and jamba models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -395,7 +410,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
                        (unsigned long long)mi->n_vocab);
     hp->n_vocab = (uint32_t)mi->n_vocab;
     if (archs[a_i].ssm && !archs[a_i].hybrid)
-        return read_ssm(f, mi, hp);
+        return read_ssm(f, mi, archs[a_i].mamba2, hp);
     /* (a missing head_count_kv is head_count's: model_info_read) */
     const struct {
         const char *suffix;
@@ -521,7 +536,8 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->ssm_in,     &l->ssm_conv,  &l->ssm_conv_b,
                                      &l->ssm_x,      &l->ssm_dt,    &l->ssm_dt_b,
                                      &l->ssm_a,      &l->ssm_d,     &l->ssm_out,
-                                     &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm };
+                                     &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm,
+                                     &l->ssm_norm };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -562,7 +578,7 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
     const model_hparams *hp = &m->hp;
     uint64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, r = hp->ssm_dt_rank;
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
-    uint64_t ne = hp->n_expert, ff = hp->n_ff;
+    uint64_t ne = hp->n_expert, ff = hp->n_ff, ng = hp->ssm_n_group ? hp->ssm_n_group : 1;
     const gguf_value *kinds = NULL;
     if (hybrid) {
         char key[160];
@@ -574,7 +590,7 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
         l->recurrent = !kinds || gguf_array_number(kinds, i) == 0;
         char name[96];
         snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.weight", i);
-        bool ssm = l->recurrent, attn = !ssm, ffn = hybrid;
+        bool m2 = hp->ssm_mamba2, ssm = l->recurrent && !m2, attn = !l->recurrent, ffn = hybrid;
         bool moe = ffn && ne && gguf_find_tensor(f, name);
         struct {
             model_tensor *t;
@@ -584,6 +600,16 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
         } want[] = {
             { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
             { &l->ssm_in, "ssm_in.weight", 1, 2 * di, hp->n_embd, ssm },
+            /* Mamba-2: z | x B C | dt in, the convolution over x B C, a
+             * scalar A, D and step bias a head, the grouped norm */
+            { &l->ssm_in, "ssm_in.weight", 1, 2 * di + 2 * ng * ds + r, hp->n_embd, m2 },
+            { &l->ssm_conv, "ssm_conv1d.weight", 1, di + 2 * ng * ds, hp->ssm_d_conv, m2 },
+            { &l->ssm_conv_b, "ssm_conv1d.bias", 1, 1, di + 2 * ng * ds, m2 },
+            { &l->ssm_dt_b, "ssm_dt.bias", 1, 1, r, m2 },
+            { &l->ssm_a, "ssm_a", 1, r, 1, m2 },
+            { &l->ssm_d, "ssm_d", 1, r, 1, m2 },
+            { &l->ssm_norm, "ssm_norm.weight", 1, ng, di / ng, m2 },
+            { &l->ssm_out, "ssm_out.weight", 1, hp->n_embd, di, m2 },
             { &l->ssm_conv, "ssm_conv1d.weight", 1, di, hp->ssm_d_conv, ssm },
             { &l->ssm_conv_b, "ssm_conv1d.bias", 1, 1, di, ssm },
             { &l->ssm_x, "ssm_x.weight", 1, r + 2 * ds, di, ssm },
@@ -674,7 +700,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
     bool fused = arch_desc_of(hp->arch)->fused;
-    uint32_t per_layer = hp->ssm ? (arch_desc_of(hp->arch)->hybrid ? 9 : 10) : fused ? 6 : 9;
+    uint32_t per_layer = hp->ssm ? 9 : fused ? 6 : 9;
     if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "model: %s.block_count is %u, but the file holds %llu tensors (a layer "

@@ -12,7 +12,9 @@
  * sliding window on every layer where the file gives one), `smollm3`
  * (llama's, without RoPE on every fourth layer), `mamba` (Mamba-1: no
  * attention, each layer a selective state-space block whose recurrent state
- * takes the KV cache's place; model_hparams.ssm) and `jamba` (layers of
+ * takes the KV cache's place; model_hparams.ssm), `mamba2` (Mamba-2: heads
+ * of channels sharing a scalar decay, B and C from the convolved input in
+ * groups, a grouped norm before the output) and `jamba` (layers of
  * Mamba blocks or of attention without RoPE, as attention.head_count_kv
  * says a layer, each followed by a FFN or experts not renormalised). */
 #ifndef GLESLLM_MODEL_MODEL_H
@@ -33,6 +35,7 @@ typedef enum model_arch {
     MODEL_ARCH_PHI3,
     MODEL_ARCH_SMOLLM3,
     MODEL_ARCH_MAMBA,
+    MODEL_ARCH_MAMBA2,
     MODEL_ARCH_JAMBA
 } model_arch;
 
@@ -49,7 +52,7 @@ typedef enum model_qk_norm { MODEL_QK_NONE, MODEL_QK_WIDTH, MODEL_QK_HEAD } mode
 /* The widest convolution and the most state values a channel of a Mamba
  * block that glesllm runs (Mamba-1's are 4 and 16). */
 #define MODEL_SSM_MAX_CONV 8
-#define MODEL_SSM_MAX_STATE 64
+#define MODEL_SSM_MAX_STATE 128
 
 typedef struct model_hparams {
     model_arch arch;
@@ -87,6 +90,12 @@ typedef struct model_hparams {
      * weights, model_layer.ssm_*_norm). */
     bool ssm, ssm_dt_b_c_rms;
     uint32_t ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_dt_rank;
+    /* Mamba-2 (ssm_mamba2): ssm_dt_rank is its head count, each head
+     * ssm_d_inner / heads channels with one decay; B and C come from the
+     * convolved input, ssm_n_group of them (head h takes group h % groups,
+     * as llama.cpp does) */
+    bool ssm_mamba2;
+    uint32_t ssm_n_group;
     int32_t bos, eos;  /* token ids, -1 when the file has none */
 } model_hparams;
 
@@ -120,6 +129,7 @@ typedef struct model_layer {
      * A (d_inner rows of d_state, stored as -exp(A_log)), D, out */
     model_tensor ssm_in, ssm_conv, ssm_conv_b, ssm_x, ssm_dt, ssm_dt_b, ssm_a, ssm_d, ssm_out;
     model_tensor ssm_dt_norm, ssm_b_norm, ssm_c_norm; /* Jamba's norms' weights, else data NULL */
+    model_tensor ssm_norm; /* Mamba-2's grouped norm's weights (n_group rows), else data NULL */
     bool recurrent; /* a Mamba block in place of attention (its ssm_* tensors are set) */
 } model_layer;
 
@@ -142,6 +152,21 @@ void model_close(model *m);
 /* The values one Q norm and one K norm cover (model_hparams.qk_norm: the
  * width, or a head; none: 0). */
 void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span);
+
+/* The channels of a Mamba block's convolution: d_inner (Mamba-2: its x,
+ * B and C, d_inner + 2 x n_group x d_state). */
+static inline uint32_t ssm_conv_channels(const model_hparams *hp)
+{
+    return hp->ssm_d_inner + (hp->ssm_mamba2 ? 2 * hp->ssm_n_group * hp->ssm_d_state : 0);
+}
+
+/* The rows of a Mamba block's in projection: x | z (Mamba-2: z | x B C |
+ * a step a head). */
+static inline uint32_t ssm_in_width(const model_hparams *hp)
+{
+    return hp->ssm_mamba2 ? hp->ssm_d_inner + ssm_conv_channels(hp) + hp->ssm_dt_rank
+                          : 2 * hp->ssm_d_inner;
+}
 
 /* Whether layer il rotates Q and K (RoPE). */
 bool model_layer_rope(const model_hparams *hp, uint32_t il);

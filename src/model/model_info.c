@@ -78,6 +78,7 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     mi->ssm_d_state = gguf_get_arch_u32(f, a, "ssm.state_size", 0);
     mi->ssm_d_conv = gguf_get_arch_u32(f, a, "ssm.conv_kernel", 0);
     mi->ssm_dt_rank = gguf_get_arch_u32(f, a, "ssm.time_step_rank", 0);
+    mi->ssm_n_group = gguf_get_arch_u32(f, a, "ssm.group_count", 0);
     mi->n_head = gguf_get_arch_u32(f, a, "attention.head_count", 0);
     mi->n_head_kv = gguf_get_arch_u32(f, a, "attention.head_count_kv", 0);
     if (!mi->n_head_kv)
@@ -144,9 +145,11 @@ model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
     uint64_t q_dim = (uint64_t)mi->n_head * mi->head_dim;
     m.activations = 4ull * (2ull * mi->n_embd + q_dim + 2 * kv_dim + 2ull * mi->n_ff + mi->n_vocab +
                             (uint64_t)mi->n_head * n_ctx);
-    uint64_t conv = mi->ssm_d_conv ? mi->ssm_d_conv - 1ull : 0;
-    m.recurrent = 2ull * (mi->n_layers - mi->n_attn_layers) * 4 * mi->ssm_d_inner *
-                  (conv + mi->ssm_d_state);
+    /* (the convolution's inputs: Mamba-2's are its x, B and C) */
+    uint64_t taps = mi->ssm_d_conv ? mi->ssm_d_conv - 1ull : 0;
+    uint64_t width = mi->ssm_d_inner + 2ull * mi->ssm_n_group * mi->ssm_d_state;
+    m.recurrent = 2ull * (mi->n_layers - mi->n_attn_layers) * 4 *
+                  (taps * width + (uint64_t)mi->ssm_d_inner * mi->ssm_d_state);
     m.total = m.weights + m.kv_cache + m.recurrent + m.activations;
     return m;
 }

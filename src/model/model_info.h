@@ -18,6 +18,7 @@ typedef struct model_info {
     /* {arch}.ssm.*: a state-space model's channels, state values a channel,
      * convolution taps and step rank (0: none) */
     uint32_t ssm_d_inner, ssm_d_state, ssm_d_conv, ssm_dt_rank;
+    uint32_t ssm_n_group; /* Mamba-2's groups of B and C (ssm.group_count), 0: none */
     /* the layers with attention (a KV cache): all of a transformer's, none
      * of Mamba's, Jamba's where its attention.head_count_kv array is not 0
      * (n_head_kv then that value) */

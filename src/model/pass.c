@@ -511,7 +511,7 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
     uint32_t di = hp->ssm_d_inner, n = p->n;
-    uint64_t xz = act_stride(2ull * di), row = act_stride(di);
+    uint64_t xz = act_stride(ssm_in_width(hp)), row = act_stride(di);
     uint64_t dbc = act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state);
     /* x | z = Win RMSNorm(x) * attn_norm */
     glesllm_status st = ssm_linear(p, &l->ssm_in, true, 0, gm->ssm_xz, xz);
@@ -519,6 +519,21 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
                   gm->ssm_dbc, dbc, gm->ssm_xz + di, xz, gm->ssm_y, row, gm->ssm_cum,
                   gm->ssm_carry, p->src * gm->slot.floats, p->dst * gm->slot.floats, p->zero,
                   hp->eps };
+    if (hp->ssm_mamba2) {
+        /* Mamba-2: z | x B C | steps = Win xn; x B C convolved; the scan
+         * (its steps from in); the grouped norm of the gated output */
+        uint64_t cw = ssm_conv_channels(hp);
+        io.x = gm->ssm_xz + di;
+        io.xc_stride = act_stride(cw);
+        io.dbc = gm->ssm_xz + di + cw;
+        io.dbc_stride = xz;
+        io.z = gm->ssm_xz;
+        if (!st)
+            st = ssm_record_conv(gm->q, &gm->ssm, &io, n);
+        if (!st)
+            st = ssm_record_scan(gm->q, &gm->ssm, &io, n);
+        return st ? st : ssm_record_norm(gm->q, &gm->ssm, &io, n);
+    }
     /* xc = silu(conv(x) + b), the last inputs kept */
     if (!st)
         st = ssm_record_conv(gm->q, &gm->ssm, &io, n);

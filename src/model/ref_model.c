@@ -78,11 +78,12 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
     }
     if (hp->ssm) {
-        size_t di = hp->ssm_d_inner, L = hp->n_layer;
-        r->conv_st = calloc(L * (hp->ssm_d_conv - 1) * di, sizeof(float));
+        size_t di = hp->ssm_d_inner, L = hp->n_layer, conv = ssm_conv_channels(hp);
+        r->conv_st = calloc(L * (hp->ssm_d_conv - 1) * conv, sizeof(float));
         r->ssm_st = calloc(L * di * hp->ssm_d_state, sizeof(float));
-        r->xz = malloc(sizeof(float) * 2 * di);
-        r->xc = malloc(sizeof(float) * di);
+        /* (Mamba-2's in projection: z | x B C | dt) */
+        r->xz = malloc(sizeof(float) * (di + conv + hp->ssm_dt_rank));
+        r->xc = malloc(sizeof(float) * conv);
         r->dbc = malloc(sizeof(float) * (hp->ssm_dt_rank + 2 * hp->ssm_d_state));
         r->dt = malloc(sizeof(float) * di);
         r->y = malloc(sizeof(float) * di);
@@ -192,10 +193,53 @@ static void rms_plain(ref_model *r, float *v, uint32_t n, const model_tensor *w)
         v[i] *= scale * (wv ? wv[i] : 1.0f);
 }
 
+/* x += the Mamba-2 block of layer li on RMSNorm(x) * attn_norm, its state
+ * one token further */
+static void mamba2_block(ref_model *r, uint32_t li)
+{
+    const model_hparams *hp = &r->m->hp;
+    const model_layer *l = &r->m->layers[li];
+    uint32_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, nh = hp->ssm_dt_rank;
+    uint32_t ng = hp->ssm_n_group, K = hp->ssm_d_conv, conv = ssm_conv_channels(hp);
+    ref_rms_norm(r->xn, r->x, get_row(r, &l->attn_norm, 0), 1, hp->n_embd, hp->eps);
+    matvec(r, &l->ssm_in, r->xn, r->xz, 0);
+    float *taps = malloc(sizeof(float) * (size_t)conv * K), *bias = malloc(sizeof(float) * conv);
+    float *dt = malloc(sizeof(float) * nh), *a = malloc(sizeof(float) * nh);
+    float *d = malloc(sizeof(float) * nh);
+    if (!taps || !bias || !dt || !a || !d)
+        abort(); /* (a test oracle: a few KiB) */
+    for (uint32_t c = 0; c < conv; c++)
+        memcpy(taps + (size_t)c * K, get_row(r, &l->ssm_conv, c), sizeof(float) * K);
+    memcpy(bias, get_row(r, &l->ssm_conv_b, 0), sizeof(float) * conv);
+    ref_ssm_conv(r->xc, r->conv_st + (size_t)li * (K - 1) * conv, r->xz + di, taps, bias, conv, K);
+    memcpy(dt, get_row(r, &l->ssm_dt_b, 0), sizeof(float) * nh);
+    for (uint32_t h = 0; h < nh; h++) {
+        dt[h] += r->xz[di + conv + h];
+        a[h] = get_row(r, &l->ssm_a, h)[0];
+        d[h] = get_row(r, &l->ssm_d, h)[0];
+    }
+    ref_ssm_scan2(r->y, r->ssm_st + (size_t)li * di * ds, r->xc, dt, a, r->xc + di, d, r->xz, di,
+                  ds, nh, ng);
+    /* the grouped norm */
+    for (uint32_t g = 0; g < ng; g++)
+        ref_rms_norm(r->y + (size_t)g * (di / ng), r->y + (size_t)g * (di / ng),
+                     get_row(r, &l->ssm_norm, g), 1, di / ng, hp->eps);
+    free(taps);
+    free(bias);
+    free(dt);
+    free(a);
+    free(d);
+    matvec(r, &l->ssm_out, r->y, r->x, 1);
+}
+
 /* x += the Mamba block of layer li on RMSNorm(x) * attn_norm, its state one
  * token further */
 static void mamba_block(ref_model *r, uint32_t li)
 {
+    if (r->m->hp.ssm_mamba2) {
+        mamba2_block(r, li);
+        return;
+    }
     const model_hparams *hp = &r->m->hp;
     const model_layer *l = &r->m->layers[li];
     uint32_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, R = hp->ssm_dt_rank, K = hp->ssm_d_conv;
@@ -251,7 +295,8 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
                            "position %u: the reference's recurrent state is at position %u; it "
                            "runs a sequence forward from 0", pos, r->ssm_pos);
         /* back to the start: an empty state */
-        memset(r->conv_st, 0, sizeof(float) * hp->n_layer * (hp->ssm_d_conv - 1) * hp->ssm_d_inner);
+        memset(r->conv_st, 0,
+               sizeof(float) * hp->n_layer * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp));
         memset(r->ssm_st, 0, sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
     }
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);

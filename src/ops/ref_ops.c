@@ -146,3 +146,25 @@ void ref_ssm_scan(float *y, float *h, const float *x, const float *dt, const flo
         y[c] = (s + d[c] * x[c]) * silu(z[c]);
     }
 }
+
+void ref_ssm_scan2(float *y, float *h, const float *x, const float *dt, const float *a,
+                   const float *bc, const float *d, const float *z, uint32_t d_inner,
+                   uint32_t d_state, uint32_t n_head, uint32_t n_group)
+{
+    uint32_t hd = d_inner / n_head;
+    for (uint32_t hh = 0; hh < n_head; hh++) {
+        float step = dt[hh] <= 20.0f ? log1pf(expf(dt[hh])) : dt[hh];
+        float decay = expf(step * a[hh]);
+        const float *B = bc + (size_t)(hh % n_group) * d_state;
+        const float *C = bc + (size_t)(n_group + hh % n_group) * d_state;
+        for (uint32_t p = 0; p < hd; p++) {
+            uint32_t c = hh * hd + p;
+            float *hc = h + (size_t)c * d_state, s = 0.0f;
+            for (uint32_t i = 0; i < d_state; i++) {
+                hc[i] = hc[i] * decay + B[i] * x[c] * step;
+                s += hc[i] * C[i];
+            }
+            y[c] = (s + d[hh] * x[c]) * silu(z[c]);
+        }
+    }
+}

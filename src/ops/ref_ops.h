@@ -54,4 +54,13 @@ void ref_ssm_scan(float *y, float *h, const float *x, const float *dt, const flo
                   const float *bc, const float *d, const float *z, uint32_t d_inner,
                   uint32_t d_state);
 
+/* Mamba-2's scan for one token: head hh (its d_inner / n_head channels)
+ * with step = softplus(dt[hh]) and one decay exp(step a[hh]); channel c of
+ * the head: h[c][i] = h[c][i] decay + B[i] x[c] step, y[c] = (sum_i h[c][i]
+ * C[i] + d[hh] x[c]) silu(z[c]); bc: n_group B then n_group C (d_state
+ * each), head hh taking group hh % n_group. */
+void ref_ssm_scan2(float *y, float *h, const float *x, const float *dt, const float *a,
+                   const float *bc, const float *d, const float *z, uint32_t d_inner,
+                   uint32_t d_state, uint32_t n_head, uint32_t n_group);
+
 #endif

@@ -23,33 +23,52 @@ static uint32_t ssm_lanes(const ssm_shape *s)
     return l;
 }
 
+uint32_t ssm_conv_width(const ssm_shape *s)
+{
+    return s->d_inner + (s->mamba2 ? 2 * s->n_group * s->d_state : 0);
+}
+
+/* The scan's work group: SSM_WG, or a channel's lanes where more */
+static uint32_t scan_wg(const ssm_shape *s)
+{
+    uint32_t l = ssm_lanes(s);
+    return l > SSM_WG ? l : SSM_WG;
+}
+
 glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *s, ssm_kernels *out)
 {
     memset(out, 0, sizeof *out);
-    if (!s->d_state || ssm_lanes(s) > SSM_WG)
-        return err_set(GLESLLM_ERR_UNSUPPORTED, "a scan of %u state values a channel (at most %u)",
-                       s->d_state, SSM_WG);
+    if (!s->d_state || scan_wg(s) > gpu_context_limits(ctx)->max_invocations ||
+        (s->mamba2 && (!s->dt_rank || !s->n_group || s->d_inner % s->dt_rank)))
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "a scan of %u state values a channel (at most the GPU's %u invocations a "
+                       "work group), %u heads and %u groups of %u channels", s->d_state,
+                       gpu_context_limits(ctx)->max_invocations, s->dt_rank, s->n_group,
+                       s->d_inner);
     /* the steps' tokens a work group: their dt inputs in shared memory */
     uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
     out->dt_tok = 8;
     while (out->dt_tok > 1 && out->dt_tok * s->dt_rank * 4 > shared)
         out->dt_tok /= 2;
-    if (s->dt_rank * 4 > shared)
+    if (!s->mamba2 && s->dt_rank * 4 > shared)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "a step projection of rank %u needs %u bytes of shared memory; the GPU "
                        "has %u", s->dt_rank, s->dt_rank * 4, shared);
     out->shape = *s;
-    char defs[256];
-    snprintf(defs, sizeof defs, "WG_SIZE %u\nD_INNER %u\nD_CONV %u", SSM_WG, s->d_inner,
+    char defs[320];
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nD_INNER %u\nD_CONV %u", SSM_WG, ssm_conv_width(s),
              s->d_conv);
     glesllm_status st = gpu_program_build(ctx, "ssm_conv.comp", defs, &out->conv);
-    /* (the programs of PHASE 0 to 4: ssm_scan.comp) */
-    gpu_program *ph[5] = { &out->scan, &out->carry, &out->fixup, &out->steps, &out->local };
-    for (int i = 0; st == GLESLLM_OK && i < 5; i++) {
+    /* (the programs of PHASE 0 to 5: ssm_scan.comp) */
+    gpu_program *ph[6] = { &out->scan, &out->carry, &out->fixup, &out->steps, &out->local,
+                           &out->norm };
+    for (int i = 0; st == GLESLLM_OK && i < (s->mamba2 ? 6 : 5); i++) {
         snprintf(defs, sizeof defs,
                  "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d\n"
-                 "LANES %u\nDT_TOK %u", SSM_WG, s->d_inner, s->d_state, s->dt_rank, i,
-                 s->bc_norm ? 1 : 0, ssm_lanes(s), out->dt_tok);
+                 "LANES %u\nDT_TOK %u\nMAMBA2 %d\nHEAD_DIM %u\nN_GROUP %u",
+                 i == 0 ? scan_wg(s) : SSM_WG, s->d_inner, s->d_state, s->dt_rank, i,
+                 s->bc_norm ? 1 : 0, ssm_lanes(s), out->dt_tok, s->mamba2 ? 1 : 0,
+                 s->mamba2 ? s->d_inner / s->dt_rank : 1, s->mamba2 ? s->n_group : 1);
         st = gpu_program_build(ctx, "ssm_scan.comp", defs, ph[i]);
     }
     if (st)
@@ -65,26 +84,29 @@ void ssm_destroy(ssm_kernels *k)
     gpu_program_destroy(&k->fixup);
     gpu_program_destroy(&k->steps);
     gpu_program_destroy(&k->local);
+    gpu_program_destroy(&k->norm);
 }
 
 ssm_params ssm_params_layout(const ssm_shape *s)
 {
     ssm_params p;
-    uint64_t at = 0, di = s->d_inner;
+    bool m2 = s->mamba2;
+    uint64_t at = 0, di = s->d_inner, cw = ssm_conv_width(s);
+    uint64_t per = m2 ? s->dt_rank : di; /* a head's, or a channel's */
     p.taps = at;
-    at += align16(di * s->d_conv);
+    at += align16(cw * s->d_conv);
     p.conv_b = at;
-    at += align16(di);
+    at += align16(cw);
     p.dt_w = at;
-    at += align16(di * s->dt_rank);
+    at += m2 ? 0 : align16(di * s->dt_rank);
     p.dt_b = at;
-    at += align16(di);
+    at += align16(per);
     p.a = at;
-    at += align16(di * s->d_state);
+    at += align16(m2 ? per : di * s->d_state);
     p.d = at;
-    at += align16(di);
+    at += align16(per);
     p.norm_w = at;
-    at += align16(s->dt_rank + 2ull * s->d_state);
+    at += align16(m2 ? di : s->dt_rank + 2ull * s->d_state);
     p.floats = at;
     return p;
 }
@@ -93,7 +115,7 @@ ssm_slot ssm_slot_layout(const ssm_shape *s)
 {
     ssm_slot l;
     l.conv = 0;
-    l.ssm = align16((uint64_t)(s->d_conv - 1) * s->d_inner);
+    l.ssm = align16((uint64_t)(s->d_conv - 1) * ssm_conv_width(s));
     l.floats = l.ssm + align16((uint64_t)s->d_inner * s->d_state);
     return l;
 }
@@ -138,7 +160,7 @@ glesllm_status ssm_record_conv(gpu_queue *q, const ssm_kernels *k, const ssm_io 
                      (uint32_t)pl.conv_b };
     memcpy(d.params, p, sizeof p);
     d.n_params = sizeof p / sizeof p[0];
-    d.groups[0] = (s->d_inner + SSM_WG - 1) / SSM_WG;
+    d.groups[0] = (ssm_conv_width(s) + SSM_WG - 1) / SSM_WG;
     d.groups[1] = n + s->d_conv - 1;
     d.groups[2] = 1;
     return gpu_queue_dispatch(q, &d);
@@ -178,7 +200,7 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
                      gpu_f2u(io->eps) };
     memcpy(d.params, p, sizeof p);
     d.n_params = sizeof p / sizeof p[0];
-    uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG, per = SSM_WG / ssm_lanes(s);
+    uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG, per = scan_wg(s) / ssm_lanes(s);
     d.groups[2] = 1;
     if (n_sub == 1) {
         d.prog = &k->scan;
@@ -202,5 +224,25 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
     d.prog = &k->fixup;
     d.groups[0] = cg;
     d.groups[1] = n;
+    return gpu_queue_dispatch(q, &d);
+}
+
+glesllm_status ssm_record_norm(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n)
+{
+    const ssm_shape *s = &k->shape;
+    if (!s->mamba2 || !n || n > 65535 || !fits(io->out + (uint64_t)n * io->out_stride))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "grouped norm of %u tokens: out of range", n);
+    ssm_params pl = ssm_params_layout(s);
+    gpu_dispatch d = { 0 };
+    bind(&d, io);
+    d.prog = &k->norm;
+    d.params[8] = (uint32_t)io->out;
+    d.params[9] = (uint32_t)io->out_stride;
+    d.params[19] = (uint32_t)pl.norm_w;
+    d.params[20] = gpu_f2u(io->eps);
+    d.n_params = 21;
+    d.groups[0] = s->n_group;
+    d.groups[1] = n;
+    d.groups[2] = 1;
     return gpu_queue_dispatch(q, &d);
 }

@@ -22,10 +22,19 @@
 typedef struct ssm_shape {
     uint32_t d_inner, d_conv, d_state, dt_rank;
     bool bc_norm; /* dt's input, B and C RMS-normalised, times their weights */
+    /* Mamba-2: dt_rank heads of d_inner / dt_rank channels, each with a
+     * scalar decay, D and step bias, its raw step from the in projection;
+     * B and C in n_group groups after x in the convolved rows (head h takes
+     * group h % n_group); a grouped norm of the gated output */
+    bool mamba2;
+    uint32_t n_group;
 } ssm_shape;
 
+/* The convolution's channels: d_inner (Mamba-2: x, B and C). */
+uint32_t ssm_conv_width(const ssm_shape *s);
+
 typedef struct ssm_kernels {
-    gpu_program conv, scan, carry, fixup, steps, local;
+    gpu_program conv, scan, carry, fixup, steps, local, norm;
     ssm_shape shape;
     uint32_t dt_tok; /* the steps' tokens a work group (shared memory allowing) */
 } ssm_kernels;
@@ -35,8 +44,10 @@ void ssm_destroy(ssm_kernels *k);
 
 /* The parameters of one layer, float offsets in its parameter buffer (the
  * same in every layer): conv taps (d_conv a channel, the oldest input's
- * first) and bias; dt's projection (dt_rank a channel) and bias; A (d_state a channel); D; the norms' weights (dt_rank, d_state,
- * d_state; ones where a model's norms have none). */
+ * first) and bias; dt's projection (dt_rank a channel) and bias; A (d_state
+ * a channel); D; the norms' weights (dt_rank, d_state, d_state; ones where a
+ * model's norms have none). Mamba-2: no projection, the bias, A and D a
+ * head, the grouped norm's weights (d_inner). */
 typedef struct ssm_params {
     uint64_t taps, conv_b, dt_w, dt_b, a, d, norm_w, floats;
 } ssm_params;
@@ -51,9 +62,9 @@ typedef struct ssm_slot {
 ssm_slot ssm_slot_layout(const ssm_shape *s);
 
 /* Where a pass's rows lie (float offsets in act, floats a token): x (the
- * convolution's input), xc (its output: the scan's x), dbc (dt|B|C), z,
- * out; cum: the steps' running sums (out's stride); carry: room for
- * ssm_carry_floats. src, dst: float offsets of the source and destination
+ * convolution's input), xc (its output: the scan's x; Mamba-2's x|B|C), dbc
+ * (dt|B|C; Mamba-2: the raw steps, a head each), z, out; cum: the steps'
+ * running sums (out's stride); carry: room for ssm_carry_floats. src, dst: float offsets of the source and destination
  * slots in the state buffer; zero: no source, an empty state. */
 typedef struct ssm_io {
     const gpu_buffer *par, *act, *state;
@@ -71,5 +82,7 @@ uint64_t ssm_carry_floats(const ssm_shape *s, uint32_t n);
 
 glesllm_status ssm_record_conv(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
 glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
+/* Mamba-2's grouped RMSNorm of the output rows, in place. */
+glesllm_status ssm_record_norm(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
 
 #endif
