@@ -22,7 +22,11 @@
 //            next state
 //   PHASE 2  a thread a (channel, token) adds what the start h contributes,
 //            C(t) . (h0 exp(A[c] cum(t))), and writes out
-// and Mamba-2's grouped norm of out, after either:
+// Mamba-2 takes its SSD form for the sub-chunks instead of PHASE 4: PHASE 3
+// (its steps), 6 (C(t) . B(u) of a sub-chunk's tokens), 7 (y within the
+// sub-chunk), 8 (the sub-chunk's end state), 9 (the steps' running sums),
+// then 1 and 2 as Mamba's.
+// And Mamba-2's grouped norm of out, after either:
 //   PHASE 5  a work group a (group, token): out's D_INNER / N_GROUP values of
 //            the group RMS-normalised, times their weights, in place
 // Bindings: 0 the layer's parameters (read), 1 act (read: x, dt|B|C and z
@@ -40,11 +44,14 @@
 //   channel), 14 not 0: the source is zeros, 15 dt_w (DT_RANK a channel), 16
 //   dt_b, 17 A (D_STATE a channel), 18 D, 19 the norms' weights (DT_RANK,
 //   D_STATE, D_STATE; MAMBA2: the grouped norm's, D_INNER) in the parameters,
-//   20 eps (float bits).
+//   20 eps (float bits), 21 float offset in act of the sub-chunks' G (T x T
+//   a sub-chunk and group).
 // Work groups: PHASE 0: x channels (WG_SIZE / LANES a group); PHASE 3: x
 //   channels, y DT_TOK tokens; PHASE 2: x channels, y tokens; PHASE 4: x
 //   channels, y sub-chunks; PHASE 1: x channels x D_STATE; PHASE 5: x groups,
-//   y tokens.
+//   y tokens; PHASE 6: x sub-chunks, y groups; PHASE 7: x channels, y tokens;
+//   PHASE 8: x channels x D_STATE, y sub-chunks; PHASE 9: x channels, y
+//   sub-chunks.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -235,6 +242,77 @@ void main()
     uint dst = PARAM_U(11) + (j * uint(D_INNER) + c) * uint(D_STATE);
     for (uint s = 0u; s < uint(D_STATE); s++)
         a[dst + s] = h[s];
+}
+#elif PHASE == 6
+// G[t][u] = C(t) . B(u) of a sub-chunk's tokens u <= t, a (sub-chunk, group)
+// a work group (Mamba-2's SSD: shared by the group's heads)
+void main()
+{
+    uint j = gl_WorkGroupID.x, g = gl_WorkGroupID.y, t0 = j * T_SUB;
+    uint nt = min(T_SUB, N_TOK - t0), base = PARAM_U(21) + (j * uint(N_GROUP) + g) * T_SUB * T_SUB;
+    for (uint e = gl_LocalInvocationIndex; e < nt * nt; e += uint(WG_SIZE)) {
+        uint t = e / nt, u = e % nt;
+        if (u > t)
+            continue;
+        uint bt = row(2u, 3u, t0 + t) + uint(D_INNER) + g * uint(D_STATE);
+        uint bu = row(2u, 3u, t0 + u) + uint(D_INNER) + g * uint(D_STATE);
+        float s = 0.0;
+        for (uint k = 0u; k < uint(D_STATE); k++)
+            s += a[bt + uint(N_GROUP * D_STATE) + k] * a[bu + k];
+        a[base + t * T_SUB + u] = s;
+    }
+}
+#elif PHASE == 7
+// Mamba-2's SSD within a sub-chunk, a thread a (channel, token t): y(t) =
+// sum over its sub-chunk's u <= t of G[t][u] exp(A (cum(t) - cum(u))) step(u)
+// x(u) (the state from before the sub-chunk added by PHASE 2)
+void main()
+{
+    uint c = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
+    if (c >= uint(D_INNER))
+        return;
+    uint j = t / T_SUB, t0 = j * T_SUB, g = head(c) % uint(N_GROUP);
+    uint base = PARAM_U(21) + (j * uint(N_GROUP) + g) * T_SUB * T_SUB + (t - t0) * T_SUB;
+    float av = a_at(c, 0u), suf = 0.0, y = 0.0;
+    for (uint u = t + 1u; u-- > t0;) {
+        float step = a[PARAM_U(10) + u * PARAM_U(9) + c];
+        y += a[base + (u - t0)] * exp(av * suf) * step * a[row(2u, 3u, u) + c];
+        suf += step;
+    }
+    a[row(8u, 9u, t) + c] = y;
+}
+#elif PHASE == 8
+// Mamba-2's state at a sub-chunk's end from zero, a thread a (channel, state
+// value, sub-chunk): sum over its tokens u of exp(A (cum(end) - cum(u)))
+// step(u) x(u) B(u), into the sub-chunk's carry slot
+void main()
+{
+    uint i = gl_GlobalInvocationID.x, j = gl_WorkGroupID.y;
+    if (i >= uint(D_INNER * D_STATE))
+        return;
+    uint c = i / uint(D_STATE), s = i % uint(D_STATE), t0 = j * T_SUB;
+    uint t1 = min(N_TOK, t0 + T_SUB);
+    float av = a_at(c, s), suf = 0.0, h = 0.0;
+    for (uint u = t1; u-- > t0;) {
+        float step = a[PARAM_U(10) + u * PARAM_U(9) + c];
+        h += exp(av * suf) * step * a[row(2u, 3u, u) + c] * b_at(u, c, s);
+        suf += step;
+    }
+    a[PARAM_U(11) + j * uint(D_INNER * D_STATE) + i] = h;
+}
+#elif PHASE == 9
+// the steps of a (channel, sub-chunk) made their running sums, in place
+void main()
+{
+    uint c = gl_GlobalInvocationID.x, j = gl_WorkGroupID.y, t0 = j * T_SUB;
+    if (c >= uint(D_INNER))
+        return;
+    float cum = 0.0;
+    for (uint t = t0; t < min(N_TOK, t0 + T_SUB); t++) {
+        uint ci = PARAM_U(10) + t * PARAM_U(9) + c;
+        cum += a[ci];
+        a[ci] = cum;
+    }
 }
 #elif PHASE == 1
 void main()

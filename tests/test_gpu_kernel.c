@@ -300,7 +300,8 @@ static void ssm2_case(const ssm_shape *sh, uint32_t n, uint64_t seed)
     ssm_slot sl = ssm_slot_layout(sh);
     float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4);
     uint64_t xc0 = (uint64_t)n * xs, o0 = xc0 + (uint64_t)n * cw, c0 = o0 + (uint64_t)n * di;
-    uint64_t k0 = c0 + (uint64_t)n * di, total = k0 + ssm_carry_floats(sh, n);
+    uint64_t k0 = c0 + (uint64_t)n * di, g0 = k0 + ssm_carry_floats(sh, n);
+    uint64_t total = g0 + ssm_gram_floats(sh, n);
     float *act = calloc(total, 4);
     TEST_ASSERT_TRUE(par && state && act);
     rng_fill(&rng, par + pl.taps, (size_t)cw * K, -0.5f, 0.5f);
@@ -333,7 +334,7 @@ static void ssm2_case(const ssm_shape *sh, uint32_t n, uint64_t seed)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4, act, 0, "act", &ba));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 2 * sl.floats * 4, state, 0, "state", &bs_));
     ssm_io io = { &bp, &ba, &bs_, di, xs, xc0, cw, di + cw, xs, 0, xs, o0, di, c0, k0,
-                  sl.floats, 0, false, 1e-5f };
+                  sl.floats, 0, false, 1e-5f, g0 };
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_norm(queue, &k, &io, n));

@@ -554,6 +554,8 @@ static glesllm_status create_act(gpu_model *gm)
         at += align64(nb * act_stride(hp->ssm_d_inner));
         gm->ssm_carry = at;
         at += align64(ssm_carry_floats(&sh, gm->n_batch));
+        gm->ssm_gram = at;
+        at += align64(ssm_gram_floats(&sh, gm->n_batch));
     }
     if (hp->n_expert) {
         gm->moe_logits = at;

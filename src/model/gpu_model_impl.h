@@ -149,7 +149,7 @@ struct gpu_model {
     ssm_slot slot;
     uint32_t slot_pos[SSM_SLOTS];
     bool slot_ok[SSM_SLOTS];
-    uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry;
+    uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry, ssm_gram;
 };
 
 /* kernels.c: the model's kernels, each variant built once (a kernel set).

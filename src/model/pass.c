@@ -518,7 +518,7 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
     ssm_io io = { &l->ssm_par, &gm->act, &l->ssm_state, gm->ssm_xz, xz, gm->ssm_xc, row,
                   gm->ssm_dbc, dbc, gm->ssm_xz + di, xz, gm->ssm_y, row, gm->ssm_cum,
                   gm->ssm_carry, p->src * gm->slot.floats, p->dst * gm->slot.floats, p->zero,
-                  hp->eps };
+                  hp->eps, gm->ssm_gram };
     if (hp->ssm_mamba2) {
         /* Mamba-2: z | x B C | steps = Win xn; x B C convolved; the scan
          * (its steps from in); the grouped norm of the gated output */

@@ -59,10 +59,14 @@ glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *s, ssm_kernels *out)
     snprintf(defs, sizeof defs, "WG_SIZE %u\nD_INNER %u\nD_CONV %u", SSM_WG, ssm_conv_width(s),
              s->d_conv);
     glesllm_status st = gpu_program_build(ctx, "ssm_conv.comp", defs, &out->conv);
-    /* (the programs of PHASE 0 to 5: ssm_scan.comp) */
-    gpu_program *ph[6] = { &out->scan, &out->carry, &out->fixup, &out->steps, &out->local,
-                           &out->norm };
-    for (int i = 0; st == GLESLLM_OK && i < (s->mamba2 ? 6 : 5); i++) {
+    /* (the programs of PHASE 0 to 9: ssm_scan.comp; Mamba-2 takes 6 to 9
+     * for the sub-chunks, Mamba 4) */
+    gpu_program *ph[10] = { &out->scan, &out->carry,  &out->fixup, &out->steps,
+                            &out->local, &out->norm,  &out->gram,  &out->intra,
+                            &out->ends,  &out->cumsum };
+    for (int i = 0; st == GLESLLM_OK && i < 10; i++) {
+        if (s->mamba2 ? i == 4 : i >= 5)
+            continue;
         snprintf(defs, sizeof defs,
                  "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d\n"
                  "LANES %u\nDT_TOK %u\nMAMBA2 %d\nHEAD_DIM %u\nN_GROUP %u",
@@ -85,6 +89,10 @@ void ssm_destroy(ssm_kernels *k)
     gpu_program_destroy(&k->steps);
     gpu_program_destroy(&k->local);
     gpu_program_destroy(&k->norm);
+    gpu_program_destroy(&k->gram);
+    gpu_program_destroy(&k->intra);
+    gpu_program_destroy(&k->ends);
+    gpu_program_destroy(&k->cumsum);
 }
 
 ssm_params ssm_params_layout(const ssm_shape *s)
@@ -121,6 +129,12 @@ ssm_slot ssm_slot_layout(const ssm_shape *s)
 }
 
 uint32_t ssm_sub_tokens(uint32_t n) { return n <= SSM_SUB ? n : SSM_SUB; }
+
+uint64_t ssm_gram_floats(const ssm_shape *s, uint32_t n)
+{
+    uint32_t t = ssm_sub_tokens(n);
+    return s->mamba2 ? (uint64_t)((n + t - 1) / t) * s->n_group * t * t : 0;
+}
 
 uint64_t ssm_carry_floats(const ssm_shape *s, uint32_t n)
 {
@@ -170,6 +184,7 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
 {
     const ssm_shape *s = &k->shape;
     if (!n || n > 65535 || !fits(io->out + (uint64_t)n * io->out_stride) ||
+        !fits(io->gram + ssm_gram_floats(s, n)) ||
         !fits(io->cum + (uint64_t)n * io->out_stride) || !fits(io->carry + ssm_carry_floats(s, n)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "scan of %u tokens: out of range", n);
     ssm_params pl = ssm_params_layout(s);
@@ -197,7 +212,8 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
                      (uint32_t)pl.a,
                      (uint32_t)pl.d,
                      (uint32_t)pl.norm_w,
-                     gpu_f2u(io->eps) };
+                     gpu_f2u(io->eps),
+                     (uint32_t)io->gram };
     memcpy(d.params, p, sizeof p);
     d.n_params = sizeof p / sizeof p[0];
     uint32_t cg = (s->d_inner + SSM_WG - 1) / SSM_WG, per = scan_wg(s) / ssm_lanes(s);
@@ -212,9 +228,29 @@ glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io 
     d.groups[0] = cg;
     d.groups[1] = (n + k->dt_tok - 1) / k->dt_tok;
     glesllm_status st = gpu_queue_dispatch(q, &d);
-    d.prog = &k->local;
-    d.groups[1] = n_sub;
-    if (st || (st = gpu_queue_dispatch(q, &d)))
+    if (st)
+        return st;
+    if (s->mamba2) { /* the SSD form: C . B of the sub-chunks' tokens, y within them, their
+                        end states, the steps' sums */
+        struct {
+            const gpu_program *prog;
+            uint32_t x, y;
+        } ssd[4] = { { &k->gram, n_sub, s->n_group },
+                     { &k->intra, cg, n },
+                     { &k->ends, (s->d_inner * s->d_state + SSM_WG - 1) / SSM_WG, n_sub },
+                     { &k->cumsum, cg, n_sub } };
+        for (int i = 0; !st && i < 4; i++) {
+            d.prog = ssd[i].prog;
+            d.groups[0] = ssd[i].x;
+            d.groups[1] = ssd[i].y;
+            st = gpu_queue_dispatch(q, &d);
+        }
+    } else {
+        d.prog = &k->local;
+        d.groups[1] = n_sub;
+        st = gpu_queue_dispatch(q, &d);
+    }
+    if (st)
         return st;
     d.prog = &k->carry;
     d.groups[0] = (s->d_inner * s->d_state + SSM_WG - 1) / SSM_WG;

@@ -10,6 +10,9 @@
  * zero, their carries combined in order a (channel, state value) at a time,
  * and each token's output fixed up with what its sub-chunk's start
  * contributes: four dispatches whose work grows linearly with the tokens.
+ * Mamba-2's sub-chunks take its SSD form instead of a scan: the products
+ * C(t) . B(u) of their tokens (shared by a group's heads), each output a sum
+ * over the sub-chunk's tokens before it, the end states as sums too.
  * The CPU references are ops/ref_ops.h's ref_ssm_conv and ref_ssm_scan. */
 #ifndef GLESLLM_OPS_SSM_H
 #define GLESLLM_OPS_SSM_H
@@ -34,7 +37,7 @@ typedef struct ssm_shape {
 uint32_t ssm_conv_width(const ssm_shape *s);
 
 typedef struct ssm_kernels {
-    gpu_program conv, scan, carry, fixup, steps, local, norm;
+    gpu_program conv, scan, carry, fixup, steps, local, norm, gram, intra, ends, cumsum;
     ssm_shape shape;
     uint32_t dt_tok; /* the steps' tokens a work group (shared memory allowing) */
 } ssm_kernels;
@@ -73,12 +76,15 @@ typedef struct ssm_io {
     uint64_t src, dst;
     bool zero;
     float eps;
+    uint64_t gram; /* Mamba-2: room for ssm_gram_floats */
 } ssm_io;
 
 /* The tokens a sub-chunk of a scan of n tokens takes (n or more: one). */
 uint32_t ssm_sub_tokens(uint32_t n);
-/* Floats of act the carries of a scan of n tokens take. */
+/* Floats of act the carries of a scan of n tokens take, and Mamba-2's
+ * products C(t) . B(u) of its sub-chunks' tokens. */
 uint64_t ssm_carry_floats(const ssm_shape *s, uint32_t n);
+uint64_t ssm_gram_floats(const ssm_shape *s, uint32_t n);
 
 glesllm_status ssm_record_conv(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
 glesllm_status ssm_record_scan(gpu_queue *q, const ssm_kernels *k, const ssm_io *io, uint32_t n);
