@@ -125,16 +125,27 @@ float d_at(uint c) { return p[PARAM_U(18) + c]; }
 shared float red[WG_SIZE];
 
 // the sum of v over the LANES lanes of this invocation's channel, in lane
-// order (reached by every invocation of the work group)
+// order up to 32 lanes (reached by every invocation of the work group)
 float lane_sum(float v)
 {
     uint li = gl_LocalInvocationIndex, base = li - li % uint(LANES);
     red[li] = v;
     memoryBarrierShared();
     barrier();
+#if LANES > 32
+    // (a tree over many lanes: each reads two values a round, not all)
+    for (uint w = uint(LANES) / 2u; w > 0u; w /= 2u) {
+        if (li - base < w)
+            red[li] += red[li + w];
+        memoryBarrierShared();
+        barrier();
+    }
+    float s = red[base];
+#else
     float s = 0.0;
     for (uint k = 0u; k < uint(LANES); k++)
         s += red[base + k];
+#endif
     barrier();
     return s;
 }

@@ -7,6 +7,7 @@
 #include "common/error.h"
 
 #define SSM_WG 64u
+#define SSM_NORM_WG 128u /* the grouped norm: a work group a (group, token) of thousands */
 /* a scan of more tokens than this goes in sub-chunks of this many: with a
  * chunk of 512, 32 sub-chunks of work a channel */
 #define SSM_SUB 16u
@@ -70,7 +71,8 @@ glesllm_status ssm_build(gpu_context *ctx, const ssm_shape *s, ssm_kernels *out)
         snprintf(defs, sizeof defs,
                  "WG_SIZE %u\nD_INNER %u\nD_STATE %u\nDT_RANK %u\nPHASE %d\nBC_NORM %d\n"
                  "LANES %u\nDT_TOK %u\nMAMBA2 %d\nHEAD_DIM %u\nN_GROUP %u",
-                 i == 0 ? scan_wg(s) : SSM_WG, s->d_inner, s->d_state, s->dt_rank, i,
+                 i == 0 ? scan_wg(s) : i == 5 ? SSM_NORM_WG : SSM_WG, s->d_inner, s->d_state,
+                 s->dt_rank, i,
                  s->bc_norm ? 1 : 0, ssm_lanes(s), out->dt_tok, s->mamba2 ? 1 : 0,
                  s->mamba2 ? s->d_inner / s->dt_rank : 1, s->mamba2 ? s->n_group : 1);
         st = gpu_program_build(ctx, "ssm_scan.comp", defs, ph[i]);
