@@ -292,8 +292,9 @@ typedef struct glesllm_context_info {
     uint64_t weight_bytes;    /* the model's weights on the GPU (shared by its contexts) */
     const char *kv_placement; /* "device" or "mapped" (host-visible) buffers */
     uint32_t dispatches;      /* GPU dispatches of the last step */
-    /* a recurrent model's (Mamba's) state on the GPU, F32, as it was before
-     * and after the last pass (its layers have no KV cache); 0: none */
+    /* a recurrent model's (Mamba's) state on the GPU, F32, in three copies
+     * (before and after the last pass, and where a rollback is expected to
+     * go back to); 0: none */
     uint64_t state_bytes;
 } glesllm_context_info;
 GLESLLM_API glesllm_status glesllm_context_get_info(const glesllm_context *c,

@@ -437,6 +437,20 @@ static void test_recurrent_state_rolls_back(void)
     int32_t p1[] = { 1, 17, 33, 5 };
     check_greedy(L.gm, B.gm, true, p1, 4, 30, "mamba, same model");
     check_greedy(L.gm, Q.gm, false, p1, 4, 30, "mamba, Q4_0 draft");
+    /* a drafting round: back to 6 (from the start: 6 tokens again), 8 steps,
+     * back to 9: from the state at the round's start (the anchor), 3 tokens
+     * again, not 9 */
+    float *lg = malloc(64 * sizeof(float));
+    TEST_ASSERT_NOT_NULL(lg);
+    run_steps(Q.gm, 0, 10, 0, lg);
+    uint64_t r0 = gpu_model_replayed(Q.gm);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(Q.gm, 6));
+    run_steps(Q.gm, 6, 14, 0, lg);
+    TEST_ASSERT_EQUAL_UINT64(6, gpu_model_replayed(Q.gm) - r0);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(Q.gm, 9));
+    run_steps(Q.gm, 9, 10, 0, lg);
+    TEST_ASSERT_EQUAL_UINT64(6 + 3, gpu_model_replayed(Q.gm) - r0);
+    free(lg);
     fixture_unload(&Q);
     fixture_unload(&B);
     fixture_unload(&L);

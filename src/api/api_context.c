@@ -169,9 +169,7 @@ glesllm_status glesllm_context_get_info(const glesllm_context *c, glesllm_contex
     out->weight_bytes = gpu_model_weight_bytes(c->gm);
     out->kv_placement = kv_placement_name(gpu_model_kv(c->gm));
     out->dispatches = gpu_model_last_dispatches(c->gm);
-    /* (gpu_model_state_bytes: the two states a session file holds, which are
-     * the two slots the GPU keeps) */
-    out->state_bytes = gpu_model_state_bytes(c->gm) * gpu_model_model(c->gm)->hp.n_layer;
+    out->state_bytes = gpu_model_state_gpu_bytes(c->gm);
     return GLESLLM_OK;
 }
 

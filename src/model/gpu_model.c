@@ -897,6 +897,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->cand_k = 40;
     gm->fuse_norm = t->fuse_norm != TUNE_OFF;
     gm->pen = 1.0f;
+    gm->anchor = -1;
     glesllm_status st = GLESLLM_OK;
     if (gm->kv == KV_AUTO) {
         const char *why;
@@ -985,6 +986,7 @@ uint32_t gpu_model_candidates(const gpu_model *gm, float *vals, int32_t *ids, fl
 }
 
 uint32_t gpu_model_n_past(const gpu_model *gm) { return gm->n_past; }
+uint64_t gpu_model_replayed(const gpu_model *gm) { return gm->replayed; }
 
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
 {
@@ -992,10 +994,15 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "truncating the cache to %u positions: it holds only %u", n_past,
                        gm->n_past);
+    if (n_past < gm->n_past)
+        gm->anchor_next = true;
     gm->n_past = n_past;
     for (uint32_t i = 0; i < SSM_SLOTS; i++) /* (their tokens may change) */
-        if (gm->slot_ok[i] && gm->slot_pos[i] > n_past)
+        if (gm->slot_ok[i] && gm->slot_pos[i] > n_past) {
             gm->slot_ok[i] = false;
+            if (gm->anchor == (int)i)
+                gm->anchor = -1;
+        }
     return GLESLLM_OK;
 }
 
@@ -1032,6 +1039,14 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
     if (!st)
         gm->n_past = pos + n;
     return st;
+}
+
+uint64_t gpu_model_state_gpu_bytes(const gpu_model *gm)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < gm->m->hp.n_layer; i++)
+        n += gm->layers[i].ssm_state.size;
+    return n;
 }
 
 uint64_t gpu_model_state_bytes(const gpu_model *gm)

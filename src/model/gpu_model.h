@@ -157,6 +157,14 @@ uint32_t gpu_model_n_past(const gpu_model *gm);
  * one): no copy, the later entries are overwritten by the next steps. */
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);
 
+/* Tokens a recurrent model ran again to make a state its slots no longer
+ * held (a rollback past the state before the last pass and the anchor:
+ * gpu_model_impl.h SSM_SLOTS). */
+uint64_t gpu_model_replayed(const gpu_model *gm);
+/* The GPU memory of a recurrent model's states (every slot of every layer
+ * with a Mamba block). */
+uint64_t gpu_model_state_gpu_bytes(const gpu_model *gm);
+
 /* A recurrent model's (Mamba's) states of one layer after its first n - 1
  * and n tokens (both, so that the last token can be run again, as a prompt
  * whose every token is cached is), gpu_model_state_bytes of them (F32: the

@@ -17,7 +17,11 @@
 
 #define MAX_KERNELS 96
 #define MAX_SEGMENTS 3
-#define SSM_SLOTS 2 /* the state before and after the last pass */
+/* Slots of a layer's recurrent state: the states before and after the
+ * last pass, and the one a rollback is expected to go back to (the anchor:
+ * the state the first pass after a truncation started from, such as a
+ * drafting round's start) */
+#define SSM_SLOTS 3
 #define ATTN_FEW_N 16 /* batches of at most this many tokens (or n_small) take attention's `few` */
 
 /* Several-token kernels come in sets by how many tokens they take: a run of
@@ -149,6 +153,9 @@ struct gpu_model {
     ssm_slot slot;
     uint32_t slot_pos[SSM_SLOTS];
     bool slot_ok[SSM_SLOTS];
+    int anchor;       /* the slot kept from being written over (-1: none) */
+    bool anchor_next; /* a truncation: the next pass's source becomes the anchor */
+    uint64_t replayed; /* tokens run again to make a state no slot held */
     uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry, ssm_gram;
 };
 

@@ -148,7 +148,7 @@ model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
     /* (the convolution's inputs: Mamba-2's are its x, B and C) */
     uint64_t taps = mi->ssm_d_conv ? mi->ssm_d_conv - 1ull : 0;
     uint64_t width = mi->ssm_d_inner + 2ull * mi->ssm_n_group * mi->ssm_d_state;
-    m.recurrent = 2ull * (mi->n_layers - mi->n_attn_layers) * 4 *
+    m.recurrent = 3ull * (mi->n_layers - mi->n_attn_layers) * 4 *
                   (taps * width + (uint64_t)mi->ssm_d_inner * mi->ssm_d_state);
     m.total = m.weights + m.kv_cache + m.recurrent + m.activations;
     return m;

@@ -44,8 +44,8 @@ glesllm_status model_info_read(const gguf_file *f, model_info *out);
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
  * the F16 KV cache (2 x attention layers x n_ctx x kv_heads x head_dim x 2
  * bytes), a
- * state-space model's recurrent state (F32, two copies: before and after the
- * last pass), and activations (residual, Q/K/V, FFN, logits, attention
+ * state-space model's recurrent state (F32, three copies: before and after
+ * the last pass, and a rollback's), and activations (residual, Q/K/V, FFN, logits, attention
  * scores per head). */
 typedef struct model_memory {
     uint64_t weights, kv_cache, recurrent, activations, total;

@@ -674,8 +674,11 @@ static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, un
 static void drop_slots_after(gpu_model *gm, uint32_t pos)
 {
     for (uint32_t i = 0; i < SSM_SLOTS; i++)
-        if (gm->slot_ok[i] && gm->slot_pos[i] > pos)
+        if (gm->slot_ok[i] && gm->slot_pos[i] > pos) {
             gm->slot_ok[i] = false;
+            if (gm->anchor == (int)i)
+                gm->anchor = -1;
+        }
 }
 
 glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot)
@@ -691,6 +694,7 @@ glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot)
         for (uint32_t i = 0; i < SSM_SLOTS; i++)
             if (gm->slot_ok[i] && gm->slot_pos[i] < pos && gm->slot_pos[i] > from)
                 from = gm->slot_pos[i];
+        gm->replayed += pos - from;
         glesllm_status st = record_prefill(gm, from, pos - from, 0);
         if (st)
             return err_prefix(st, "running positions %u..%u again for the recurrent state: ",
@@ -700,18 +704,41 @@ glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot)
                    "the recurrent state after position %u could not be made", pos);
 }
 
+/* The slot a pass from slot src (-1: none) writes: one that holds nothing,
+ * else the oldest state, never src or the anchor. */
+static uint32_t pick_dst(const gpu_model *gm, int src)
+{
+    int best = -1;
+    for (int i = 0; i < SSM_SLOTS; i++) {
+        if (i == src || (i == gm->anchor && gm->slot_ok[i]))
+            continue;
+        if (!gm->slot_ok[i])
+            return (uint32_t)i;
+        if (best < 0 || gm->slot_pos[i] < gm->slot_pos[best])
+            best = i;
+    }
+    return (uint32_t)best;
+}
+
 /* A pass's slots: it starts from the state after pos0 tokens (none at 0:
- * an empty state) and writes another slot. */
+ * an empty state) and writes another slot; after a truncation its source
+ * becomes the anchor. */
 static glesllm_status ssm_slots(gpu_model *gm, gpu_pass *p)
 {
+    /* (going back without a truncation is one; the passes that make the
+     * source again, if any, are not this pass) */
+    bool back = gm->anchor_next || p->pos0 < gm->n_past;
+    gm->anchor_next = false;
     drop_slots_after(gm, p->pos0);
     p->zero = p->pos0 == 0;
-    p->src = p->dst = 0;
-    if (p->zero)
-        return GLESLLM_OK;
-    glesllm_status st = gm_ssm_slot_at(gm, p->pos0, &p->src);
-    p->dst = (p->src + 1) % SSM_SLOTS;
-    return st;
+    p->src = 0;
+    glesllm_status st = p->zero ? GLESLLM_OK : gm_ssm_slot_at(gm, p->pos0, &p->src);
+    if (st)
+        return st;
+    if (back)
+        gm->anchor = p->zero ? -1 : (int)p->src;
+    p->dst = pick_dst(gm, p->zero ? -1 : (int)p->src);
+    return GLESLLM_OK;
 }
 
 /* One pass through the architecture's graph, submitted. */
