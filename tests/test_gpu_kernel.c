@@ -187,6 +187,36 @@ static void norm_in_place(float *v, const float *w, uint32_t n)
     memcpy(v, tmp, n * sizeof(float));
 }
 
+/* The convolution, the scan and (Mamba-2) the grouped norm of n tokens on
+ * the GPU: the parameters, act and the state (two slots) uploaded, io's
+ * offsets into them, act and the state read back into got and st. */
+static void ssm_run(const ssm_shape *sh, const float *par, uint64_t par_n, const float *act,
+                    uint64_t act_n, const float *state, uint64_t state_n, ssm_io io, uint32_t n,
+                    float *got, float *st)
+{
+    ssm_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_build(ctx, sh, &k), glesllm_last_error());
+    gpu_buffer bp, ba, bs;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, par_n * 4, par, 0, "par", &bp));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, act_n * 4, act, 0, "act", &ba));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, state_n * 4, state, 0, "state", &bs));
+    io.par = &bp;
+    io.act = &ba;
+    io.state = &bs;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n), glesllm_last_error());
+    if (sh->mamba2)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_norm(queue, &k, &io, n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, act_n * 4));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bs, 0, st, state_n * 4));
+    gpu_buffer_destroy(&bp);
+    gpu_buffer_destroy(&ba);
+    gpu_buffer_destroy(&bs);
+    ssm_destroy(&k);
+}
+
 /* n tokens through the convolution and scan from a random state (zero: from
  * none), against ref_ssm_conv and ref_ssm_scan token by token: the outputs
  * and the next state. */
@@ -244,22 +274,11 @@ static void ssm_case(const ssm_shape *sh, uint32_t n, bool zero, uint64_t seed)
         ref_ssm_scan(y + (size_t)t * di, h, xc + (size_t)t * di, dt, a, bc + R, par + pl.d, x + di,
                      di, S);
     }
-    ssm_kernels k;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_build(ctx, sh, &k), glesllm_last_error());
-    gpu_buffer bp, ba, bs_;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, pl.floats * 4, par, 0, "par", &bp));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4, act, 0, "act", &ba));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 2 * sl.floats * 4, state, 0, "state", &bs_));
-    ssm_io io = { &bp, &ba, &bs_, x0, xs, xc0, di, b0, bs, x0 + di, xs, o0, di, c0, k0,
+    ssm_io io = { NULL, NULL, NULL, x0, xs, xc0, di, b0, bs, x0 + di, xs, o0, di, c0, k0,
                   sl.floats, 0, zero, 1e-5f };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n), glesllm_last_error());
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
     float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4);
     TEST_ASSERT_TRUE(got && st);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, total * 4));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bs_, 0, st, 2 * sl.floats * 4));
+    ssm_run(sh, par, pl.floats, act, total, state, 2 * sl.floats, io, n, got, st);
     char msg[160];
     /* f32 on both sides, exp and log in another library, the sub-chunks'
      * decays as one exp of the summed steps: within 2e-5 of values near 1 */
@@ -279,10 +298,6 @@ static void ssm_case(const ssm_shape *sh, uint32_t n, bool zero, uint64_t seed)
     for (uint32_t i = 0; i < di * S; i++)
         TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.ssm + i],
                                          "the next scan state");
-    gpu_buffer_destroy(&bp);
-    gpu_buffer_destroy(&ba);
-    gpu_buffer_destroy(&bs_);
-    ssm_destroy(&k);
     free(par); free(state); free(act); free(conv); free(h); free(taps); free(a);
     free(xc); free(y); free(dt); free(got); free(st);
 }
@@ -327,23 +342,11 @@ static void ssm2_case(const ssm_shape *sh, uint32_t n, uint64_t seed)
         for (uint32_t g = 0; g < ng; g++)
             ref_rms_norm(yt + g * gn, yt + g * gn, par + pl.norm_w + g * gn, 1, gn, 1e-5f);
     }
-    ssm_kernels k;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, ssm_build(ctx, sh, &k), glesllm_last_error());
-    gpu_buffer bp, ba, bs_;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, pl.floats * 4, par, 0, "par", &bp));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, total * 4, act, 0, "act", &ba));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, 2 * sl.floats * 4, state, 0, "state", &bs_));
-    ssm_io io = { &bp, &ba, &bs_, di, xs, xc0, cw, di + cw, xs, 0, xs, o0, di, c0, k0,
+    ssm_io io = { NULL, NULL, NULL, di, xs, xc0, cw, di + cw, xs, 0, xs, o0, di, c0, k0,
                   sl.floats, 0, false, 1e-5f, g0 };
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_conv(queue, &k, &io, n));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_scan(queue, &k, &io, n));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ssm_record_norm(queue, &k, &io, n));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
     float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4);
     TEST_ASSERT_TRUE(got && st);
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &ba, 0, got, total * 4));
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &bs_, 0, st, 2 * sl.floats * 4));
+    ssm_run(sh, par, pl.floats, act, total, state, 2 * sl.floats, io, n, got, st);
     char msg[160];
     for (uint32_t t = 0; t < n; t++)
         for (uint32_t c = 0; c < di; c++) {
@@ -359,10 +362,6 @@ static void ssm2_case(const ssm_shape *sh, uint32_t n, uint64_t seed)
     for (uint32_t i = 0; i < di * S; i++)
         TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.ssm + i],
                                          "the next scan state");
-    gpu_buffer_destroy(&bp);
-    gpu_buffer_destroy(&ba);
-    gpu_buffer_destroy(&bs_);
-    ssm_destroy(&k);
     free(par); free(state); free(act); free(conv); free(h); free(xc); free(y); free(dt);
     free(got); free(st);
 }

@@ -201,6 +201,20 @@ out:
     return st;
 }
 
+/* The embeddings, the output norm and (untied) the output matrix. */
+static glesllm_status make_ends(demo_model *d, const demo_spec *s, uint64_t *seed)
+{
+    glesllm_status st = make_tensor(d, seed, "token_embd.weight", s->embd_type, s->n_vocab,
+                                    s->n_embd, 0.0f, 1.0f, NULL);
+    if (!st)
+        st = make_tensor(d, seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
+                         NULL);
+    if (!st && !s->tied)
+        st = make_tensor(d, seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
+                         2.0f * (1.0f / sqrtf((float)s->n_embd)), NULL);
+    return st;
+}
+
 /* the dimensions of a head: the spec's, else n_embd / n_head */
 static uint32_t head_dim_of(const demo_spec *s)
 {
@@ -452,14 +466,7 @@ static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
     if (!st)
         st = make_vocab(d, s);
     if (!st)
-        st = make_tensor(d, &seed, "token_embd.weight", s->embd_type, s->n_vocab, s->n_embd, 0.0f,
-                         1.0f, NULL);
-    if (!st)
-        st = make_tensor(d, &seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
-                         NULL);
-    if (!st && !s->tied)
-        st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
-                         2.0f / sqrtf((float)s->n_embd), NULL);
+        st = make_ends(d, s, &seed);
     if (!st && strcmp(s->arch, "mamba2") == 0)
         return mamba2_layers(d, s, &seed, di, ds, r);
     return st ? st : mamba_layers(d, s, &seed, di, ds, r);
@@ -507,14 +514,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     uint32_t q_dim = s->n_head * hd, kv_dim = s->n_head_kv * hd;
     float se = 1.0f / sqrtf((float)s->n_embd), sf = 1.0f / sqrtf((float)s->n_ff);
     if (!st)
-        st = make_tensor(d, &seed, "token_embd.weight", s->embd_type, s->n_vocab, s->n_embd, 0.0f,
-                         1.0f, NULL);
-    if (!st)
-        st = make_tensor(d, &seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
-                         NULL);
-    if (!st && !s->tied)
-        st = make_tensor(d, &seed, "output.weight", s->out_type, s->n_vocab, s->n_embd, 0.0f,
-                         2.0f * se, NULL);
+        st = make_ends(d, s, &seed);
     if (!st && s->long_rope)
         st = make_tensor(d, &seed, "rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 3.0f, 2.0f,
                          NULL);

@@ -70,6 +70,29 @@ static glesllm_status get_tensor(const gguf_file *f, const char *name, uint64_t 
     return get_tensor_n(f, name, 1, rows, cols, optional, out);
 }
 
+/* A tensor of a layer: `name` after "blk.N.", n_mat matrices of rows x
+ * cols, looked for where present. */
+typedef struct layer_want {
+    model_tensor *t;
+    const char *name;
+    uint64_t n_mat, rows, cols;
+    bool present;
+} layer_want;
+
+static glesllm_status get_layer(const gguf_file *f, uint32_t il, const layer_want *w, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!w[k].present)
+            continue; /* (a tensor there all the same: check_all_read) */
+        char name[96];
+        snprintf(name, sizeof name, "blk.%u.%s", il, w[k].name);
+        glesllm_status st = get_tensor_n(f, name, w[k].n_mat, w[k].rows, w[k].cols, false, w[k].t);
+        if (st)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
 /* The architectures glesllm runs, and what tells them apart as data: the
  * rest of a model's description comes from its file. Adding one is an entry
  * here, its graph (model/arch/) and its entry in gpu_model.c's table. */
@@ -592,12 +615,7 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
         snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.weight", i);
         bool m2 = hp->ssm_mamba2, ssm = l->recurrent && !m2, attn = !l->recurrent, ffn = hybrid;
         bool moe = ffn && ne && gguf_find_tensor(f, name);
-        struct {
-            model_tensor *t;
-            const char *name;
-            uint64_t n_mat, rows, cols;
-            bool present;
-        } want[] = {
+        const layer_want want[] = {
             { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
             { &l->ssm_in, "ssm_in.weight", 1, 2 * di, hp->n_embd, ssm },
             /* Mamba-2: z | x B C | dt in, the convolution over x B C, a
@@ -634,15 +652,9 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
             { &l->up_exps, "ffn_up_exps.weight", ne, hp->n_ff_exp, hp->n_embd, moe },
             { &l->down_exps, "ffn_down_exps.weight", ne, hp->n_embd, hp->n_ff_exp, moe },
         };
-        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-            if (!want[k].present)
-                continue;
-            snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
-            glesllm_status st = get_tensor_n(f, name, want[k].n_mat, want[k].rows, want[k].cols,
-                                             false, want[k].t);
-            if (st)
-                return st;
-        }
+        glesllm_status st = get_layer(f, i, want, sizeof want / sizeof want[0]);
+        if (st)
+            return st;
     }
     return GLESLLM_OK;
 }
@@ -731,12 +743,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     model_qk_spans(hp, &q_span, &k_span);
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         model_layer *l = &m->layers[i];
-        struct {
-            model_tensor *t;
-            const char *name;
-            uint64_t n_mat, rows, cols;
-            bool present;
-        } want[] = {
+        const layer_want want[] = {
             { &l->attn_norm, "attn_norm.weight", 1, 1, hp->n_embd, true },
             { &qkv, "attn_qkv.weight", 1, q_dim + 2 * kv_dim, hp->n_embd, fused },
             { &l->wq, "attn_q.weight", 1, q_dim, hp->n_embd, !fused },
@@ -762,17 +769,9 @@ glesllm_status model_open(const gguf_file *f, model *m)
             { &l->q_norm, "attn_q_norm.weight", 1, 1, q_span, qk },
             { &l->k_norm, "attn_k_norm.weight", 1, 1, k_span, qk },
         };
-        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-            if (!want[k].present)
-                continue; /* (a tensor there all the same: check_all_read) */
-            char name[96];
-            snprintf(name, sizeof name, "blk.%u.%s", i, want[k].name);
-            st = get_tensor_n(f, name, want[k].n_mat, want[k].rows, want[k].cols, false,
-                              want[k].t);
-            if (st != GLESLLM_OK) {
-                model_close(m);
-                return err_prefix(st, "model: ");
-            }
+        if ((st = get_layer(f, i, want, sizeof want / sizeof want[0])) != GLESLLM_OK) {
+            model_close(m);
+            return err_prefix(st, "model: ");
         }
         if (fused) { /* Q, K and V (gate and up) as row ranges of one tensor */
             l->wq = row_range(&qkv, 0, q_dim);
