@@ -257,6 +257,10 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     uint64_t states = h.n_tokens ? (uint64_t)n_rec * sb : 0;
     uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens +
                       2ull * (h.n_layer - n_rec) * row * h.n_tokens + states + 8;
+    if ((uint64_t)size != expect && h.fingerprint != mine.fingerprint)
+        return err_set(GLESLLM_ERR_STATE_MISMATCH,
+                       "%s was written for another model (or another quantization of it), or "
+                       "is damaged", path);
     if ((uint64_t)size != expect)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s: %ld bytes, but its header says %llu (cut short or damaged)", path,
