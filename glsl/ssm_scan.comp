@@ -353,8 +353,16 @@ void main()
     uint t = gl_WorkGroupID.y, j = t / T_SUB, o = row(8u, 9u, t) + c;
     float sc = cscale(t), cum = a[PARAM_U(10) + t * PARAM_U(9) + c], y = a[o];
     uint h0 = PARAM_U(11) + (j * uint(D_INNER) + c) * uint(D_STATE);
+#if MAMBA2
+    // (one decay for the head: C(t) . h0 first)
+    float dot = 0.0;
+    for (uint s = 0u; s < uint(D_STATE); s++)
+        dot += c_at(t, c, s) * a[h0 + s];
+    y += dot * exp(a_at(c, 0u) * cum);
+#else
     for (uint s = 0u; s < uint(D_STATE); s++)
         y += c_at(t, c, s) * sc * a[h0 + s] * exp(a_at(c, s) * cum);
+#endif
     float x = a[row(2u, 3u, t) + c];
     a[o] = (y + d_at(c) * x) * silu(a[row(6u, 7u, t) + c]);
 }

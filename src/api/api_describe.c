@@ -204,8 +204,10 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     if (mi->ssm_d_inner && mi->n_attn_layers)
         fprintf(f, "attention layers:   %u of %u (the others Mamba blocks)\n", mi->n_attn_layers,
                 mi->n_layers);
-    fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
-    fprintf(f, "head dimension:     %u\n", mi->head_dim);
+    if (mi->n_head || !mi->ssm_d_inner) { /* (a Mamba model has no attention) */
+        fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
+        fprintf(f, "head dimension:     %u\n", mi->head_dim);
+    }
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);
     fprintf(f, "RoPE:               %s, base %g, scaling %s (factor %g)\n", mi->rope_type,
             mi->rope_base, term_str(mi->rope_scaling, e1), mi->rope_factor);
