@@ -21,6 +21,8 @@
  *            phi3     Phi-3-mini-4k: 3072 hidden, 8192 ff, 32 layers, 32/32 heads
  *                     of 96, 32064 vocab, Q|K|V and gate|up fused, a window of
  *                     2047 positions
+ *            gemma2   Gemma-2-2B: 2304 hidden, 9216 ff, 26 layers, 8/4 heads of 256,
+ *                     a window of 4096 on every other layer, 256000 vocab, tied
  *            mamba    Mamba-2.8B: 2560 hidden, 64 layers of Mamba-1 blocks (5120
  *                     channels, 16 state values each, a step of rank 160),
  *                     50280 vocab, tied
@@ -50,7 +52,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|mamba|mamba2|jamba "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|gemma2|mamba|mamba2|jamba "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -95,6 +97,14 @@ int main(int argc, char **argv)
         s.n_layer = 32, s.n_embd = 3072, s.n_ff = 8192, s.n_head = 32, s.n_head_kv = 32;
         s.n_vocab = 32064, s.tied = false;
         s.window = 2047;
+    } else if (strcmp(argv[1], "gemma2") == 0) {
+        s.name = "Gemma-2-2B shape, random weights";
+        s.arch = "gemma2";
+        s.n_layer = 26, s.n_embd = 2304, s.n_ff = 9216, s.n_head = 8, s.n_head_kv = 4;
+        s.head_dim = 256;
+        s.n_vocab = 256000, s.tied = true;
+        s.window = 4096;
+        s.n_ctx = 8192;
     } else if (strcmp(argv[1], "mamba") == 0) {
         s.name = "Mamba-2.8B shape, random weights";
         s.arch = "mamba";
@@ -116,7 +126,7 @@ int main(int argc, char **argv)
         s.dt_rank = 256;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3, mamba, mamba2, jamba)\n", argv[1]);
+                        "llama32, phi3, gemma2, mamba, mamba2, jamba)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

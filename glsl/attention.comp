@@ -17,7 +17,8 @@
 //         float offset ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint
 //         offset, 6 V uint offset, 7 the window (0: none).
 // Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
-// as uvec4), GROUP, KV_DIM, CHUNK_MAX.
+// as uvec4), GROUP, KV_DIM, CHUNK_MAX; SCORE_SCALE in place of 1 / sqrt(HEAD_DIM)
+// and SOFTCAP (a score s becomes SOFTCAP tanh(s / SOFTCAP)) where given (Gemma 2).
 // MULTI: the same for a few new tokens (a verification pass, a short prompt),
 // whose K and V are in the cache already: work group (h, c, i) is query i's
 // head h and chunk c; query i is at position pos0 + i and sees pos0 + i + 1
@@ -113,7 +114,11 @@ void main()
     uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
     barrier();
 
+#ifdef SCORE_SCALE
+    float scale = SCORE_SCALE, mx = -3.0e38;
+#else
     float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
+#endif
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
         uint kb = PARAM_U(5) + p * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
@@ -133,6 +138,9 @@ void main()
         }
 #endif
         s *= scale;
+#ifdef SOFTCAP
+        s = SOFTCAP * tanh(s / SOFTCAP);
+#endif
         sc[p - p0] = s;
         mx = max(mx, s);
     }

@@ -15,7 +15,8 @@
 // Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
 // KV_DIM, BQ, BKV (powers of two, BKV <= 2 WG_SIZE), LPQ (lanes per query:
 // BQ * LPQ <= WG_SIZE, LPQ divides HEAD_DIM / 2; lane l of a query owns
-// output dimensions DPT l .. DPT l + DPT - 1).
+// output dimensions DPT l .. DPT l + DPT - 1); SCORE_SCALE and SOFTCAP as
+// attention.comp's.
 // A tile's scores: thread (qq, jj) of a QT x JT grid takes SQ queries
 // (qq + QT a) x SJ positions (jj + JT b), its SQ SJ dot products sharing
 // each load of a pair of K values and of Q (SJ 2 where a tile has at least
@@ -58,7 +59,11 @@ void main()
     uint t = gl_LocalInvocationIndex;
     uint n = PARAM_U(0), pos0 = PARAM_U(1), stride = PARAM_U(4);
     uint kvo = (h / uint(GROUP)) * H2;  // the KV head within a cache row, uints
+#ifdef SCORE_SCALE
+    float scale = SCORE_SCALE;
+#else
     float scale = inversesqrt(float(HEAD_DIM));
+#endif
     for (uint i = t; i < uint(BQ * HEAD_DIM); i += uint(WG_SIZE)) {
         uint q = i / uint(HEAD_DIM), d = i % uint(HEAD_DIM);
         qs[i] = qb + q < n ? act[PARAM_U(2) + (qb + q) * stride + h * uint(HEAD_DIM) + d] * scale
@@ -112,6 +117,9 @@ void main()
                     uint q = qq + uint(QT * a), j = jj + uint(JT * b), pq = pos_b + q;
                     // causal (also keeps p0 + j < kv_end), and within the window
                     bool seen = p0 + j <= pq && (w == 0u || p0 + j + w > pq);
+#ifdef SOFTCAP
+                    s[a][b] = SOFTCAP * tanh(s[a][b] / SOFTCAP);
+#endif
                     ps[q * uint(BKV) + j] = seen ? s[a][b] : -1.0e30;
                 }
         }

@@ -19,3 +19,11 @@ uniform uint u_params[28];
 // matvec.comp x_half's W_XL and W_XH, and x_prep.comp's under XP_TWO.
 #define TWO_XL(k) (((k) & 1) != 0 ? 0.0625 : 1.0)
 #define TWO_XH(k) (((k) & 1) != 0 ? 0.015625 : 0.25)
+
+// The GLU epilogue's activation of the gate: SiLU, or (GLU_GELU) GELU's tanh
+// form (Gemma).
+#ifdef GLU_GELU
+#define GLU_ACT(a) (0.5 * (a) * (1.0 + tanh(0.7978845608 * ((a) + 0.044715 * (a) * (a) * (a)))))
+#else
+#define GLU_ACT(a) ((a) / (1.0 + exp(-(a))))
+#endif

@@ -3,7 +3,8 @@
 // Params: 0 ids to look up, 1 index of the first id in `ids`,
 //         2 index in y of the first output row, 3 y row stride (floats),
 //         4 first row held by this weight buffer, 5 rows it holds,
-//         6 1 when it holds the tensor's last row;
+//         6 1 when it holds the tensor's last row, 7 a scale of the rows
+//         (float bits; 0: none);
 //         8..13 the weight planes (weights.glsl).
 // Work groups: one per id; an id outside this buffer's rows is left to the
 // dispatch of the buffer that holds it (split tensors), and an id past the
@@ -39,7 +40,7 @@ void main()
             uint c = u * 32u + uint((k & 3) * 4 + (k >> 2) * 16);
             for (int j = 0; j < 4; j++)
                 if (c + uint(j) < cols)
-                    y[out_base + c + uint(j)] = v[k][j];
+                    y[out_base + c + uint(j)] = PARAM_U(7) != 0u ? v[k][j] * PARAM_F(7) : v[k][j];
         }
     }
 }

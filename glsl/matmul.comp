@@ -438,7 +438,7 @@ void main()
             uint g = PARAM_U(1) + row;
             float a = acc[i][j], b = acc[i + TM / 2][j];
 #ifdef GLU
-            y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = a / (1.0 + exp(-a)) * b;
+            y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = GLU_ACT(a) * b;
 #else
 #ifdef QKV_BIAS
             a += x_at(PARAM_U(7) + g);

@@ -6,7 +6,7 @@ void put_pair(uint row, uint t, float a, float b)
 {
     uint g = PARAM_U(1) + row;
 #ifdef GLU
-    y[g / 2u + t * PARAM_U(6)] = a / (1.0 + exp(-a)) * b;
+    y[g / 2u + t * PARAM_U(6)] = GLU_ACT(a) * b;
 #else
 #ifdef QKV_BIAS
     a += x_at(PARAM_U(7) + g);

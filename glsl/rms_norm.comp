@@ -3,6 +3,7 @@
 // Params: 0 n (columns), 1 eps (float bits), 2 floats from one row of x / y to
 //         the next (0: n), 3 / 4 float offsets of row 0 in x / y.
 // Work groups: one per row, WG_SIZE invocations striding the columns.
+// ADD: y += the norm (Gemma 2's norms after attention and the FFN).
 // PREP (one row, its columns shared out over the work groups): the norm's
 // first half for a matvec built with NORM_SCALE (matvec.comp): y = x * w,
 // not scaled, and each invocation's sum of the squares of its x to y's
@@ -18,7 +19,11 @@ layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
+#ifdef ADD
+layout(std430, binding = 2) buffer Y { float y[]; };
+#else
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+#endif
 
 void main()
 {
@@ -39,7 +44,12 @@ void main()
     for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
         ss += x[xb + i] * x[xb + i];
     float scale = inversesqrt(wg_reduce_sum(ss) / float(n) + eps);
-    for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE))
+    for (uint i = gl_LocalInvocationIndex; i < n; i += uint(WG_SIZE)) {
+#ifdef ADD
+        y[yb + i] += x[xb + i] * scale * w[i];
+#else
         y[yb + i] = x[xb + i] * scale * w[i];
+#endif
+    }
 #endif
 }

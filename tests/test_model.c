@@ -839,6 +839,23 @@ static void test_mamba_matches_cpu(void)
     check_prefill(&q, 32, 0, long_pieces, 2);
 }
 
+/* Gemma 2 against the CPU reference: the scaled embeddings, soft-capped
+ * scores and logits, a window on every other layer, the norms after
+ * attention and the FFN, GELU; steps and prefills across the window's edge,
+ * and a quantized file. */
+static void test_gemma2_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("gemma2", GGML_TYPE_F32);
+    s.n_layer = 3;
+    s.n_embd = 128;
+    s.head_dim = 64; /* (4 heads of 64: wider than n_embd / n_head) */
+    s.window = 5;
+    s.tied = true;
+    check_steps_and_prefills(&s, 16);
+    s.type = s.embd_type = GGML_TYPE_Q8_0;
+    check_against_reference(&s, 32, 12, 1);
+}
+
 /* Mamba-2 against the CPU reference: heads with one decay each, B and C in
  * two groups, the grouped norm; steps, prefills of one and several
  * sub-chunks, and a quantized file. */
@@ -989,7 +1006,8 @@ static const char *const shared_models[] = { "aidreams260K-f32", "tiny-spm-f32",
                                              "tiny-spm-q8_0", "tiny-spm-q6_k", "tiny-spm-q4_0",
                                              "tiny-spm-q4_k_m", "arch-llama3", "arch-mixtral",
                                              "arch-qwen2moe", "arch-olmoe", "arch-phi3",
-                                             "arch-mamba", "arch-mamba2", "arch-jamba" };
+                                             "arch-gemma2", "arch-mamba", "arch-mamba2",
+                                             "arch-jamba" };
 
 /* llama.cpp's outputs for its file `name`: reference/`name`.jsonl's cases */
 static int ref_load(const char *dir, const char *name, ref_case *cases, int max)
@@ -1273,6 +1291,7 @@ int main(void)
     RUN_TEST(test_sampling_candidates_match_cpu);
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_mamba_matches_cpu);
+    RUN_TEST(test_gemma2_matches_cpu);
     RUN_TEST(test_mamba2_matches_cpu);
     RUN_TEST(test_jamba_matches_cpu);
     RUN_TEST(test_shared_models_match_llama_cpp);

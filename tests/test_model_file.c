@@ -447,6 +447,17 @@ static const craft mamba_corpus[] = {
 };
 #undef M
 
+/* Gemma 2's soft caps: not above 0, not a number; its window: missing
+ * (llama.cpp's 4096). */
+static const craft gemma2_corpus[] = {
+    { 0 },
+    { "gemma2.attn_logit_softcapping", K_F32, 0, .want = GLESLLM_ERR_FORMAT, .says = "attn_logit_softcapping is 0" },
+    { "gemma2.final_logit_softcapping", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "final_logit_softcapping" },
+    { "gemma2.final_logit_softcapping", K_STR, .str = "30", .want = GLESLLM_ERR_FORMAT, .says = "final_logit_softcapping" },
+    { "gemma2.attention.sliding_window", K_DROP },
+    { .tensor = "blk.1.post_ffw_norm.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.post_ffw_norm.weight" },
+};
+
 /* Mamba-2's groups: missing, or not dividing its heads. */
 static const craft mamba2_corpus[] = {
     { 0 },
@@ -494,6 +505,22 @@ static void test_crafted_expert_files(void)
     check_corpus(&s, olmoe_corpus, sizeof olmoe_corpus / sizeof olmoe_corpus[0]);
 }
 
+static void test_crafted_gemma2_files(void)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = "gemma2";
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 96;
+    s.n_vocab = 300;
+    s.window = 8;
+    s.tied = true;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    check_corpus(&s, gemma2_corpus, sizeof gemma2_corpus / sizeof gemma2_corpus[0]);
+}
+
 static void test_crafted_state_space_files(void)
 {
     demo_spec s = demo_spec_default();
@@ -527,5 +554,6 @@ int main(void)
     RUN_TEST(test_crafted_corpus);
     RUN_TEST(test_crafted_expert_files);
     RUN_TEST(test_crafted_state_space_files);
+    RUN_TEST(test_crafted_gemma2_files);
     return test_exit_code(UNITY_END());
 }

@@ -163,7 +163,7 @@ void check_get_rows(const mv_case *c, uint64_t seed)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, sizeof ids, ids, 0, "ids", &bids));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, yn * 4, NULL, 0, "y", &by));
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK,
-                                  get_rows_record(queue, &k, &gw, &bids, 1, N_IDS, &by, y_off, stride),
+                                  get_rows_record(queue, &k, &gw, &bids, 1, N_IDS, &by, y_off, stride, 0.0f),
                                   glesllm_last_error());
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));

@@ -250,7 +250,7 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     U32("vocab_size", s->n_vocab);
     if (s->long_rope)
         U32("rope.scaling.original_context_length", s->n_ctx / 2);
-    if (strcmp(a, "phi3") == 0)
+    if (strcmp(a, "phi3") == 0 || strcmp(a, "gemma2") == 0)
         U32("attention.sliding_window", s->window);
     if (s->n_expert) {
         U32("expert_count", s->n_expert);
@@ -266,6 +266,14 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
         return st;
     snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
     if (s->long_rope && (st = gguf_writer_set_f32(w, key, 1.2f)))
+        return st;
+    /* (Gemma 2's caps, lower than its 50 and 30: random weights' scores and
+     * logits reach them) */
+    snprintf(key, sizeof key, "%s.attn_logit_softcapping", a);
+    if (strcmp(a, "gemma2") == 0 && (st = gguf_writer_set_f32(w, key, 1.5f)))
+        return st;
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", a);
+    if (strcmp(a, "gemma2") == 0 && (st = gguf_writer_set_f32(w, key, 4.0f)))
         return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
     return gguf_writer_set_f32(w, key, strncmp(a, "qwen", 4) == 0 ? 1000000.0f : 10000.0f);
@@ -500,7 +508,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
     bool qwen = strncmp(s->arch, "qwen2", 5) == 0, moe = s->n_expert > 0;
     bool qk_width = strcmp(s->arch, "olmoe") == 0, qk_head = strncmp(s->arch, "qwen3", 5) == 0;
-    bool fused = strcmp(s->arch, "phi3") == 0;
+    bool fused = strcmp(s->arch, "phi3") == 0, gemma = strcmp(s->arch, "gemma2") == 0;
     demo_model *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -521,7 +529,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
     if (!st && s->long_rope)
         st = make_tensor(d, &seed, "rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 1.1f,
                          0.1f, NULL);
-    const void *(*made)[24] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
+    const void *(*made)[26] = calloc(s->n_layer, sizeof *made); /* each layer's tensor bytes */
     if (!made && !st)
         st = err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
@@ -561,6 +569,9 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
             /* Q|K|V and gate|up, each in one tensor (phi3; in place of 1-3 and 6-7) */
             { "attn_qkv.weight", s->type, q_dim + 2ull * kv_dim, s->n_embd, 0.0f, se },
             { "ffn_up.weight", s->type, 2ull * s->n_ff, s->n_embd, 0.0f, se },
+            /* Gemma 2's norms after attention and the FFN */
+            { "post_attention_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
+            { "post_ffw_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
         };
         uint32_t n = sizeof t / sizeof t[0];
         for (uint32_t k = 0; k < n && !st; k++) {
@@ -569,7 +580,8 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
                                   : k < 16 ? moe
                                   : k < 20 ? s->n_ff_shexp > 0
                                   : k < 22 ? qk_width || qk_head
-                                           : fused);
+                                  : k < 24 ? fused
+                                           : gemma);
             if (fused && ((k >= 1 && k <= 3) || k == 6 || k == 7))
                 want = false;
             if (!want)

@@ -17,6 +17,8 @@ typedef struct demo_spec {
      * gate|up each in one tensor, NeoX RoPE, a sliding window), "mamba"
      * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused),
      * "mamba2" (Mamba-2 blocks: dt_rank heads, n_group groups) or
+     * "gemma2" (tied embeddings advised; Gemma 2's norms, caps and window
+     * on every other layer) or
      * "jamba" (Mamba blocks with norms of dt, B and C, attention without
      * RoPE in the layers i % attn_every == attn_every / 2, a FFN after each,
      * experts in the odd layers where n_expert) */
@@ -24,7 +26,7 @@ typedef struct demo_spec {
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
     uint32_t head_dim; /* 0: n_embd / n_head (else attention.key_length) */
-    uint32_t window;   /* phi3: attention.sliding_window */
+    uint32_t window;   /* phi3, gemma2: attention.sliding_window */
     /* LongRoPE: rope_factors_long/short (1 to 5, and near 1), an original
      * context of n_ctx / 2 and an attention factor of 1.2 */
     bool long_rope;

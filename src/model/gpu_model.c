@@ -26,6 +26,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_MAMBA] = mamba_graph,
         [MODEL_ARCH_MAMBA2] = mamba_graph, /* (its block's ops are data: pass_ssm) */
         [MODEL_ARCH_JAMBA] = jamba_graph,
+        [MODEL_ARCH_GEMMA2] = gemma2_graph,
     };
     return graphs[arch];
 }
@@ -332,6 +333,9 @@ static glesllm_status upload_ffn(gpu_model *gm, uint32_t li, upload_progress *pr
         return upload_experts(gm, li, pr);
     matvec_variant add = { MATVEC_ADD }, glu = { MATVEC_GLU };
     add.norm_out = glu.norm_scale = gm->fuse_norm;
+    glu.gelu = gm->m->hp.gelu;
+    if (gm->m->hp.post_norms) /* (down's output normalised before the add: pass_residual) */
+        add.epilogue = MATVEC_STORE;
     char name[64];
     glesllm_status st;
     if ((st = check_glu_types(li, &l->gate, "ffn_gate", &l->up, "ffn_up")))
@@ -401,6 +405,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
      * them scale (the norm split across two kernels) */
     matvec_variant add = { MATVEC_ADD };
     add.norm_out = gm->fuse_norm;
+    if (hp->post_norms) /* (O's output normalised before the add: pass_residual) */
+        add.epilogue = MATVEC_STORE;
     if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
     progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
@@ -442,6 +448,11 @@ static glesllm_status create_act(gpu_model *gm)
         if (m->layers[i].bq.data) {
             gm->layers[i].bias = at;
             at += align64(q_dim + 2ull * kv_dim);
+        }
+        if (m->layers[i].attn_post_norm.data) {
+            gm->layers[i].attn_post = at;
+            gm->layers[i].ffn_post = at + emb;
+            at += 2 * emb;
         }
         if (m->layers[i].q_norm.data) {
             gm->layers[i].q_norm = at;
@@ -516,6 +527,8 @@ static glesllm_status create_act(gpu_model *gm)
      * sums, and its share of the scan's carries (a sub-chunk's each
      * ssm_sub_tokens of a full chunk) */
     ssm_shape sh = ssm_shape_of(hp);
+    if (hp->post_norms)
+        per_tok += act_stride(hp->n_embd);
     if (hp->ssm)
         per_tok += act_stride(ssm_in_width(hp)) + act_stride(ssm_conv_channels(hp)) +
                    2 * act_stride(hp->ssm_d_inner) +
@@ -540,6 +553,10 @@ static glesllm_status create_act(gpu_model *gm)
     if (hp->qk_norm != MODEL_QK_NONE) {
         gm->bqkv = at;
         at += align64(nb * qkv_row);
+    }
+    if (hp->post_norms) {
+        gm->post = at;
+        at += align64(nb * act_stride(hp->n_embd));
     }
     if (hp->ssm) {
         gm->ssm_xz = at;
@@ -596,6 +613,9 @@ static glesllm_status create_act(gpu_model *gm)
                 !(st = put_vector(&l->bk, b + q_dim, hp->head_dim, hp->rope_neox)))
                 st = put_vector(&l->bv, b + q_dim + kv_dim, hp->head_dim, false);
         }
+        if (!st && l->attn_post_norm.data &&
+            !(st = put_vector(&l->attn_post_norm, host + g->attn_post, hp->head_dim, false)))
+            st = put_vector(&l->ffn_post_norm, host + g->ffn_post, hp->head_dim, false);
         /* (reordered as Q's and K's rows are) */
         if (!st && l->q_norm.data &&
             !(st = put_vector(&l->q_norm, host + g->q_norm, hp->head_dim, hp->rope_neox)))
@@ -798,7 +818,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
                                   &gm->prefetch_down, &why);
     }
-    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx };
+    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale,
+                      hp->attn_softcap };
     ssm_shape sh = ssm_shape_of(hp);
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
         (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
@@ -895,7 +916,8 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         gm->mcfg = gm->mcfg32;
     gm->kv = opt->kv;
     gm->cand_k = 40;
-    gm->fuse_norm = t->fuse_norm != TUNE_OFF;
+    /* (Gemma 2's norms after O and down take their outputs whole: no split) */
+    gm->fuse_norm = t->fuse_norm != TUNE_OFF && !m->hp.post_norms;
     gm->pen = 1.0f;
     gm->anchor = -1;
     glesllm_status st = GLESLLM_OK;

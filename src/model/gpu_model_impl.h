@@ -59,6 +59,7 @@ typedef struct gpu_layer {
     gpu_buffer cache;         /* Q scratch | K | V */
     uint64_t attn_norm, ffn_norm, bias; /* float offsets in act */
     uint64_t q_norm, k_norm;  /* model_hparams.qk_norm: the weights' float offsets in act */
+    uint64_t attn_post, ffn_post; /* model_hparams.post_norms: their weights' float offsets */
     uint32_t window;          /* model_layer_window: the positions a query sees, 0: all */
     uint64_t rope;            /* float offset in act of its RoPE table (gm->rope, or
                                  gm->no_rope for a layer without RoPE) */
@@ -157,6 +158,7 @@ struct gpu_model {
     bool anchor_next; /* a truncation: the next pass's source becomes the anchor */
     uint64_t replayed; /* tokens run again to make a state no slot held */
     uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry, ssm_gram;
+    uint64_t post; /* model_hparams.post_norms: n_batch rows of O's or down's output */
 };
 
 /* kernels.c: the model's kernels, each variant built once (a kernel set).
@@ -229,6 +231,8 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l);
 typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN, PASS_SSM_OUT } pass_input;
 glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm);
+/* x += RMSNorm(W in) * post (Gemma 2's norms after attention and the FFN) */
+glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t post);
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
 glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
 /* x += the mixture of experts' FFN of RMSNorm(x) * ffn_norm (the norm its
@@ -246,5 +250,6 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l);
 glesllm_status llama_graph(gpu_pass *p);
 glesllm_status mamba_graph(gpu_pass *p);
 glesllm_status jamba_graph(gpu_pass *p);
+glesllm_status gemma2_graph(gpu_pass *p);
 
 #endif

@@ -18,7 +18,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim &&
            k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim &&
            k->var.bias == v->bias && k->var.nt == v->nt && k->var.norm_scale == v->norm_scale &&
-           k->var.norm_out == v->norm_out && k->var.expert == v->expert;
+           k->var.norm_out == v->norm_out && k->var.expert == v->expert && k->var.gelu == v->gelu;
 }
 
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
@@ -51,7 +51,8 @@ static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_vari
     return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
            k->cfg.split == c->split && k->var.epilogue == v->epilogue &&
            k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
-           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.expert == v->expert;
+           k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.expert == v->expert &&
+           k->var.gelu == v->gelu;
 }
 
 static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,

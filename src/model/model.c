@@ -113,6 +113,7 @@ static const struct arch_desc {
     bool hybrid;      /* with ssm: Mamba blocks in the layers whose attention.head_count_kv
                          is 0, attention in the others, a FFN after each */
     bool mamba2;      /* with ssm: Mamba-2 blocks (model_hparams.ssm_mamba2) */
+    bool gemma2;      /* Gemma 2's scales, soft caps, post norms and GELU (model_hparams) */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -128,6 +129,8 @@ static const struct arch_desc {
     /* (every fourth layer without RoPE: llama.cpp's fixed rule, as the model's
      * own no_rope_layer_interval) */
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
+    { .name = "gemma2", .arch = MODEL_ARCH_GEMMA2, .rope_neox = true, .swa = true,
+      .gemma2 = true },
     { .name = "mamba", .arch = MODEL_ARCH_MAMBA, .ssm = true },
     { .name = "mamba2", .arch = MODEL_ARCH_MAMBA2, .ssm = true, .mamba2 = true },
     /* (its attention turns nothing: a period of 1 leaves every layer without RoPE) */
@@ -177,6 +180,8 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch, bool 
                  { "ssm.state_size", false },
                  { "ssm.time_step_rank", false },
                  { "ssm.group_count", false },
+                 { "attn_logit_softcapping", true },
+                 { "final_logit_softcapping", true },
                  { "expert_weights_scale", true } };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[160];
@@ -272,7 +277,9 @@ static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad
     if (!ad->swa)
         return GLESLLM_OK;
     uint32_t def = 0, n_ctx = mi->n_ctx_train, nl = hp->n_layer;
-    if ((nl == 32 || nl == 40) && n_ctx == 4096)
+    if (ad->gemma2)
+        def = 4096; /* (llama.cpp's for Gemma 2 files without the key) */
+    else if ((nl == 32 || nl == 40) && n_ctx == 4096)
         def = 2047; /* Phi-3-mini-4k, Phi-3-medium-4k */
     else if (nl == 32 && hp->n_head_kv == 32 && n_ctx == 131072)
         def = 262144; /* Phi-3-mini-128k */
@@ -390,6 +397,33 @@ static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, bool ma
     return GLESLLM_OK;
 }
 
+/* Gemma 2's scales and soft caps (llama.cpp's defaults where a key is
+ * missing); its query scale is 1 / sqrt(n_embd / n_head) for the 27B shape
+ * (46 layers), as llama.cpp takes it, else 1 / sqrt(head_dim). */
+static glesllm_status read_gemma2(const gguf_file *f, const char *a, model_hparams *hp)
+{
+    const struct {
+        const char *suffix;
+        float *v, def;
+    } caps[] = { { "attn_logit_softcapping", &hp->attn_softcap, 50.0f },
+                 { "final_logit_softcapping", &hp->final_softcap, 30.0f } };
+    for (size_t i = 0; i < 2; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", a, caps[i].suffix);
+        *caps[i].v = caps[i].def;
+        if (gguf_find(f, key))
+            gguf_get_f32(f, key, caps[i].v); /* (its type: check_hp_types) */
+        if (!(*caps[i].v > 0.0f))
+            return err_set(GLESLLM_ERR_FORMAT, "%s is %g; it must be above 0: the file is damaged",
+                           key, *caps[i].v);
+    }
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->attn_scale = hp->n_layer == 46 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                       : 1.0f / sqrtf((float)hp->head_dim);
+    hp->gelu = hp->post_norms = true;
+    return GLESLLM_OK;
+}
+
 /* mi: what model_info_read made of f */
 static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, model_hparams *hp)
 {
@@ -409,7 +443,7 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, mamba, mamba2 and jamba models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, gemma2, mamba, mamba2 and jamba models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -492,7 +526,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s.rope.dimension_count is %u, for heads of %u dimensions: the file is "
                        "damaged", a, mi->rope_dims, hp->head_dim);
-    if ((st = read_window(f, &archs[a_i], mi, hp)) != GLESLLM_OK)
+    if ((st = read_window(f, &archs[a_i], mi, hp)) != GLESLLM_OK ||
+        (archs[a_i].gemma2 && (st = read_gemma2(f, a, hp)) != GLESLLM_OK))
         return st;
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
@@ -560,7 +595,7 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->ssm_x,      &l->ssm_dt,    &l->ssm_dt_b,
                                      &l->ssm_a,      &l->ssm_d,     &l->ssm_out,
                                      &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm,
-                                     &l->ssm_norm };
+                                     &l->ssm_norm,   &l->attn_post_norm, &l->ffn_post_norm };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -768,6 +803,8 @@ glesllm_status model_open(const gguf_file *f, model *m)
             { &l->shexp_gate, "ffn_gate_inp_shexp.weight", 1, 1, hp->n_embd, shexp },
             { &l->q_norm, "attn_q_norm.weight", 1, 1, q_span, qk },
             { &l->k_norm, "attn_k_norm.weight", 1, 1, k_span, qk },
+            { &l->attn_post_norm, "post_attention_norm.weight", 1, 1, hp->n_embd, hp->post_norms },
+            { &l->ffn_post_norm, "post_ffw_norm.weight", 1, 1, hp->n_embd, hp->post_norms },
         };
         if ((st = get_layer(f, i, want, sizeof want / sizeof want[0])) != GLESLLM_OK) {
             model_close(m);
@@ -816,8 +853,8 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il)
 
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
 {
-    (void)il; /* (every layer's, for the architectures glesllm runs) */
-    return hp->n_swa;
+    /* (Gemma 2: every other layer's, from the first; Phi-3: every layer's) */
+    return hp->arch == MODEL_ARCH_GEMMA2 && il % 2 ? 0 : hp->n_swa;
 }
 
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)

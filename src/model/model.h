@@ -16,7 +16,10 @@
  * of channels sharing a scalar decay, B and C from the convolved input in
  * groups, a grouped norm before the output) and `jamba` (layers of
  * Mamba blocks or of attention without RoPE, as attention.head_count_kv
- * says a layer, each followed by a FFN or experts not renormalised). */
+ * says a layer, each followed by a FFN or experts not renormalised) and
+ * `gemma2` (the embeddings times sqrt(n_embd), NeoX RoPE, a sliding window
+ * on every other layer, attention scores and logits soft-capped, a norm
+ * after the attention and after the FFN as well as before, GELU). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -36,7 +39,8 @@ typedef enum model_arch {
     MODEL_ARCH_SMOLLM3,
     MODEL_ARCH_MAMBA,
     MODEL_ARCH_MAMBA2,
-    MODEL_ARCH_JAMBA
+    MODEL_ARCH_JAMBA,
+    MODEL_ARCH_GEMMA2
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -72,7 +76,15 @@ typedef struct model_hparams {
     bool rope_neox;    /* pairs (i, i + head_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;     /* Q, K and V have biases */
     model_qk_norm qk_norm; /* Q and K normalised before RoPE; model_qk_spans */
-    uint32_t n_swa; /* a sliding window of n_swa positions on every layer (0: none) */
+    uint32_t n_swa; /* a sliding window of n_swa positions on the layers model_layer_window
+                       says (0: none) */
+    /* Gemma 2: x starts as the embedding times embd_scale (0: 1); attention
+     * scores are q . k times attn_scale (0: 1 / sqrt(head_dim)), then
+     * cap tanh(s / cap) with cap attn_softcap (0: none); the logits likewise
+     * with final_softcap; the FFN's gate through GELU (tanh) instead of SiLU;
+     * post_norms: x += RMSNorm(out) * post weight after attention and FFN */
+    float embd_scale, attn_scale, attn_softcap, final_softcap;
+    bool gelu, post_norms;
     uint32_t no_rope_period; /* > 0: layer il has no RoPE where (il + 1) % it is 0 (SmolLM3) */
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of
@@ -130,6 +142,7 @@ typedef struct model_layer {
     model_tensor ssm_in, ssm_conv, ssm_conv_b, ssm_x, ssm_dt, ssm_dt_b, ssm_a, ssm_d, ssm_out;
     model_tensor ssm_dt_norm, ssm_b_norm, ssm_c_norm; /* Jamba's norms' weights, else data NULL */
     model_tensor ssm_norm; /* Mamba-2's grouped norm's weights (n_group rows), else data NULL */
+    model_tensor attn_post_norm, ffn_post_norm; /* model_hparams.post_norms, else data NULL */
     bool recurrent; /* a Mamba block in place of attention (its ssm_* tensors are set) */
 } model_layer;
 

@@ -185,7 +185,7 @@ glesllm_status pass_embed(gpu_pass *p)
         return st;
     p->wrote_x = NULL;
     return get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, p->pos0, p->n, &gm->act,
-                           p->kind == PASS_STEP ? gm->x : gm->bx, emb);
+                           p->kind == PASS_STEP ? gm->x : gm->bx, emb, hparams(p)->embd_scale);
 }
 
 glesllm_status pass_norm(gpu_pass *p, uint64_t weight)
@@ -339,6 +339,30 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
     }
     p->wrote_x = w;
     return st;
+}
+
+glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t post)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint64_t emb = act_stride(hp->n_embd);
+    bool step = p->kind == PASS_STEP;
+    uint64_t x_in = in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
+                                        : (step ? gm->hidden : gm->bhid);
+    matvec_args none = { 0 };
+    glesllm_status st;
+    if (step)
+        st = matvec_record_args(gm->q, w->k, &w->w, &gm->act, x_in, &gm->act, gm->post, &none);
+    else if (p->kind == PASS_SMALL)
+        st = record_multi(p, w, &gm->act, x_in, gm->post, emb, &none);
+    else {
+        matmul_args a = { .n_tok = p->n, .x_off = x_in, .y_off = gm->post, .y_stride = emb };
+        st = chunk_matmul(gm, w, &gm->act, a);
+    }
+    p->wrote_x = NULL; /* (the next norm from x alone: no split) */
+    return st ? st
+              : norm_record_rms_add(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps, (uint32_t)emb,
+                                    post, gm->post, step ? gm->x : gm->bx, step ? 1 : p->n);
 }
 
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w)
@@ -594,6 +618,18 @@ static glesllm_status record_pick(gpu_model *gm, unsigned flags, uint32_t pos)
     return GLESLLM_OK;
 }
 
+/* rows of logits at off of buf soft-capped where the model caps them
+ * (Gemma 2's final cap), before anything reads them */
+static glesllm_status cap_logits(gpu_model *gm, const gpu_buffer *buf, uint64_t off,
+                                 uint32_t rows)
+{
+    const model_hparams *hp = &gm->m->hp;
+    if (!(hp->final_softcap > 0.0f))
+        return GLESLLM_OK;
+    return sample_record_softcap(gm->q, &gm->sample, buf, hp->n_vocab, off,
+                                 act_stride(hp->n_vocab), rows, hp->final_softcap);
+}
+
 /* What `flags` asks for the last of a batch's tokens: its logits as a decode
  * step makes them (so that they are the step's to the bit), and their argmax
  * or candidates. */
@@ -613,6 +649,8 @@ static glesllm_status record_last_logits(gpu_pass *p, uint64_t out_norm)
     if (!st)
         st = matvec_record_args(gm->q, gm->out.k, gm->output, &gm->act, gm->xn, &gm->act,
                                 gm->logits, &a);
+    if (!st)
+        st = cap_logits(gm, &gm->act, gm->logits, 1);
     return st ? st : record_pick(gm, p->flags, p->pos0 + p->n - 1);
 }
 
@@ -630,6 +668,8 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
             if (!st)
                 st = matvec_record_args(gm->q, gm->out.k, gm->output, &gm->act, gm->xn, &gm->act,
                                         gm->logits, &a);
+            if (!st)
+                st = cap_logits(gm, &gm->act, gm->logits, 1);
         }
         return st ? st : record_pick(gm, p->flags, p->pos0);
     case PASS_SMALL:
@@ -637,6 +677,8 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
             matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
             step_norm_split(p, &a);
             st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
+            if (!st)
+                st = cap_logits(gm, &gm->act, gm->vlog, p->n);
             if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
                 st = record_argmax_rows(gm, gm->vlog, p->n, p->pos0 + 1);
         }
@@ -649,6 +691,8 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
                 uint32_t cnt = p->n - t0 < gm->logits_rows ? p->n - t0 : gm->logits_rows;
                 matmul_args a = { .n_tok = cnt, .x_off = gm->bxn + t0 * emb, .y_stride = vs };
                 st = chunk_matmul(gm, &gm->out, &gm->logits_all[b], a);
+                if (!st)
+                    st = cap_logits(gm, &gm->logits_all[b], 0, cnt);
             }
         }
         return st || !p->last ? st : record_last_logits(p, out_norm);

@@ -128,7 +128,10 @@ static void ffn(ref_model *r, const model_tensor *gate, const model_tensor *up,
     uint32_t n_embd = r->m->hp.n_embd;
     matvec_rows(r, gate, (uint64_t)e * n_ff, n_ff, r->xn, r->gate, 0);
     matvec_rows(r, up, (uint64_t)e * n_ff, n_ff, r->xn, r->up, 0);
-    ref_silu_mul(r->gate, r->up, n_ff);
+    if (r->m->hp.gelu)
+        ref_gelu_mul(r->gate, r->up, n_ff);
+    else
+        ref_silu_mul(r->gate, r->up, n_ff);
     matvec_rows(r, down, (uint64_t)e * n_embd, n_embd, r->gate, out, add);
 }
 
@@ -160,15 +163,28 @@ static void moe_ffn(ref_model *r, const model_layer *l)
         r->x[i] += r->moe[i];
 }
 
+/* x += RMSNorm(v) * w (v: n_embd values, changed) */
+static void add_normed(ref_model *r, float *v, const model_tensor *w)
+{
+    const model_hparams *hp = &r->m->hp;
+    ref_rms_norm(v, v, get_row(r, w, 0), 1, hp->n_embd, hp->eps);
+    for (uint32_t i = 0; i < hp->n_embd; i++)
+        r->x[i] += v[i];
+}
+
 /* x += the layer's FFN (experts where it has a router) of RMSNorm(x) * ffn_norm */
 static void layer_ffn(ref_model *r, const model_layer *l)
 {
     const model_hparams *hp = &r->m->hp;
     ref_rms_norm(r->xn, r->x, get_row(r, &l->ffn_norm, 0), 1, hp->n_embd, hp->eps);
-    if (l->router.data)
+    if (l->router.data) {
         moe_ffn(r, l);
-    else
+    } else if (l->ffn_post_norm.data) { /* (Gemma 2: x += RMSNorm(ffn) * post weight) */
+        ffn(r, &l->gate, &l->up, &l->down, 0, hp->n_ff, r->eout, 0);
+        add_normed(r, r->eout, &l->ffn_post_norm);
+    } else {
         ffn(r, &l->gate, &l->up, &l->down, 0, hp->n_ff, r->x, 1);
+    }
 }
 
 static void add_bias(ref_model *r, const model_tensor *b, float *y)
@@ -300,6 +316,8 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
         memset(r->ssm_st, 0, sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
     }
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
+    for (uint32_t i = 0; hp->embd_scale > 0.0f && i < n_embd; i++)
+        r->x[i] *= hp->embd_scale;
     r->ssm_pos = pos + 1;
     const float *cs = r->rope + (size_t)pos * hd;
     for (uint32_t li = 0; li < hp->n_layer; li++) {
@@ -334,13 +352,20 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
             vc[pos * kv_dim + i] = to_f16(r->vn[i]);
         }
         ref_attention(r->att, r->q, kc, vc, pos + 1, model_layer_window(hp, li), hp->n_head,
-                      hp->n_head_kv, hd, r->scores);
-        matvec(r, &l->wo, r->att, r->x, 1);
+                      hp->n_head_kv, hd, hp->attn_scale, hp->attn_softcap, r->scores);
+        if (l->attn_post_norm.data) { /* (Gemma 2) */
+            matvec(r, &l->wo, r->att, r->eout, 0);
+            add_normed(r, r->eout, &l->attn_post_norm);
+        } else {
+            matvec(r, &l->wo, r->att, r->x, 1);
+        }
         layer_ffn(r, l);
     }
     if (!logits)
         return GLESLLM_OK;
     ref_rms_norm(r->xn, r->x, get_row(r, &m->out_norm, 0), 1, n_embd, hp->eps);
     matvec(r, &m->output, r->xn, logits, 0);
+    for (uint32_t i = 0; hp->final_softcap > 0.0f && i < hp->n_vocab; i++)
+        logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
     return GLESLLM_OK;
 }

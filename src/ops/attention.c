@@ -12,6 +12,18 @@
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
 #define ATTN_WG 128u
 
+/* The score's scale and soft cap as defines (SCORE_SCALE, SOFTCAP; none:
+ * the kernels' 1 / sqrt(HEAD_DIM) and no cap), the floats' bits exact. */
+static void score_defines(const attn_shape *s, char *buf, size_t n)
+{
+    int k = 0;
+    buf[0] = 0;
+    if (s->scale > 0.0f)
+        k = snprintf(buf, n, "\nSCORE_SCALE uintBitsToFloat(%uu)", gpu_f2u(s->scale));
+    if (s->softcap > 0.0f && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
+}
+
 /* The prefill kernel's tiles (queries x positions): the first of the list
  * whose shared memory fits. Small tiles leave room for several work groups a
  * multiprocessor (bench/RESULTS.md "Prefill attention"). */
@@ -28,9 +40,11 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         uint32_t lpq = 1;
         while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
             lpq *= 2;
-        char defs[256];
-        snprintf(defs, sizeof defs, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u",
-                 wg, hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq);
+        char defs[320], sc[96];
+        score_defines(s, sc, sizeof sc);
+        snprintf(defs, sizeof defs,
+                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s", wg, hd,
+                 s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc);
         glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
         if (st == GLESLLM_OK)
             k->tile_q = bq;
@@ -50,12 +64,13 @@ glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *o
      * n_head + 1 smaller ones */
     out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
     const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
-    char defs[256];
+    char defs[320], sc[96];
+    score_defines(s, sc, sizeof sc);
     snprintf(defs, sizeof defs,
              "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
-             "ONE_CHUNK %u%s",
+             "ONE_CHUNK %u%s%s",
              ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
-             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg);
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, sc);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
         return st;

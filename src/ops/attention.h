@@ -22,6 +22,8 @@
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
     uint32_t n_ctx; /* positions a query may see at most */
+    float scale;    /* a score is q . k times this (0: 1 / sqrt(head_dim)) */
+    float softcap;  /* > 0: then softcap tanh(score / softcap) (Gemma 2) */
 } attn_shape;
 
 typedef struct attn_kernels {

@@ -31,7 +31,8 @@ void get_rows_destroy(get_rows_kernel *k)
 
 glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu_weight *w,
                                const gpu_buffer *ids, uint32_t id_off, uint32_t n_ids,
-                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride)
+                               const gpu_buffer *y, uint64_t y_off, uint64_t y_stride,
+                               float scale)
 {
     if (k->type != w->type)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "row lookup kernel for %s given tensor %s (%s)",
@@ -53,6 +54,7 @@ glesllm_status get_rows_record(gpu_queue *q, const get_rows_kernel *k, const gpu
         d.params[4] = (uint32_t)p->row0;
         d.params[5] = (uint32_t)p->rows;
         d.params[6] = i + 1 == w->n_parts;
+        d.params[7] = scale != 0.0f ? gpu_f2u(scale) : 0u;
         weight_grid(&d, n_ids);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)

@@ -420,7 +420,7 @@ void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
 {
     buf[0] = 0;
     if (v->epilogue == MATVEC_GLU)
-        snprintf(buf, n, "\nGLU 1");
+        snprintf(buf, n, "\nGLU 1%s", v->gelu ? "\nGLU_GELU 1" : "");
     else if (v->epilogue == MATVEC_QKV)
         snprintf(buf, n, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v->q_dim, v->kv_dim,
                  v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");

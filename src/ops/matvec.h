@@ -88,6 +88,7 @@ typedef struct matvec_variant {
     /* One token a work-group layer, for mixture-of-experts FFNs (ops/moe.h
      * moe_record_matvec; matvec.comp EXPERT): STORE or GLU, no norm. */
     bool expert;
+    bool gelu; /* MATVEC_GLU: the gate through GELU's tanh form, not SiLU (Gemma) */
 } matvec_variant;
 
 typedef struct matvec_kernel {

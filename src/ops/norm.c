@@ -16,7 +16,13 @@ glesllm_status norm_build(gpu_context *ctx, norm_kernels *out)
     if (st)
         return st;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nPREP 1", NORM_WG);
-    if ((st = gpu_program_build(ctx, "rms_norm.comp", defs, &out->prep)))
+    if ((st = gpu_program_build(ctx, "rms_norm.comp", defs, &out->prep))) {
+        norm_destroy(out);
+        return st;
+    }
+    snprintf(defs, sizeof defs, "WG_SIZE %u\nADD 1%s", NORM_WG,
+             gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "");
+    if ((st = gpu_program_build(ctx, "rms_norm.comp", defs, &out->add)))
         norm_destroy(out);
     return st;
 }
@@ -25,19 +31,20 @@ void norm_destroy(norm_kernels *k)
 {
     gpu_program_destroy(&k->rms);
     gpu_program_destroy(&k->prep);
+    gpu_program_destroy(&k->add);
 }
 
-glesllm_status norm_record_rms(gpu_queue *q, const norm_kernels *k, const gpu_buffer *act,
-                               uint32_t n, float eps, uint32_t stride, uint64_t w_off,
-                               uint64_t x_off, uint64_t y_off, uint32_t rows)
+static glesllm_status record_rms(gpu_queue *q, const gpu_program *prog, const gpu_buffer *act,
+                                 uint32_t n, float eps, uint32_t stride, uint64_t w_off,
+                                 uint64_t x_off, uint64_t y_off, uint32_t rows, gpu_access y_acc)
 {
     uint64_t span = (uint64_t)(rows - 1) * stride + n;
     gpu_dispatch d = { 0 };
-    d.prog = &k->rms;
+    d.prog = prog;
     /* ranges for the barrier tracking; the rows are found by params 3, 4 */
     d.bindings[0] = (gpu_binding){ 0, act, 0, (x_off + span) * 4, GPU_READ };
     d.bindings[1] = (gpu_binding){ 1, act, w_off * 4, n * 4, GPU_READ };
-    d.bindings[2] = (gpu_binding){ 2, act, 0, (y_off + span) * 4, GPU_WRITE };
+    d.bindings[2] = (gpu_binding){ 2, act, 0, (y_off + span) * 4, y_acc };
     d.n_bindings = 3;
     d.params[0] = n;
     d.params[1] = gpu_f2u(eps);
@@ -48,6 +55,21 @@ glesllm_status norm_record_rms(gpu_queue *q, const norm_kernels *k, const gpu_bu
     d.groups[0] = rows;
     d.groups[1] = d.groups[2] = 1;
     return gpu_queue_dispatch(q, &d);
+}
+
+glesllm_status norm_record_rms(gpu_queue *q, const norm_kernels *k, const gpu_buffer *act,
+                               uint32_t n, float eps, uint32_t stride, uint64_t w_off,
+                               uint64_t x_off, uint64_t y_off, uint32_t rows)
+{
+    return record_rms(q, &k->rms, act, n, eps, stride, w_off, x_off, y_off, rows, GPU_WRITE);
+}
+
+glesllm_status norm_record_rms_add(gpu_queue *q, const norm_kernels *k, const gpu_buffer *act,
+                                   uint32_t n, float eps, uint32_t stride, uint64_t w_off,
+                                   uint64_t x_off, uint64_t y_off, uint32_t rows)
+{
+    return record_rms(q, &k->add, act, n, eps, stride, w_off, x_off, y_off, rows,
+                      GPU_READ_WRITE);
 }
 
 uint32_t norm_prep_groups(uint32_t n)

@@ -16,7 +16,7 @@
 #define NORM_WG 128u
 
 typedef struct norm_kernels {
-    gpu_program rms, prep;
+    gpu_program rms, prep, add;
 } norm_kernels;
 
 glesllm_status norm_build(gpu_context *ctx, norm_kernels *out);
@@ -27,6 +27,11 @@ void norm_destroy(norm_kernels *k);
 glesllm_status norm_record_rms(gpu_queue *q, const norm_kernels *k, const gpu_buffer *act,
                                uint32_t n, float eps, uint32_t stride, uint64_t w_off,
                                uint64_t x_off, uint64_t y_off, uint32_t rows);
+
+/* The same, added to y's rows: y += RMSNorm(x) * w. */
+glesllm_status norm_record_rms_add(gpu_queue *q, const norm_kernels *k, const gpu_buffer *act,
+                                   uint32_t n, float eps, uint32_t stride, uint64_t w_off,
+                                   uint64_t x_off, uint64_t y_off, uint32_t rows);
 
 /* prep's work groups for a row of n (a group for each 4 NORM_WG columns),
  * each writing NORM_WG partial sums. */

@@ -40,11 +40,11 @@ void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_di
 
 void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
                    uint32_t window, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
-                   float *scores)
+                   float score_scale, float softcap, float *scores)
 {
     size_t kv_dim = (size_t)n_head_kv * head_dim;
     uint32_t hd = head_dim, group = n_head / n_head_kv;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = score_scale > 0.0f ? score_scale : 1.0f / sqrtf((float)hd);
     uint32_t lo = window && len > window ? len - window : 0;
     for (uint32_t h = 0; h < n_head; h++) {
         const float *qh = q + (size_t)h * hd;
@@ -55,6 +55,8 @@ void ref_attention(float *out, const float *q, const float *k, const float *v, u
             for (uint32_t d = 0; d < hd; d++)
                 s += (double)qh[d] * k[p * kv_dim + ko + d];
             scores[p] = (float)s * scale;
+            if (softcap > 0.0f)
+                scores[p] = softcap * tanhf(scores[p] / softcap);
             mx = scores[p] > mx ? scores[p] : mx;
         }
         double sum = 0.0;
@@ -166,5 +168,13 @@ void ref_ssm_scan2(float *y, float *h, const float *x, const float *dt, const fl
             }
             y[c] = (s + d[hh] * x[c]) * silu(z[c]);
         }
+    }
+}
+
+void ref_gelu_mul(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = 0.5f * g * (1.0f + tanhf(0.7978845608f * (g + 0.044715f * g * g * g))) * up[i];
     }
 }

@@ -19,16 +19,20 @@ double ref_dot(const float *w, const float *x, size_t n);
 void ref_rope(float *v, const float *cos_sin, uint32_t n_heads, uint32_t head_dim, bool neox);
 
 /* Attention of the query at position len - 1 over the positions it sees
+ * (scores q . k times score_scale, 0: 1 / sqrt(head_dim); softcap > 0: then
+ * softcap tanh(score / softcap))
  * for every head: all of 0..len-1, or with a window (> 0) its own and the
  * window - 1 before it. q (n_head x head_dim), k and v rows of kv_dim
  * (n_head_kv x head_dim) values a position, n_head / n_head_kv query heads to
  * a K/V head; out (n_head x head_dim); scores: room for len floats. */
 void ref_attention(float *out, const float *q, const float *k, const float *v, uint32_t len,
                    uint32_t window, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
-                   float *scores);
+                   float score_scale, float softcap, float *scores);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void ref_silu_mul(float *gate, const float *up, size_t n);
+/* gate[i] = gelu(gate[i]) * up[i], GELU's tanh form (Gemma's) */
+void ref_gelu_mul(float *gate, const float *up, size_t n);
 
 /* A token's experts from its router's n_expert logits: their softmax, the k
  * largest probabilities in llama.cpp's order (below), renormalised to sum 1

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/error.h"
+
 #define SAMPLE_WG 128u
 
 glesllm_status sample_build(gpu_context *ctx, sample_kernels *out)
@@ -25,7 +27,8 @@ glesllm_status sample_build(gpu_context *ctx, sample_kernels *out)
     if ((st = gpu_program_build(ctx, "topk.comp", defs, &out->topk2)))
         goto fail;
     snprintf(defs, sizeof defs, "WG_SIZE %u", SAMPLE_WG);
-    if ((st = gpu_program_build(ctx, "penalty.comp", defs, &out->penalty)))
+    if ((st = gpu_program_build(ctx, "penalty.comp", defs, &out->penalty)) ||
+        (st = gpu_program_build(ctx, "softcap.comp", defs, &out->softcap)))
         goto fail;
     return GLESLLM_OK;
 fail:
@@ -40,6 +43,27 @@ void sample_destroy(sample_kernels *k)
     gpu_program_destroy(&k->topk1);
     gpu_program_destroy(&k->topk2);
     gpu_program_destroy(&k->penalty);
+    gpu_program_destroy(&k->softcap);
+}
+
+glesllm_status sample_record_softcap(gpu_queue *q, const sample_kernels *k, const gpu_buffer *buf,
+                                     uint32_t n, uint64_t off, uint64_t stride, uint32_t rows,
+                                     float cap)
+{
+    if (!n || !rows || (off + (rows - 1) * stride + n) * 4 > buf->size ||
+        off + (rows - 1) * stride + n >= (1ull << 32))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "soft cap of %u rows: out of range", rows);
+    gpu_dispatch d = { 0 };
+    d.prog = &k->softcap;
+    d.bindings[0] = (gpu_binding){ 0, buf, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 1;
+    uint32_t p[] = { n, (uint32_t)stride, (uint32_t)off, gpu_f2u(cap) };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = 4;
+    d.groups[0] = (n + SAMPLE_WG - 1) / SAMPLE_WG;
+    d.groups[1] = rows;
+    d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
 }
 
 uint32_t sample_groups(uint32_t n_vocab) { return (n_vocab + SAMPLE_SLICE - 1) / SAMPLE_SLICE; }

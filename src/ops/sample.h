@@ -18,11 +18,17 @@
 #define SAMPLE_SLICE 2048u /* logits a work group of argmax and topk */
 
 typedef struct sample_kernels {
-    gpu_program argmax1, argmax2, topk1, topk2, penalty;
+    gpu_program argmax1, argmax2, topk1, topk2, penalty, softcap;
 } sample_kernels;
 
 glesllm_status sample_build(gpu_context *ctx, sample_kernels *out);
 void sample_destroy(sample_kernels *k);
+
+/* rows of n logits at float offset off of buf, stride apart, soft-capped in
+ * place (glsl/softcap.comp: cap tanh(v / cap), Gemma 2's final cap) */
+glesllm_status sample_record_softcap(gpu_queue *q, const sample_kernels *k, const gpu_buffer *buf,
+                                     uint32_t n, uint64_t off, uint64_t stride, uint32_t rows,
+                                     float cap);
 
 /* The work groups (slices) over n_vocab logits; the partials' floats argmax
  * needs a row (2 a group) and topk's lists (2 * SAMPLE_MAX_K + 2 a group). */
