@@ -488,9 +488,11 @@ static void test_crafted_corpus(void)
     check_corpus(&s, corpus, sizeof corpus / sizeof corpus[0]);
 }
 
-static void test_crafted_expert_files(void)
+/* The small F32 model of an architecture the crafted corpora start from */
+static demo_spec crafted_spec(const char *arch)
 {
     demo_spec s = demo_spec_default();
+    s.arch = arch;
     s.n_layer = 2;
     s.n_embd = 64;
     s.n_head = 4;
@@ -498,6 +500,12 @@ static void test_crafted_expert_files(void)
     s.n_ff = 96;
     s.n_vocab = 300;
     s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    return s;
+}
+
+static void test_crafted_expert_files(void)
+{
+    demo_spec s = crafted_spec("llama");
     s.n_expert = 4;
     s.n_expert_used = 2;
     check_corpus(&s, expert_corpus, sizeof expert_corpus / sizeof expert_corpus[0]);
@@ -507,35 +515,19 @@ static void test_crafted_expert_files(void)
 
 static void test_crafted_gemma2_files(void)
 {
-    demo_spec s = demo_spec_default();
-    s.arch = "gemma2";
-    s.n_layer = 2;
-    s.n_embd = 64;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 96;
-    s.n_vocab = 300;
+    demo_spec s = crafted_spec("gemma2");
     s.window = 8;
     s.tied = true;
-    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
     check_corpus(&s, gemma2_corpus, sizeof gemma2_corpus / sizeof gemma2_corpus[0]);
 }
 
 static void test_crafted_state_space_files(void)
 {
-    demo_spec s = demo_spec_default();
-    s.arch = "mamba";
-    s.n_layer = 2;
-    s.n_embd = 64;
-    s.n_vocab = 300;
-    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    demo_spec s = crafted_spec("mamba");
     check_corpus(&s, mamba_corpus, sizeof mamba_corpus / sizeof mamba_corpus[0]);
     s.arch = "mamba2";
     check_corpus(&s, mamba2_corpus, sizeof mamba2_corpus / sizeof mamba2_corpus[0]);
     s.arch = "jamba";
-    s.n_ff = 96;
-    s.n_head = 4;
-    s.n_head_kv = 2;
     s.n_expert = 4;
     s.n_expert_used = 2;
     check_corpus(&s, jamba_corpus, sizeof jamba_corpus / sizeof jamba_corpus[0]);
