@@ -242,7 +242,8 @@ static ssm_shape ssm_shape_of(const model_hparams *hp)
     return s;
 }
 
-/* Rows [0, rows) of t dequantized into dst, row i at dst + i * stride. */
+/* Rows [0, rows) of t dequantized into dst, row i at dst + i * stride (a
+ * vector, one row: any stride). */
 static glesllm_status put_rows(const model_tensor *t, float *dst, uint64_t stride)
 {
     for (uint64_t i = 0; i < t->rows; i++) {
@@ -283,18 +284,17 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     if (!host)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory for layer %u's SSM parameters",
                        li);
-    if (m2) { /* a head's bias, A and D; the grouped norm's weights */
-        if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
-            !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, ssm_conv_channels(hp))) &&
-            !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, r)) &&
+    if ((st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) ||
+        (st = put_rows(&l->ssm_conv_b, host + pl.conv_b, 0))) {
+        /* (nothing else to put) */
+    } else if (m2) { /* a head's bias, A and D; the grouped norm's weights */
+        if (!(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, 0)) &&
             !(st = put_rows(&l->ssm_a, host + pl.a, 1)) && !(st = put_rows(&l->ssm_d, host + pl.d, 1)))
             st = put_rows(&l->ssm_norm, host + pl.norm_w, di / hp->ssm_n_group);
-    } else if (!(st = put_rows(&l->ssm_conv, host + pl.taps, hp->ssm_d_conv)) &&
-               !(st = put_rows(&l->ssm_conv_b, host + pl.conv_b, di)) &&
-               !(st = put_rows(&l->ssm_dt, host + pl.dt_w, r)) &&
-               !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, di)) &&
+    } else if (!(st = put_rows(&l->ssm_dt, host + pl.dt_w, r)) &&
+               !(st = put_rows(&l->ssm_dt_b, host + pl.dt_b, 0)) &&
                !(st = put_rows(&l->ssm_a, host + pl.a, hp->ssm_d_state)) &&
-               !(st = put_rows(&l->ssm_d, host + pl.d, di))) {
+               !(st = put_rows(&l->ssm_d, host + pl.d, 0))) {
         /* the norms' weights (Jamba), else ones (FalconMamba's have none) */
         const model_tensor *nw[3] = { &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm };
         uint64_t at = pl.norm_w;
@@ -664,10 +664,7 @@ static glesllm_status create_states(gpu_model *gm)
 /* Whether any layer of m has attention (a KV cache). */
 static bool has_attention(const model *m)
 {
-    for (uint32_t i = 0; i < m->hp.n_layer; i++)
-        if (!m->layers[i].recurrent)
-            return true;
-    return false;
+    return model_recurrent_layers(m) < m->hp.n_layer;
 }
 
 static glesllm_status create_caches(gpu_model *gm)
@@ -784,9 +781,7 @@ void gpu_model_destroy(gpu_model *gm)
 static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
 {
     const model_hparams *hp = &gm->m->hp;
-    uint32_t n_attn = 0;
-    for (uint32_t i = 0; i < hp->n_layer; i++)
-        n_attn += !gm->m->layers[i].recurrent;
+    uint64_t n_attn = hp->n_layer - model_recurrent_layers(gm->m);
     uint64_t kv = 2ull * n_attn * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
@@ -1019,12 +1014,7 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
     if (n_past < gm->n_past)
         gm->anchor_next = true;
     gm->n_past = n_past;
-    for (uint32_t i = 0; i < SSM_SLOTS; i++) /* (their tokens may change) */
-        if (gm->slot_ok[i] && gm->slot_pos[i] > n_past) {
-            gm->slot_ok[i] = false;
-            if (gm->anchor == (int)i)
-                gm->anchor = -1;
-        }
+    gm_drop_slots_after(gm, n_past); /* (their tokens may change) */
     return GLESLLM_OK;
 }
 

@@ -194,6 +194,9 @@ glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos);
  * slot holds it by running the tokens from the latest earlier state (else
  * the start) again: the token buffer still holds them. */
 glesllm_status gm_ssm_slot_at(gpu_model *gm, uint32_t pos, uint32_t *slot);
+/* Forgets the recurrent states past position pos (their tokens are no
+ * longer the sequence's), and the anchor with its slot. */
+void gm_drop_slots_after(gpu_model *gm, uint32_t pos);
 
 /* ---- a pass ------------------------------------------------------------------ */
 

@@ -377,26 +377,6 @@ static glesllm_status read_ssm_shape(const gguf_file *f, const model_info *mi, b
     return GLESLLM_OK;
 }
 
-/* A Mamba model's hyperparameters: its blocks' shape and the norm's epsilon. */
-static glesllm_status read_ssm(const gguf_file *f, const model_info *mi, bool mamba2,
-                               model_hparams *hp)
-{
-    hp->ssm_mamba2 = mamba2;
-    glesllm_status st = read_ssm_shape(f, mi, false, hp);
-    if (st)
-        return st;
-    hp->eps = mi->rms_eps;
-    if (!(hp->eps > 0.0f))
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "the model has no positive %s.attention.layer_norm_rms_epsilon: the file "
-                       "is damaged", mi->arch);
-    if (!hp->n_vocab)
-        return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
-    hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
-    hp->eos = gguf_get_id_or_none(f, "tokenizer.ggml.eos_token_id");
-    return GLESLLM_OK;
-}
-
 /* Gemma 2's scales and soft caps (llama.cpp's defaults where a key is
  * missing); its query scale is 1 / sqrt(n_embd / n_head) for the 27B shape
  * (46 layers), as llama.cpp takes it, else 1 / sqrt(head_dim). */
@@ -421,6 +401,68 @@ static glesllm_status read_gemma2(const gguf_file *f, const char *a, model_hpara
     hp->attn_scale = hp->n_layer == 46 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
                                        : 1.0f / sqrtf((float)hp->head_dim);
     hp->gelu = hp->post_norms = true;
+    return GLESLLM_OK;
+}
+
+/* The attention's hyperparameters of a file of architecture archs[a_i]
+ * (its heads, RoPE, window; a hybrid's KV heads a layer). */
+static glesllm_status read_attention(const gguf_file *f, const model_info *mi, size_t a_i,
+                                     model_hparams *hp)
+{
+    const char *a = mi->arch;
+    glesllm_status st;
+    /* (a missing head_count_kv is head_count's: model_info_read) */
+    const struct {
+        const char *suffix;
+        uint32_t v;
+    } needed[] = { { "block_count", hp->n_layer },
+                   { "embedding_length", hp->n_embd },
+                   { "feed_forward_length", hp->n_ff },
+                   { "attention.head_count", hp->n_head } };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", a, needed[i].suffix);
+        if (!needed[i].v)
+            return err_set(GLESLLM_ERR_FORMAT, gguf_find(f, key) ? "%s is 0: the file is damaged"
+                                                                 : "the model has no %s", key);
+    }
+    if (archs[a_i].hybrid && (st = read_kv_heads(f, a, hp)))
+        return st;
+    if (hp->n_head % hp->n_head_kv)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%u attention heads (%s.attention.head_count) are not a multiple of %u KV "
+                       "heads (attention.head_count_kv)", hp->n_head, a, hp->n_head_kv);
+    if (!mi->head_dim_given && (hp->n_embd % hp->n_head || !hp->head_dim))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.embedding_length %u is not a multiple of attention.head_count %u: the "
+                       "file is damaged", a, hp->n_embd, hp->n_head);
+    if (!hp->head_dim)
+        return err_set(GLESLLM_ERR_FORMAT, "%s.attention.key_length is 0: the file is damaged", a);
+    hp->rope_base = mi->rope_base;
+    /* (a NaN base gives NaN logits, silently) */
+    if (!(hp->rope_base > 1.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.rope.freq_base is %g; RoPE needs a finite base above 1 (10000 is "
+                       "usual): the file is damaged", a, hp->rope_base);
+    hp->n_ctx_orig = gguf_get_arch_u32(f, a, "rope.scaling.original_context_length",
+                                       hp->n_ctx_train);
+    hp->rope_attn_factor = 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+    if (gguf_find(f, key) && (gguf_get_f32(f, key, &hp->rope_attn_factor) != GLESLLM_OK ||
+                              !(hp->rope_attn_factor > 0.0f) || !isfinite(hp->rope_attn_factor)))
+        return err_set(GLESLLM_ERR_FORMAT, "%s is not a positive number: the file is damaged",
+                       key);
+    hp->rope_scale = 1.0f;
+    if (strcmp(mi->rope_scaling, "linear") == 0 && mi->rope_factor > 0.0f)
+        hp->rope_scale = 1.0f / mi->rope_factor;
+    if (mi->rope_dims_given && (mi->rope_dims == 0 || mi->rope_dims > hp->head_dim))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.rope.dimension_count is %u, for heads of %u dimensions: the file is "
+                       "damaged", a, mi->rope_dims, hp->head_dim);
+    if ((st = read_window(f, &archs[a_i], mi, hp)) != GLESLLM_OK ||
+        (archs[a_i].gemma2 && (st = read_gemma2(f, a, hp)) != GLESLLM_OK))
+        return st;
     return GLESLLM_OK;
 }
 
@@ -466,36 +508,12 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_FORMAT, "vocabulary of %llu tokens is too large",
                        (unsigned long long)mi->n_vocab);
     hp->n_vocab = (uint32_t)mi->n_vocab;
-    if (archs[a_i].ssm && !archs[a_i].hybrid)
-        return read_ssm(f, mi, archs[a_i].mamba2, hp);
-    /* (a missing head_count_kv is head_count's: model_info_read) */
-    const struct {
-        const char *suffix;
-        uint32_t v;
-    } needed[] = { { "block_count", hp->n_layer },
-                   { "embedding_length", hp->n_embd },
-                   { "feed_forward_length", hp->n_ff },
-                   { "attention.head_count", hp->n_head } };
-    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
-        char key[160];
-        snprintf(key, sizeof key, "%s.%s", a, needed[i].suffix);
-        if (!needed[i].v)
-            return err_set(GLESLLM_ERR_FORMAT, gguf_find(f, key) ? "%s is 0: the file is damaged"
-                                                                 : "the model has no %s", key);
-    }
-    if (archs[a_i].hybrid &&
-        ((st = read_ssm_shape(f, mi, true, hp)) || (st = read_kv_heads(f, a, hp))))
+    hp->ssm_mamba2 = archs[a_i].mamba2;
+    if (archs[a_i].ssm && (st = read_ssm_shape(f, mi, archs[a_i].hybrid, hp)))
         return st;
-    if (hp->n_head % hp->n_head_kv)
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "%u attention heads (%s.attention.head_count) are not a multiple of %u KV "
-                       "heads (attention.head_count_kv)", hp->n_head, a, hp->n_head_kv);
-    if (!mi->head_dim_given && (hp->n_embd % hp->n_head || !hp->head_dim))
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "%s.embedding_length %u is not a multiple of attention.head_count %u: the "
-                       "file is damaged", a, hp->n_embd, hp->n_head);
-    if (!hp->head_dim)
-        return err_set(GLESLLM_ERR_FORMAT, "%s.attention.key_length is 0: the file is damaged", a);
+    /* (Mamba's blocks have no attention) */
+    if ((!archs[a_i].ssm || archs[a_i].hybrid) && (st = read_attention(f, mi, a_i, hp)))
+        return st;
     hp->eps = mi->rms_eps;
     if (!(hp->eps > 0.0f))
         return err_set(GLESLLM_ERR_FORMAT,
@@ -504,37 +522,13 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
                                         : "the model has no %s.attention.layer_norm_rms_epsilon "
                                           "(a positive float)",
                        a, hp->eps);
-    hp->rope_base = mi->rope_base;
-    /* (a NaN base gives NaN logits, silently) */
-    if (!(hp->rope_base > 1.0f))
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "%s.rope.freq_base is %g; RoPE needs a finite base above 1 (10000 is "
-                       "usual): the file is damaged", a, hp->rope_base);
-    hp->n_ctx_orig = gguf_get_arch_u32(f, a, "rope.scaling.original_context_length",
-                                       hp->n_ctx_train);
-    hp->rope_attn_factor = 1.0f;
-    char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
-    if (gguf_find(f, key) && (gguf_get_f32(f, key, &hp->rope_attn_factor) != GLESLLM_OK ||
-                              !(hp->rope_attn_factor > 0.0f) || !isfinite(hp->rope_attn_factor)))
-        return err_set(GLESLLM_ERR_FORMAT, "%s is not a positive number: the file is damaged",
-                       key);
-    hp->rope_scale = 1.0f;
-    if (strcmp(mi->rope_scaling, "linear") == 0 && mi->rope_factor > 0.0f)
-        hp->rope_scale = 1.0f / mi->rope_factor;
-    if (mi->rope_dims_given && (mi->rope_dims == 0 || mi->rope_dims > hp->head_dim))
-        return err_set(GLESLLM_ERR_FORMAT,
-                       "%s.rope.dimension_count is %u, for heads of %u dimensions: the file is "
-                       "damaged", a, mi->rope_dims, hp->head_dim);
-    if ((st = read_window(f, &archs[a_i], mi, hp)) != GLESLLM_OK ||
-        (archs[a_i].gemma2 && (st = read_gemma2(f, a, hp)) != GLESLLM_OK))
-        return st;
     if (!hp->n_vocab)
         return err_set(GLESLLM_ERR_FORMAT, "the model has no vocabulary size");
     hp->bos = gguf_get_id_or_none(f, "tokenizer.ggml.bos_token_id");
     hp->eos = gguf_get_id_or_none(f, "tokenizer.ggml.eos_token_id");
     return GLESLLM_OK;
 }
+
 
 /* What a well-formed file may ask that the engine does not do; looked at
  * once its tensors have matched the metadata, so that a damaged file is
@@ -825,6 +819,14 @@ glesllm_status model_open(const gguf_file *f, model *m)
         return err_prefix(st, "model: ");
     }
     return GLESLLM_OK;
+}
+
+uint32_t model_recurrent_layers(const model *m)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->hp.n_layer; i++)
+        n += m->layers[i].recurrent;
+    return n;
 }
 
 void model_close(model *m)

@@ -162,6 +162,9 @@ typedef struct model {
 glesllm_status model_open(const gguf_file *f, model *out);
 void model_close(model *m);
 
+/* The layers of m with a Mamba block in place of attention. */
+uint32_t model_recurrent_layers(const model *m);
+
 /* The values one Q norm and one K norm cover (model_hparams.qk_norm: the
  * width, or a head; none: 0). */
 void model_qk_spans(const model_hparams *hp, uint32_t *q_span, uint32_t *k_span);

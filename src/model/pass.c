@@ -314,16 +314,53 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
                              p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
 }
 
+/* A linear (y = W x) over the pass's tokens, as each kind of pass runs it:
+ * rows of act at x_off (act_stride(cols) apart) to rows at y_off, y_stride
+ * apart; normed: x is the residual stream, the pending norm taken as each
+ * kind takes it. */
+static glesllm_status pass_linear(gpu_pass *p, const gpu_linear *l, bool normed, uint64_t x_off,
+                                  uint64_t y_off, uint64_t y_stride)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    if (p->kind == PASS_STEP) {
+        matvec_args a = { 0 };
+        if (normed)
+            a = step_norm_args(p);
+        return matvec_record_args(gm->q, l->k, &l->w, &gm->act, normed ? gm->xn : x_off, &gm->act,
+                                  y_off, &a);
+    }
+    if (p->kind == PASS_SMALL) {
+        matvec_args a = { 0 };
+        if (normed) {
+            a.norm_off = p->norm;
+            a.eps = hp->eps;
+            step_norm_split(p, &a);
+        }
+        return record_multi(p, l, &gm->act, normed ? gm->bx : x_off, y_off, y_stride, &a);
+    }
+    matmul_args a = { .n_tok = p->n, .x_off = normed ? gm->bxn : x_off, .y_off = y_off,
+                      .y_stride = y_stride };
+    return chunk_matmul(gm, l, &gm->act, a);
+}
+
+/* The rows an input of pass_residual lies in for the pass's kind. */
+static uint64_t input_rows(const gpu_pass *p, pass_input in)
+{
+    const gpu_model *gm = p->gm;
+    bool step = p->kind == PASS_STEP;
+    return in == PASS_SSM_OUT   ? gm->ssm_y
+           : in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
+                                 : (step ? gm->hidden : gm->bhid);
+}
+
 glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm)
 {
     gpu_model *gm = p->gm;
     uint64_t emb = act_stride(hparams(p)->n_embd);
     glesllm_status st;
-    bool step = p->kind == PASS_STEP;
-    uint64_t x_in = in == PASS_SSM_OUT   ? gm->ssm_y
-                    : in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
-                                          : (step ? gm->hidden : gm->bhid);
-    if (step) {
+    uint64_t x_in = input_rows(p, in);
+    if (p->kind == PASS_STEP) {
         /* with the split norm it also writes xn = x * next_norm and the
          * partial sums of squares of x (norm_out) */
         matvec_args o = { .norm_off = next_norm };
@@ -347,18 +384,7 @@ glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input
     const model_hparams *hp = hparams(p);
     uint64_t emb = act_stride(hp->n_embd);
     bool step = p->kind == PASS_STEP;
-    uint64_t x_in = in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
-                                        : (step ? gm->hidden : gm->bhid);
-    matvec_args none = { 0 };
-    glesllm_status st;
-    if (step)
-        st = matvec_record_args(gm->q, w->k, &w->w, &gm->act, x_in, &gm->act, gm->post, &none);
-    else if (p->kind == PASS_SMALL)
-        st = record_multi(p, w, &gm->act, x_in, gm->post, emb, &none);
-    else {
-        matmul_args a = { .n_tok = p->n, .x_off = x_in, .y_off = gm->post, .y_stride = emb };
-        st = chunk_matmul(gm, w, &gm->act, a);
-    }
+    glesllm_status st = pass_linear(p, w, false, input_rows(p, in), gm->post, emb);
     p->wrote_x = NULL; /* (the next norm from x alone: no split) */
     return st ? st
               : norm_record_rms_add(gm->q, &gm->norm, &gm->act, hp->n_embd, hp->eps, (uint32_t)emb,
@@ -501,35 +527,6 @@ glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l)
     return st ? st : moe_record_combine(q, &gm->moe, act, &c);
 }
 
-/* A linear of a Mamba block over the pass's tokens: rows of act at x_off
- * (act_stride(cols) apart) to rows at y_off, y_stride apart; normed: x is
- * the residual stream, the pending norm taken as each kind takes it. */
-static glesllm_status ssm_linear(gpu_pass *p, const gpu_linear *l, bool normed, uint64_t x_off,
-                                 uint64_t y_off, uint64_t y_stride)
-{
-    gpu_model *gm = p->gm;
-    const model_hparams *hp = hparams(p);
-    if (p->kind == PASS_STEP) {
-        matvec_args a = { 0 };
-        if (normed)
-            a = step_norm_args(p);
-        return matvec_record_args(gm->q, l->k, &l->w, &gm->act, normed ? gm->xn : x_off, &gm->act,
-                                  y_off, &a);
-    }
-    if (p->kind == PASS_SMALL) {
-        matvec_args a = { 0 };
-        if (normed) {
-            a.norm_off = p->norm;
-            a.eps = hp->eps;
-            step_norm_split(p, &a);
-        }
-        return record_multi(p, l, &gm->act, normed ? gm->bx : x_off, y_off, y_stride, &a);
-    }
-    matmul_args a = { .n_tok = p->n, .x_off = normed ? gm->bxn : x_off, .y_off = y_off,
-                      .y_stride = y_stride };
-    return chunk_matmul(gm, l, &gm->act, a);
-}
-
 glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
@@ -538,7 +535,7 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
     uint64_t xz = act_stride(ssm_in_width(hp)), row = act_stride(di);
     uint64_t dbc = act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state);
     /* x | z = Win RMSNorm(x) * attn_norm */
-    glesllm_status st = ssm_linear(p, &l->ssm_in, true, 0, gm->ssm_xz, xz);
+    glesllm_status st = pass_linear(p, &l->ssm_in, true, 0, gm->ssm_xz, xz);
     ssm_io io = { &l->ssm_par, &gm->act, &l->ssm_state, gm->ssm_xz, xz, gm->ssm_xc, row,
                   gm->ssm_dbc, dbc, gm->ssm_xz + di, xz, gm->ssm_y, row, gm->ssm_cum,
                   gm->ssm_carry, p->src * gm->slot.floats, p->dst * gm->slot.floats, p->zero,
@@ -563,7 +560,7 @@ glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l)
         st = ssm_record_conv(gm->q, &gm->ssm, &io, n);
     /* dt | B | C = Wx xc */
     if (!st)
-        st = ssm_linear(p, &l->ssm_x, false, gm->ssm_xc, gm->ssm_dbc, dbc);
+        st = pass_linear(p, &l->ssm_x, false, gm->ssm_xc, gm->ssm_dbc, dbc);
     /* y = (scan(xc; dt, A, B, C) + D xc) * silu(z), the state kept */
     return st ? st : ssm_record_scan(gm->q, &gm->ssm, &io, n);
 }
@@ -713,9 +710,7 @@ glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos)
 
 static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
 
-/* Forgets the recurrent states past position pos (their tokens are no
- * longer the sequence's). */
-static void drop_slots_after(gpu_model *gm, uint32_t pos)
+void gm_drop_slots_after(gpu_model *gm, uint32_t pos)
 {
     for (uint32_t i = 0; i < SSM_SLOTS; i++)
         if (gm->slot_ok[i] && gm->slot_pos[i] > pos) {
@@ -773,7 +768,7 @@ static glesllm_status ssm_slots(gpu_model *gm, gpu_pass *p)
      * source again, if any, are not this pass) */
     bool back = gm->anchor_next || p->pos0 < gm->n_past;
     gm->anchor_next = false;
-    drop_slots_after(gm, p->pos0);
+    gm_drop_slots_after(gm, p->pos0);
     p->zero = p->pos0 == 0;
     p->src = 0;
     glesllm_status st = p->zero ? GLESLLM_OK : gm_ssm_slot_at(gm, p->pos0, &p->src);

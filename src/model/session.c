@@ -248,9 +248,7 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     /* (a model with Mamba blocks: their layers' states after the tokens in
      * place of K and V) */
     uint64_t sb = gpu_model_state_bytes(gm);
-    uint32_t n_rec = 0;
-    for (uint32_t l = 0; sb && l < h.n_layer && l < mine.n_layer; l++)
-        n_rec += gpu_model_model(gm)->layers[l].recurrent;
+    uint32_t n_rec = model_recurrent_layers(gpu_model_model(gm));
     if (!h.n_head_kv && !sb)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s was written for another model (a recurrent one)", path);
@@ -352,9 +350,7 @@ glesllm_status session_load(gpu_model *gm, const char *path, const int32_t *want
 uint64_t session_bytes(const gpu_model *gm, uint32_t n)
 {
     session_header h = header_of(gm, n);
-    uint32_t n_rec = 0;
-    for (uint32_t l = 0; l < h.n_layer; l++)
-        n_rec += gpu_model_model(gm)->layers[l].recurrent;
+    uint32_t n_rec = model_recurrent_layers(gpu_model_model(gm));
     return HEADER_BYTES + 4ull * n + 2ull * (h.n_layer - n_rec) * kv_row(&h) * n +
            (n ? n_rec * gpu_model_state_bytes(gm) : 0) + 8;
 }
