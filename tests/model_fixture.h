@@ -136,4 +136,21 @@ static inline demo_spec fixture_longrope_spec(void)
     return s;
 }
 
+/* The RWKV-7 file whose reference is llama.cpp's
+ * (tests/reference/llama-rwkv7.jsonl, llama_reference.c): 2 layers, 64
+ * hidden in heads of 32, 192 ff, F32. */
+static inline demo_spec fixture_rwkv7_spec(void)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = "rwkv7";
+    s.name = "rwkv7";
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.head_dim = 32;
+    s.n_ff = 192;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    s.seed = 2026;
+    return s;
+}
+
 #endif

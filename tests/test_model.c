@@ -839,6 +839,25 @@ static void test_mamba_matches_cpu(void)
     check_prefill(&q, 32, 0, long_pieces, 2);
 }
 
+/* RWKV-7 against the CPU reference: the norms and token shifts, the
+ * low-rank paths, the state update and its head norm, bonus and gate, the
+ * channel mix; steps, then prefills in small batches and chunks whose
+ * states go on into the next pass (heads of 32 and of 64, where the state
+ * row of an invocation is a register array of the head's size), and a
+ * quantized file. */
+static void test_rwkv7_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("rwkv7", GGML_TYPE_F32);
+    s.n_embd = 96;
+    s.head_dim = 32; /* (3 heads) */
+    check_steps_and_prefills(&s, 16);
+    demo_spec q = fixture_small_spec("rwkv7", GGML_TYPE_Q8_0);
+    q.n_embd = 128; /* (2 heads of 64) */
+    check_against_reference(&q, 32, 12, 1);
+    const uint32_t long_pieces[] = { 5, 50, 37 };
+    check_prefill(&q, 64, -1, long_pieces, 3);
+}
+
 /* Gemma 2 against the CPU reference: the scaled embeddings, soft-capped
  * scores and logits, a window on every other layer, the norms after
  * attention and the FFN, GELU; steps and prefills across the window's edge,
@@ -1125,12 +1144,54 @@ static void test_shared_models_match_llama_cpp(void)
     tune.f16_dot = TUNE_OFF;
 }
 
+/* Whether tests/reference/`ref`.jsonl was computed on a file of FNV-1a h */
+static bool ref_bytes_match(const char *ref, uint64_t h)
+{
+    static char line[16384];
+    snprintf(line, sizeof line, "%s/reference/%s.jsonl", GLESLLM_TEST_DATA_DIR, ref);
+    FILE *f = fopen(line, "r");
+    TEST_ASSERT_NOT_NULL_MESSAGE(f, line);
+    TEST_ASSERT_NOT_NULL(fgets(line, sizeof line, f));
+    fclose(f);
+    double want[2] = { 0 };
+    TEST_ASSERT_EQUAL_INT(2, ref_numbers(line, "gguf_fnv1a", want, 2));
+    return (double)(h >> 32) == want[0] && (double)(h & 0xffffffffu) == want[1];
+}
+
+/* ../shared's RWKV-7 file against llama.cpp's outputs in
+ * tests/reference/llama-arch-rwkv7.jsonl (llama_reference.c): ../shared's
+ * own reference was made by a llama.cpp whose WKV-7 op left out every head
+ * when its threads outnumbered the heads (this file has one), so it holds
+ * outputs without the state update; llama.cpp on one thread computes them
+ * whole. */
+static void test_shared_rwkv7_matches_llama_cpp(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/arch-rwkv7.gguf", dir);
+    FILE *f = fopen(path, "rb");
+    TEST_ASSERT_NOT_NULL_MESSAGE(f, path);
+    uint64_t h = FNV1A_SEED;
+    unsigned char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        h = fnv1a(h, buf, got);
+    fclose(f);
+    TEST_ASSERT_TRUE_MESSAGE(ref_bytes_match("llama-arch-rwkv7", h),
+                             "../shared/models/arch-rwkv7.gguf is not the file of "
+                             "tests/reference/llama-arch-rwkv7.jsonl; make the reference again "
+                             "(llama_reference.c)");
+    tune.f16_dot = TUNE_AUTO;
+    check_against_llama_cpp(GLESLLM_TEST_DATA_DIR, path, "llama-arch-rwkv7", false, NULL);
+    tune.f16_dot = TUNE_OFF;
+}
+
 /* The demo writer's files whose references are in tests/reference, checked
  * as llama.cpp's files are: Qwen3, Qwen3-MoE and SmolLM3, which llama.cpp of
  * February 2025 does not run, against Hugging Face transformers on the same
  * bytes (fixture_hf_spec; make_reference.py), and Phi-3 with LongRoPE factors,
- * which ../shared has no file of, against llama.cpp (fixture_longrope_spec;
- * llama_reference.c). GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to
+ * which ../shared has no file of, and RWKV-7, against llama.cpp
+ * (fixture_longrope_spec, fixture_rwkv7_spec; llama_reference.c). GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to
  * make the references again. */
 static void test_writer_files_match_references(void)
 {
@@ -1140,7 +1201,8 @@ static void test_writer_files_match_references(void)
     } files[] = { { "hf-qwen3", "make_reference.py", fixture_hf_spec("qwen3") },
                   { "hf-qwen3moe", "make_reference.py", fixture_hf_spec("qwen3moe") },
                   { "hf-smollm3", "make_reference.py", fixture_hf_spec("smollm3") },
-                  { "llama-phi3-longrope", "llama_reference.c", fixture_longrope_spec() } };
+                  { "llama-phi3-longrope", "llama_reference.c", fixture_longrope_spec() },
+                  { "llama-rwkv7", "llama_reference.c", fixture_rwkv7_spec() } };
     const char *keep = getenv("GLESLLM_KEEP_FIXTURES");
     tune.f16_dot = TUNE_AUTO;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -1148,7 +1210,6 @@ static void test_writer_files_match_references(void)
         size_t size;
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&files[i].spec, &data, &size));
         char path[1024], ref[64], msg[300];
-        static char line[16384];
         snprintf(ref, sizeof ref, "%s", files[i].ref);
         if (keep)
             snprintf(path, sizeof path, "%s/%s.gguf", keep, ref);
@@ -1162,17 +1223,10 @@ static void test_writer_files_match_references(void)
         /* the bytes the reference was computed on: FNV-1a of the file */
         uint64_t h = fnv1a(FNV1A_SEED, data, size);
         free(data);
-        snprintf(line, sizeof line, "%s/reference/%s.jsonl", GLESLLM_TEST_DATA_DIR, ref);
-        f = fopen(line, "r");
-        TEST_ASSERT_NOT_NULL_MESSAGE(f, line);
-        TEST_ASSERT_NOT_NULL(fgets(line, sizeof line, f));
-        fclose(f);
-        double want[2] = { 0 };
-        TEST_ASSERT_EQUAL_INT(2, ref_numbers(line, "gguf_fnv1a", want, 2));
         snprintf(msg, sizeof msg, "%s: the demo writer's file changed (FNV-1a %016llx); make the "
                  "reference again (tests/reference/%s)", ref, (unsigned long long)h,
                  files[i].tool);
-        bool same = (double)(h >> 32) == want[0] && (double)(h & 0xffffffffu) == want[1];
+        bool same = ref_bytes_match(ref, h);
         if (!same && !keep)
             remove(path);
         TEST_ASSERT_TRUE_MESSAGE(same, msg);
@@ -1294,6 +1348,8 @@ int main(void)
     RUN_TEST(test_gemma2_matches_cpu);
     RUN_TEST(test_mamba2_matches_cpu);
     RUN_TEST(test_jamba_matches_cpu);
+    RUN_TEST(test_rwkv7_matches_cpu);
+    RUN_TEST(test_shared_rwkv7_matches_llama_cpp);
     RUN_TEST(test_shared_models_match_llama_cpp);
     RUN_TEST(test_writer_files_match_references);
     RUN_TEST(test_our_quantizations_match_llama_cpp);

@@ -274,7 +274,7 @@ static const craft corpus[] = {
     /* what the file is */
     { "general.architecture", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
     { "general.architecture", K_STR, .str = "", .want = GLESLLM_ERR_UNSUPPORTED, .says = "architecture ''" },
-    { "general.architecture", K_STR, .str = "rwkv7", .want = GLESLLM_ERR_UNSUPPORTED, .says = "rwkv7" },
+    { "general.architecture", K_STR, .str = "rwkv6", .want = GLESLLM_ERR_UNSUPPORTED, .says = "rwkv6" },
     { "general.architecture", K_STR, .str = "llama\x1b]0;pwned\x07", .want = GLESLLM_ERR_UNSUPPORTED, .says = "'llama\\x1b]0;pwned\\x07'" },
     { "general.architecture", K_U32, 1, .want = GLESLLM_ERR_FORMAT, .says = "general.architecture" },
     { "general.name", K_STR, .str = "\x1b[2J\x1b]0;title\x07\xff\xfe\xc2\x9b" "31m" }, /* (escaped by describe) */

@@ -423,7 +423,8 @@ static void check_recurrent_rollback(const demo_spec *spec, loaded *pl, loaded *
  * session file restores its state (the whole prompt, or nothing of a
  * prompt that parts from the file's); greedy speculative decoding, with
  * Mamba as the target and as the draft, gives the target's ids alone. The
- * same of Jamba, whose attention layers keep a KV cache beside. */
+ * same of Jamba, whose attention layers keep a KV cache beside, and of
+ * RWKV-7. */
 static void test_recurrent_state_rolls_back(void)
 {
     demo_spec s = fixture_small_spec("mamba", GGML_TYPE_Q8_0);
@@ -461,6 +462,16 @@ static void test_recurrent_state_rolls_back(void)
     j.n_embd = 64;
     j.n_layer = 3;
     check_recurrent_rollback(&j, &L, &B);
+    fixture_unload(&B);
+    fixture_unload(&L);
+    /* RWKV-7: its token shifts and WKV states; greedy with itself as the
+     * draft */
+    demo_spec r = fixture_small_spec("rwkv7", GGML_TYPE_Q8_0);
+    r.n_vocab = 64;
+    r.n_embd = 64;
+    r.head_dim = 32;
+    check_recurrent_rollback(&r, &L, &B);
+    check_greedy(L.gm, B.gm, true, p1, 4, 30, "rwkv7, same model");
     fixture_unload(&B);
     fixture_unload(&L);
 }

@@ -480,9 +480,142 @@ static glesllm_status mamba_create(const demo_spec *s, demo_model *d)
     return st ? st : mamba_layers(d, s, &seed, di, ds, r);
 }
 
+/* The ranks of an RWKV-7 spec's low-rank paths (decay, learning rate,
+ * value residual, gate), sized against n_embd as the releases' are */
+static void rwkv_ranks(const demo_spec *s, uint32_t r[4])
+{
+    uint32_t d = s->n_embd;
+    r[0] = r[1] = d / 16 > 8 ? d / 16 : 8;
+    r[2] = d / 32 > 4 ? d / 32 : 4;
+    r[3] = d / 8 > 8 ? d / 8 : 8;
+}
+
+/* An RWKV-7 model: the metadata, the made-up vocabulary, the embeddings
+ * with their LayerNorm, and each layer's norms, time mix and channel mix, in
+ * a trained model's ranges (lerps in [0, 1], decays exp(-0.6 sigmoid(w0 +
+ * ...)) across (0.55, 1), k_k and k_a about 1) */
+static glesllm_status rwkv7_create(const demo_spec *s, demo_model *d)
+{
+    uint64_t seed = s->seed;
+    uint32_t r[4], hs = s->head_dim ? s->head_dim : 64, D = s->n_embd;
+    rwkv_ranks(s, r);
+    char key[96];
+    const struct {
+        const char *suffix;
+        uint32_t v;
+    } u[] = { { "context_length", s->n_ctx },
+              { "embedding_length", D },
+              { "block_count", s->n_layer },
+              { "feed_forward_length", s->n_ff },
+              { "wkv.head_size", hs },
+              { "attention.decay_lora_rank", r[0] },
+              { "attention.iclr_lora_rank", r[1] },
+              { "attention.value_residual_mix_lora_rank", r[2] },
+              { "attention.gate_lora_rank", r[3] },
+              { "token_shift_count", 2 } };
+    glesllm_status st = gguf_writer_create(&d->w);
+    if (!st && !(st = gguf_writer_set_str(d->w, "general.architecture", "rwkv7")))
+        st = gguf_writer_set_str(d->w, "general.name", s->name ? s->name : "demo");
+    for (size_t i = 0; !st && i < sizeof u / sizeof u[0]; i++) {
+        snprintf(key, sizeof key, "rwkv7.%s", u[i].suffix);
+        st = gguf_writer_set_u32(d->w, key, u[i].v);
+    }
+    if (!st)
+        st = gguf_writer_set_f32(d->w, "rwkv7.attention.layer_norm_epsilon", 1e-5f);
+    if (!st)
+        st = make_vocab(d, s);
+    if (!st)
+        st = make_ends(d, s, &seed);
+    const char *const top[] = { "token_embd_norm.weight", "token_embd_norm.bias",
+                                "output_norm.bias" };
+    for (size_t i = 0; !st && i < 3; i++)
+        st = make_tensor(d, &seed, top[i], GGML_TYPE_F32, 1, D, i % 2 ? 0.0f : 1.0f,
+                         i % 2 ? 0.1f : 0.2f, NULL);
+    float se = 1.0f / sqrtf((float)D), sf = 1.0f / sqrtf((float)(s->n_ff ? s->n_ff : 1));
+    for (uint32_t i = 0; i < s->n_layer && !st; i++) {
+        uint32_t rv = i ? r[2] : r[1]; /* (layer 0's unused path: the learning rate's rank) */
+        const struct {
+            const char *name;
+            uint32_t type;
+            uint64_t rows, cols;
+            float center, scale;
+        } t[] = {
+            { "attn_norm.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
+            { "attn_norm.bias", GGML_TYPE_F32, 1, D, 0.0f, 0.1f },
+            { "attn_norm_2.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
+            { "attn_norm_2.bias", GGML_TYPE_F32, 1, D, 0.0f, 0.1f },
+            { "time_mix_w0.weight", GGML_TYPE_F32, 1, D, -0.5f, 2.0f },
+            { "time_mix_w1.weight", GGML_TYPE_F32, r[0], D, 0.0f, se },
+            { "time_mix_w2.weight", GGML_TYPE_F32, D, r[0], 0.0f, 0.3f },
+            { "time_mix_a0.weight", GGML_TYPE_F32, 1, D, 0.0f, 1.0f },
+            { "time_mix_a1.weight", GGML_TYPE_F32, r[1], D, 0.0f, se },
+            { "time_mix_a2.weight", GGML_TYPE_F32, D, r[1], 0.0f, 0.3f },
+            { "time_mix_v0.weight", GGML_TYPE_F32, 1, D, 0.0f, 1.0f },
+            { "time_mix_v1.weight", GGML_TYPE_F32, rv, D, 0.0f, se },
+            { "time_mix_v2.weight", GGML_TYPE_F32, D, rv, 0.0f, 0.3f },
+            { "time_mix_g1.weight", GGML_TYPE_F32, r[3], D, 0.0f, se },
+            { "time_mix_g2.weight", GGML_TYPE_F32, D, r[3], 0.0f, 0.3f },
+            { "time_mix_k_k.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
+            { "time_mix_k_a.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
+            { "time_mix_r_k.weight", GGML_TYPE_F32, 1, D, 0.0f, 0.5f },
+            { "time_mix_key.weight", s->type, D, D, 0.0f, se },
+            { "time_mix_value.weight", s->type, D, D, 0.0f, se },
+            { "time_mix_receptance.weight", s->type, D, D, 0.0f, se },
+            { "time_mix_output.weight", s->type, D, D, 0.0f, se },
+            { "time_mix_ln.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
+            { "time_mix_ln.bias", GGML_TYPE_F32, 1, D, 0.0f, 0.1f },
+            { "channel_mix_key.weight", s->type, s->n_ff, D, 0.0f, se },
+            { "channel_mix_value.weight", s->type, D, s->n_ff, 0.0f, sf },
+        };
+        for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
+            st = make_tensor(d, &seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
+                             t[k].scale, NULL);
+        }
+        /* the token-shift mixes, [n_embd, 1, 1, 6] and [n_embd, 1, 1] as
+         * llama.cpp writes them */
+        const struct {
+            const char *name;
+            uint32_t n_dims, n;
+        } lerps[] = { { "time_mix_lerp_fused.weight", 4, 6 },
+                      { "channel_mix_lerp_k.weight", 3, 1 } };
+        for (size_t k = 0; k < 2 && !st; k++) {
+            if (d->n_bufs == MAX_BUFS)
+                return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: too many tensors");
+            float *v = malloc(sizeof(float) * D * lerps[k].n);
+            if (!v)
+                return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+            d->bufs[d->n_bufs++] = v;
+            for (uint64_t j = 0; j < (uint64_t)D * lerps[k].n; j++)
+                v[j] = 0.5f + 0.45f * uniform(&seed);
+            uint64_t ne[4] = { D, 1, 1, lerps[k].n };
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", i, lerps[k].name);
+            st = gguf_writer_add_tensor(d->w, name, GGML_TYPE_F32, lerps[k].n_dims, ne, v);
+        }
+    }
+    return st;
+}
+
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
+    if (strcmp(s->arch, "rwkv7") == 0) {
+        uint32_t hs = s->head_dim ? s->head_dim : 64;
+        if (!s->n_layer || !s->n_embd || !s->n_ff || s->n_vocab < 3 || s->n_embd % hs)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
+        demo_model *d = calloc(1, sizeof *d);
+        if (!d)
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        glesllm_status st = rwkv7_create(s, d);
+        if (st) {
+            demo_model_destroy(d);
+            return st;
+        }
+        *out = d;
+        return GLESLLM_OK;
+    }
     if (strcmp(s->arch, "mamba") == 0 || strcmp(s->arch, "mamba2") == 0 ||
         strcmp(s->arch, "jamba") == 0) {
         bool j = s->arch[0] == 'j';

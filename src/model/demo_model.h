@@ -21,7 +21,9 @@ typedef struct demo_spec {
      * on every other layer) or
      * "jamba" (Mamba blocks with norms of dt, B and C, attention without
      * RoPE in the layers i % attn_every == attn_every / 2, a FFN after each,
-     * experts in the odd layers where n_expert) */
+     * experts in the odd layers where n_expert) or "rwkv7" (heads of
+     * head_dim, 0: 64; low-rank paths of ranks from n_embd; the heads'
+     * counts unused) */
     const char *arch;
     const char *name; /* general.name */
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;

@@ -27,6 +27,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_MAMBA2] = mamba_graph, /* (its block's ops are data: pass_ssm) */
         [MODEL_ARCH_JAMBA] = jamba_graph,
         [MODEL_ARCH_GEMMA2] = gemma2_graph,
+        [MODEL_ARCH_RWKV7] = rwkv7_graph,
     };
     return graphs[arch];
 }
@@ -322,6 +323,82 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     return st;
 }
 
+static rwkv_shape rwkv_shape_of(const model_hparams *hp)
+{
+    rwkv_shape s = { hp->n_embd, hp->rwkv_head };
+    return s;
+}
+
+/* An RWKV-7 layer: its matrices as weights (the outputs adding to x), its
+ * vectors in one parameter buffer (ops/rwkv.h rwkv_params). */
+static glesllm_status upload_rwkv_layer(gpu_model *gm, uint32_t li, upload_progress *pr)
+{
+    const model_hparams *hp = &gm->m->hp;
+    const model_layer *l = &gm->m->layers[li];
+    gpu_layer *g = &gm->layers[li];
+    const gpu_layer *tw = gm->share ? &gm->share->layers[li] : NULL;
+    matvec_variant plain = { MATVEC_STORE }, add = { MATVEC_ADD };
+    struct {
+        const model_tensor *t;
+        gpu_linear *out;
+        const gpu_linear *twin;
+        const matvec_variant *var;
+    } mats[] = {
+        { &l->wq, &g->rw_r, tw ? &tw->rw_r : NULL, &plain },
+        { &l->wk, &g->rw_k, tw ? &tw->rw_k : NULL, &plain },
+        { &l->wv, &g->rw_v, tw ? &tw->rw_v : NULL, &plain },
+        { &l->tm_w1, &g->rw_w1, tw ? &tw->rw_w1 : NULL, &plain },
+        { &l->tm_w2, &g->rw_w2, tw ? &tw->rw_w2 : NULL, &plain },
+        { &l->tm_a1, &g->rw_a1, tw ? &tw->rw_a1 : NULL, &plain },
+        { &l->tm_a2, &g->rw_a2, tw ? &tw->rw_a2 : NULL, &plain },
+        /* (layer 0's value-residual path is never read) */
+        { li ? &l->tm_v1 : NULL, &g->rw_v1, tw ? &tw->rw_v1 : NULL, &plain },
+        { li ? &l->tm_v2 : NULL, &g->rw_v2, tw ? &tw->rw_v2 : NULL, &plain },
+        { &l->tm_g1, &g->rw_g1, tw ? &tw->rw_g1 : NULL, &plain },
+        { &l->tm_g2, &g->rw_g2, tw ? &tw->rw_g2 : NULL, &plain },
+        { &l->wo, &g->wo, tw ? &tw->wo : NULL, &add },
+        { &l->up, &g->rw_ck, tw ? &tw->rw_ck : NULL, &plain },
+        { &l->down, &g->down, tw ? &tw->down : NULL, &add },
+    };
+    glesllm_status st = GLESLLM_OK;
+    for (size_t i = 0; !st && i < sizeof mats / sizeof mats[0]; i++) {
+        if (!mats[i].t)
+            continue;
+        st = upload_linear(gm, mats[i].t, mats[i].var, mats[i].twin, mats[i].out);
+        progress(pr, mats[i].t->rows * model_tensor_row_bytes(mats[i].t));
+        gm->weight_bytes += mats[i].out->w.bytes;
+    }
+    if (st)
+        return st;
+    rwkv_shape sh = rwkv_shape_of(hp);
+    rwkv_params pl = rwkv_params_layout(&sh);
+    float *host = calloc((size_t)pl.floats, sizeof(float));
+    if (!host)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of host memory for layer %u's parameters", li);
+    const struct {
+        const model_tensor *t;
+        uint64_t at;
+    } vecs[] = { { &l->attn_norm, pl.att_w }, { &l->attn_norm_b, pl.att_b },
+                 { &l->ffn_norm, pl.ffn_w },  { &l->ffn_norm_b, pl.ffn_b },
+                 { &l->tm_lerp, pl.lerp },    { &l->cm_lerp, pl.cm_lerp },
+                 { &l->tm_w0, pl.w0 },        { &l->tm_a0, pl.a0 },
+                 { &l->tm_v0, pl.v0 },        { &l->tm_k_k, pl.k_k },
+                 { &l->tm_k_a, pl.k_a },      { &l->tm_r_k, pl.r_k },
+                 { &l->tm_ln, pl.ln_w },      { &l->tm_ln_b, pl.ln_b } };
+    for (size_t i = 0; !st && i < sizeof vecs / sizeof vecs[0]; i++) {
+        st = put_rows(vecs[i].t, host + vecs[i].at, hp->n_embd);
+        progress(pr, vecs[i].t->rows * model_tensor_row_bytes(vecs[i].t));
+    }
+    if (!st) {
+        char what[48];
+        snprintf(what, sizeof what, "RWKV parameters of layer %u", li);
+        st = gpu_buffer_create(gm->ctx, (size_t)pl.floats * 4, host, GPU_BUFFER_DEVICE, what,
+                               &g->ssm_par);
+    }
+    free(host);
+    return st;
+}
+
 /* A layer's FFN: experts where it has a router, else gate/up (interleaved)
  * and down. */
 static glesllm_status upload_ffn(gpu_model *gm, uint32_t li, upload_progress *pr)
@@ -358,6 +435,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     const model_layer *ml = &gm->m->layers[li];
     gm->layers[li].recurrent = ml->recurrent;
     gm->layers[li].moe = ml->router.data != NULL;
+    if (gm->m->hp.rwkv)
+        return upload_rwkv_layer(gm, li, pr);
     if (ml->recurrent) { /* (Jamba's with a FFN after it, Mamba-1's without) */
         glesllm_status st = upload_ssm_layer(gm, li, pr);
         return st || !ml->ffn_norm.data ? st : upload_ffn(gm, li, pr);
@@ -462,7 +541,7 @@ static glesllm_status create_act(gpu_model *gm)
         }
     }
     gm->out_norm = at;
-    at += emb;
+    at += hp->rwkv ? 2 * emb : emb; /* (RWKV: its bias after it) */
     gm->rope = at;
     at += align64((uint64_t)gm->n_ctx * hp->head_dim);
     /* layers without RoPE rotate by a table of cos 1, sin 0: the same
@@ -534,6 +613,16 @@ static glesllm_status create_act(gpu_model *gm)
                    2 * act_stride(hp->ssm_d_inner) +
                    act_stride(hp->ssm_dt_rank + 2ull * hp->ssm_d_state) +
                    (uint64_t)hp->ssm_d_inner * hp->ssm_d_state;
+    /* RWKV-7: a token's six mixes and nine rows of n_embd, its low-rank
+     * paths' middles and its channel mix's hidden row */
+    uint64_t rw_ranks[4] = { hp->rwkv_lora_w, hp->rwkv_lora_a, hp->rwkv_lora_v, hp->rwkv_lora_g };
+    if (hp->rwkv) {
+        per_tok += 15 * act_stride(hp->n_embd) + act_stride(hp->n_ff);
+        for (int i = 0; i < 4; i++)
+            per_tok += act_stride(rw_ranks[i]);
+        gm->rw_tok_norm = at;
+        at += 2 * emb;
+    }
     uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
@@ -574,6 +663,25 @@ static glesllm_status create_act(gpu_model *gm)
         gm->ssm_gram = at;
         at += align64(ssm_gram_floats(&sh, gm->n_batch));
     }
+    if (hp->rwkv) {
+        uint64_t rows = align64(nb * act_stride(hp->n_embd));
+        gm->rw_mix = at;
+        gm->rw_block = rows;
+        at += 6 * rows;
+        uint64_t *one[] = { &gm->rw_r, &gm->rw_k, &gm->rw_v, &gm->rw_first, &gm->rw_y,
+                            &gm->rw_g, &gm->rw_lw, &gm->rw_la, &gm->rw_lv };
+        for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+            *one[i] = at;
+            at += rows;
+        }
+        uint64_t *mid[] = { &gm->rw_mw, &gm->rw_ma, &gm->rw_mv, &gm->rw_mg };
+        for (int i = 0; i < 4; i++) {
+            *mid[i] = at;
+            at += align64(nb * act_stride(rw_ranks[i]));
+        }
+        gm->rw_hid = at;
+        at += align64(nb * act_stride(hp->n_ff));
+    }
     if (hp->n_expert) {
         gm->moe_logits = at;
         at += align64(nb * act_stride(hp->n_expert));
@@ -604,6 +712,8 @@ static glesllm_status create_act(gpu_model *gm)
     for (uint32_t i = 0; st == GLESLLM_OK && i < hp->n_layer; i++) {
         const model_layer *l = &m->layers[i];
         const gpu_layer *g = &gm->layers[i];
+        if (hp->rwkv) /* (its norms are in its parameter buffer) */
+            continue;
         st = put_vector(&l->attn_norm, host + g->attn_norm, hp->head_dim, false);
         if (!st && l->ffn_norm.data) /* (Mamba blocks have one norm) */
             st = put_vector(&l->ffn_norm, host + g->ffn_norm, hp->head_dim, false);
@@ -623,6 +733,10 @@ static glesllm_status create_act(gpu_model *gm)
     }
     if (!st)
         st = put_vector(&m->out_norm, host + gm->out_norm, hp->head_dim, false);
+    if (!st && hp->rwkv &&
+        !(st = put_vector(&m->out_norm_b, host + gm->out_norm + emb, 0, false)) &&
+        !(st = put_vector(&m->tok_norm, host + gm->rw_tok_norm, 0, false)))
+        st = put_vector(&m->tok_norm_b, host + gm->rw_tok_norm + emb, 0, false);
     if (!st) {
         model_rope_table(hp, gm->n_ctx, host + gm->rope);
         for (uint64_t i = 0; gm->no_rope && i < (uint64_t)gm->n_ctx * hp->head_dim; i++)
@@ -640,6 +754,11 @@ static glesllm_status create_states(gpu_model *gm)
     const model_hparams *hp = &gm->m->hp;
     ssm_shape sh = ssm_shape_of(hp);
     gm->slot = ssm_slot_layout(&sh);
+    if (hp->rwkv) { /* (the token shifts where the convolution's inputs are) */
+        rwkv_shape rs = rwkv_shape_of(hp);
+        rwkv_slot rl = rwkv_slot_layout(&rs);
+        gm->slot = (ssm_slot){ rl.att, rl.wkv, rl.floats };
+    }
     uint64_t bytes = gm->slot.floats * SSM_SLOTS * 4;
     if (bytes > gpu_context_limits(gm->ctx)->max_storage_block_bytes)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
@@ -671,7 +790,7 @@ static glesllm_status create_caches(gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
     glesllm_status st;
-    if (hp->ssm && (st = create_states(gm)))
+    if (model_hp_recurrent(hp) && (st = create_states(gm)))
         return st;
     if (!has_attention(gm->m)) {
         st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL, GPU_BUFFER_MAPPED,
@@ -748,6 +867,10 @@ void gpu_model_destroy(gpu_model *gm)
         linear_destroy(&g->ssm_in);
         linear_destroy(&g->ssm_x);
         linear_destroy(&g->ssm_out);
+        gpu_linear *rw[] = { &g->rw_r,  &g->rw_k,  &g->rw_v,  &g->rw_w1, &g->rw_w2, &g->rw_a1,
+                             &g->rw_a2, &g->rw_v1, &g->rw_v2, &g->rw_g1, &g->rw_g2, &g->rw_ck };
+        for (size_t k = 0; k < sizeof rw / sizeof rw[0]; k++)
+            linear_destroy(rw[k]);
         gpu_buffer_destroy(&g->ssm_par);
         gpu_buffer_destroy(&g->ssm_state);
         gpu_buffer_destroy(&g->cache);
@@ -762,6 +885,7 @@ void gpu_model_destroy(gpu_model *gm)
     gm_kernels_destroy(gm);
     attn_destroy(&gm->attn);
     ssm_destroy(&gm->ssm);
+    rwkv_destroy(&gm->rwkv);
     norm_destroy(&gm->norm);
     sample_destroy(&gm->sample);
     prefetch_destroy(&gm->prefetch);
@@ -816,9 +940,11 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale,
                       hp->attn_softcap };
     ssm_shape sh = ssm_shape_of(hp);
+    rwkv_shape rs = rwkv_shape_of(hp);
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
         (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
+        (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->rwkv))) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||
@@ -859,7 +985,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     gm->output = &gm->out.w;
     matvec_variant head = { MATVEC_STORE }, head_norm = { MATVEC_STORE, true };
     head.norm_scale = gm->fuse_norm;
-    if ((st = gm_linear_kernels(gm, &gm->out, &head, &head_norm)))
+    /* (RWKV's LayerNorm is its own dispatch before the head) */
+    if ((st = gm_linear_kernels(gm, &gm->out, &head, hp->rwkv ? NULL : &head_norm)))
         return st;
     for (uint32_t i = 0; i < hp->n_layer; i++)
         if ((st = upload_layer(gm, i, &pr)))
@@ -912,7 +1039,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->kv = opt->kv;
     gm->cand_k = 40;
     /* (Gemma 2's norms after O and down take their outputs whole: no split) */
-    gm->fuse_norm = t->fuse_norm != TUNE_OFF && !m->hp.post_norms;
+    gm->fuse_norm = t->fuse_norm != TUNE_OFF && !m->hp.post_norms && !m->hp.rwkv;
     gm->pen = 1.0f;
     gm->anchor = -1;
     glesllm_status st = GLESLLM_OK;
@@ -949,6 +1076,10 @@ uint64_t gpu_model_step_bytes(const gpu_model *gm)
         n += g->wo.w.bytes + g->glu.w.bytes + g->down.w.bytes + g->router.w.bytes +
              g->sglu.w.bytes + g->sdown.w.bytes + g->sgate.w.bytes + g->ssm_in.w.bytes +
              g->ssm_x.w.bytes + g->ssm_out.w.bytes;
+        const gpu_linear *rw[] = { &g->rw_r,  &g->rw_k,  &g->rw_v,  &g->rw_w1, &g->rw_w2, &g->rw_a1,
+                                   &g->rw_a2, &g->rw_v1, &g->rw_v2, &g->rw_g1, &g->rw_g2, &g->rw_ck };
+        for (size_t k = 0; k < sizeof rw / sizeof rw[0]; k++)
+            n += rw[k]->w.bytes;
         if (hp->n_expert) /* a token's experts of the stacked ones */
             n += (g->eglu.w.bytes + g->edown.w.bytes) / hp->n_expert * hp->n_expert_used;
     }
@@ -1061,27 +1192,41 @@ uint64_t gpu_model_state_gpu_bytes(const gpu_model *gm)
     return n;
 }
 
-uint64_t gpu_model_state_bytes(const gpu_model *gm)
+/* The bytes of one layer's state in a session file, and of its first part
+ * (the convolution's inputs; RWKV's token shifts) */
+static void state_sizes(const gpu_model *gm, size_t *first, size_t *one)
 {
     const model_hparams *hp = &gm->m->hp;
-    if (!hp->ssm)
+    if (hp->rwkv) {
+        *first = 4 * (size_t)gm->slot.ssm;
+        *one = *first + 4ull * hp->n_embd * hp->rwkv_head;
+        return;
+    }
+    *first = 4ull * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp);
+    *one = *first + 4ull * hp->ssm_d_inner * hp->ssm_d_state;
+}
+
+uint64_t gpu_model_state_bytes(const gpu_model *gm)
+{
+    size_t first, one;
+    if (!model_hp_recurrent(&gm->m->hp))
         return 0;
-    return 2 * 4ull * ((hp->ssm_d_conv - 1ull) * ssm_conv_channels(hp) +
-                       (uint64_t)hp->ssm_d_inner * hp->ssm_d_state);
+    state_sizes(gm, &first, &one);
+    return 2 * (uint64_t)one;
 }
 
 glesllm_status gpu_model_state_io(gpu_model *gm, uint32_t layer, uint32_t n, void *data,
                                   bool write)
 {
     const model_hparams *hp = &gm->m->hp;
-    if (!hp->ssm || layer >= hp->n_layer || !gm->m->layers[layer].recurrent ||
+    if (!model_hp_recurrent(hp) || layer >= hp->n_layer || !gm->m->layers[layer].recurrent ||
         n > (write ? gm->n_ctx : gm->n_past) || !n)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the recurrent state of layer %u after %u tokens: outside the model or "
                        "the %u tokens it holds", layer, n, write ? gm->n_ctx : gm->n_past);
     gpu_buffer *b = &gm->layers[layer].ssm_state;
-    size_t conv = 4ull * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp);
-    size_t one = conv + 4ull * hp->ssm_d_inner * hp->ssm_d_state;
+    size_t conv, one;
+    state_sizes(gm, &conv, &one);
     /* the states after n - 1 and n tokens: slots (held, or made) to read,
      * slots 0 and 1 to write; after 0 tokens the state is zeros */
     uint32_t slot[2] = { 0, 1 };

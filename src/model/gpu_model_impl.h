@@ -12,6 +12,7 @@
 #include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/prefetch.h"
+#include "ops/rwkv.h"
 #include "ops/sample.h"
 #include "ops/ssm.h"
 
@@ -68,7 +69,14 @@ typedef struct gpu_layer {
      * slots (gm->slot apart) */
     gpu_linear ssm_in, ssm_x, ssm_out;
     gpu_buffer ssm_par, ssm_state;
-    bool recurrent; /* a Mamba block in place of attention (model_layer.recurrent) */
+    /* an RWKV-7 layer: the time mix's receptance, key, value and its
+     * low-rank paths (decay, learning rate, value residual, gate: first and
+     * second matrices), the channel mix's key; wo and down are the outputs;
+     * its small parameters (ops/rwkv.h rwkv_params) in ssm_par, its state's
+     * slots in ssm_state */
+    gpu_linear rw_r, rw_k, rw_v, rw_w1, rw_w2, rw_a1, rw_a2, rw_v1, rw_v2, rw_g1, rw_g2, rw_ck;
+    bool recurrent; /* a Mamba block or an RWKV time mix in place of attention
+                       (model_layer.recurrent) */
     bool moe;       /* experts in place of the FFN (the layer has a router) */
 } gpu_layer;
 
@@ -158,6 +166,14 @@ struct gpu_model {
     bool anchor_next; /* a truncation: the next pass's source becomes the anchor */
     uint64_t replayed; /* tokens run again to make a state no slot held */
     uint64_t ssm_xz, ssm_xc, ssm_dbc, ssm_y, ssm_cum, ssm_carry, ssm_gram;
+    /* RWKV-7: its kernels; float offsets in act of the embeddings' norm
+     * (weight, bias; the output norm's bias follows its weight too) and of
+     * n_batch rows each of the six mixes (rw_block apart), r, k, v, the
+     * first layer's v, y, g, the low-rank paths' middles (their rank wide)
+     * and outputs, and the channel mix's hidden rows */
+    rwkv_kernels rwkv;
+    uint64_t rw_tok_norm, rw_mix, rw_block, rw_r, rw_k, rw_v, rw_first, rw_y, rw_g;
+    uint64_t rw_mw, rw_ma, rw_mv, rw_mg, rw_lw, rw_la, rw_lv, rw_hid;
     uint64_t post; /* model_hparams.post_norms: n_batch rows of O's or down's output */
 };
 
@@ -232,7 +248,7 @@ glesllm_status pass_embed(gpu_pass *p);
 glesllm_status pass_norm(gpu_pass *p, uint64_t weight);
 glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l);
 glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l);
-typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN, PASS_SSM_OUT } pass_input;
+typedef enum pass_input { PASS_ATTN_OUT, PASS_HIDDEN, PASS_SSM_OUT, PASS_RWKV_Y, PASS_RWKV_HID } pass_input;
 glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t next_norm);
 /* x += RMSNorm(W in) * post (Gemma 2's norms after attention and the FFN) */
 glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t post);
@@ -249,10 +265,18 @@ glesllm_status pass_ffn(gpu_pass *p, const gpu_layer *l, uint64_t next_norm);
  * unchanged; the out projection is pass_residual's PASS_SSM_OUT) */
 glesllm_status pass_ssm(gpu_pass *p, const gpu_layer *l);
 
+/* RWKV-7: the embeddings' LayerNorm (x in place); x += a layer's time mix
+ * (first: layer 0, whose value the others mix toward); x += its channel
+ * mix (ops/rwkv.h) */
+glesllm_status pass_rwkv_embed_norm(gpu_pass *p);
+glesllm_status pass_rwkv_time(gpu_pass *p, const gpu_layer *l, bool first);
+glesllm_status pass_rwkv_channel(gpu_pass *p, const gpu_layer *l);
+
 /* model/arch/: the graphs. */
 glesllm_status llama_graph(gpu_pass *p);
 glesllm_status mamba_graph(gpu_pass *p);
 glesllm_status jamba_graph(gpu_pass *p);
 glesllm_status gemma2_graph(gpu_pass *p);
+glesllm_status rwkv7_graph(gpu_pass *p);
 
 #endif

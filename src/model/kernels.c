@@ -164,9 +164,12 @@ glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si)
     glesllm_status st = multi_twin(gm, &gm->out, si);
     for (uint32_t li = 0; st == GLESLLM_OK && li < gm->m->hp.n_layer; li++) {
         gpu_layer *g = &gm->layers[li];
-        gpu_linear *ls[MAX_SEGMENTS + 6] = { &g->wo, &g->glu, &g->down,
-                                             &g->ssm_in, &g->ssm_x, &g->ssm_out };
-        uint32_t n = 6;
+        gpu_linear *ls[MAX_SEGMENTS + 18] = { &g->wo,    &g->glu,   &g->down,  &g->ssm_in,
+                                              &g->ssm_x, &g->ssm_out, &g->rw_r, &g->rw_k,
+                                              &g->rw_v,  &g->rw_w1, &g->rw_w2, &g->rw_a1,
+                                              &g->rw_a2, &g->rw_v1, &g->rw_v2, &g->rw_g1,
+                                              &g->rw_g2, &g->rw_ck };
+        uint32_t n = 18;
         for (uint32_t i = 0; i < g->n_qkv; i++)
             ls[n++] = &g->qkv[i].l;
         /* (those a layer has; experts: one-token kernels only) */

@@ -114,6 +114,7 @@ static const struct arch_desc {
                          is 0, attention in the others, a FFN after each */
     bool mamba2;      /* with ssm: Mamba-2 blocks (model_hparams.ssm_mamba2) */
     bool gemma2;      /* Gemma 2's scales, soft caps, post norms and GELU (model_hparams) */
+    bool rwkv;        /* RWKV-7's time and channel mixes (model_hparams.rwkv) */
 } archs[] = {
     { .name = "llama", .arch = MODEL_ARCH_LLAMA, .expert_norm = true },
     { .name = "qwen2", .arch = MODEL_ARCH_QWEN2, .rope_neox = true, .qkv_bias = true },
@@ -136,6 +137,7 @@ static const struct arch_desc {
     /* (its attention turns nothing: a period of 1 leaves every layer without RoPE) */
     { .name = "jamba", .arch = MODEL_ARCH_JAMBA, .ssm = true, .hybrid = true,
       .no_rope_period = 1 },
+    { .name = "rwkv7", .arch = MODEL_ARCH_RWKV7, .rwkv = true },
 };
 
 /* The entry of archs[] of an architecture read_hparams took. */
@@ -180,6 +182,13 @@ static glesllm_status check_hp_types(const gguf_file *f, const char *arch, bool 
                  { "ssm.state_size", false },
                  { "ssm.time_step_rank", false },
                  { "ssm.group_count", false },
+                 { "wkv.head_size", false },
+                 { "attention.decay_lora_rank", false },
+                 { "attention.iclr_lora_rank", false },
+                 { "attention.value_residual_mix_lora_rank", false },
+                 { "attention.gate_lora_rank", false },
+                 { "token_shift_count", false },
+                 { "attention.layer_norm_epsilon", true },
                  { "attn_logit_softcapping", true },
                  { "final_logit_softcapping", true },
                  { "expert_weights_scale", true } };
@@ -377,6 +386,55 @@ static glesllm_status read_ssm_shape(const gguf_file *f, const model_info *mi, b
     return GLESLLM_OK;
 }
 
+/* RWKV-7's shape: its heads and the ranks of its low-rank paths (the
+ * limits are the time-mix kernel's, ops/rwkv.h). */
+static glesllm_status read_rwkv(const gguf_file *f, const model_info *mi, model_hparams *hp)
+{
+    const char *a = mi->arch;
+    hp->rwkv = true;
+    const struct {
+        const char *suffix;
+        uint32_t *v;
+    } keys[] = { { "block_count", &hp->n_layer },
+                 { "embedding_length", &hp->n_embd },
+                 { "feed_forward_length", &hp->n_ff },
+                 { "wkv.head_size", &hp->rwkv_head },
+                 { "attention.decay_lora_rank", &hp->rwkv_lora_w },
+                 { "attention.iclr_lora_rank", &hp->rwkv_lora_a },
+                 { "attention.value_residual_mix_lora_rank", &hp->rwkv_lora_v },
+                 { "attention.gate_lora_rank", &hp->rwkv_lora_g } };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", a, keys[i].suffix);
+        *keys[i].v = gguf_get_arch_u32(f, a, keys[i].suffix, 0);
+        if (!*keys[i].v)
+            return err_set(GLESLLM_ERR_FORMAT,
+                           gguf_find(f, key) ? "%s is 0: the file is damaged"
+                           : i == 7 ? "the model has no %s: glesllm runs RWKV-7 models with a "
+                                      "gate (the RWKV-7 releases have one)"
+                                    : "the model has no %s", key);
+    }
+    if (hp->n_embd % hp->rwkv_head)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "%s.embedding_length %u is not a multiple of wkv.head_size %u: the file is "
+                       "damaged", a, hp->n_embd, hp->rwkv_head);
+    if (hp->rwkv_head % 4 || hp->rwkv_head > MODEL_RWKV_MAX_HEAD)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "RWKV heads of %u values are not supported (a multiple of 4, at most %d)",
+                       hp->rwkv_head, MODEL_RWKV_MAX_HEAD);
+    uint32_t shifts = gguf_get_arch_u32(f, a, "token_shift_count", 2);
+    if (shifts != 2)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "%s.token_shift_count is %u; an RWKV-7 layer shifts 2 inputs (its time "
+                       "and channel mixes')", a, shifts);
+    hp->eps = mi->norm_eps;
+    if (!(hp->eps > 0.0f))
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "the model has no %s.attention.layer_norm_epsilon above 0 (its LayerNorms' "
+                       "epsilon): the file is damaged", a);
+    return GLESLLM_OK;
+}
+
 /* Gemma 2's scales and soft caps (llama.cpp's defaults where a key is
  * missing); its query scale is 1 / sqrt(n_embd / n_head) for the 27B shape
  * (46 layers), as llama.cpp takes it, else 1 / sqrt(head_dim). */
@@ -485,7 +543,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, gemma2, mamba, mamba2 and jamba models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, gemma2, mamba, mamba2, jamba and rwkv7 "
+                       "models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -511,10 +570,14 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
     hp->ssm_mamba2 = archs[a_i].mamba2;
     if (archs[a_i].ssm && (st = read_ssm_shape(f, mi, archs[a_i].hybrid, hp)))
         return st;
-    /* (Mamba's blocks have no attention) */
-    if ((!archs[a_i].ssm || archs[a_i].hybrid) && (st = read_attention(f, mi, a_i, hp)))
-        return st;
-    hp->eps = mi->rms_eps;
+    if (archs[a_i].rwkv) {
+        if ((st = read_rwkv(f, mi, hp)))
+            return st;
+    } else if ((!archs[a_i].ssm || archs[a_i].hybrid) && (st = read_attention(f, mi, a_i, hp))) {
+        return st; /* (Mamba's blocks have no attention) */
+    }
+    if (!archs[a_i].rwkv)
+        hp->eps = mi->rms_eps;
     if (!(hp->eps > 0.0f))
         return err_set(GLESLLM_ERR_FORMAT,
                        mi->rms_eps_given ? "%s.attention.layer_norm_rms_epsilon is %g; it must be "
@@ -572,8 +635,9 @@ static glesllm_status check_expert_layout(const gguf_file *f, const model_hparam
 /* Whether tensor t of the file is one the model reads. */
 static bool is_read(const model *m, const gguf_tensor *t)
 {
-    const model_tensor *top[] = { &m->tok_embd,  &m->out_norm,  &m->output,
-                                  &m->rope_freqs, &m->rope_long, &m->rope_short };
+    const model_tensor *top[] = { &m->tok_embd,   &m->out_norm,  &m->output,
+                                  &m->rope_freqs, &m->rope_long, &m->rope_short,
+                                  &m->tok_norm,   &m->tok_norm_b, &m->out_norm_b };
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (top[i]->name == t->name)
             return true;
@@ -589,7 +653,13 @@ static bool is_read(const model *m, const gguf_tensor *t)
                                      &l->ssm_x,      &l->ssm_dt,    &l->ssm_dt_b,
                                      &l->ssm_a,      &l->ssm_d,     &l->ssm_out,
                                      &l->ssm_dt_norm, &l->ssm_b_norm, &l->ssm_c_norm,
-                                     &l->ssm_norm,   &l->attn_post_norm, &l->ffn_post_norm };
+                                     &l->ssm_norm,   &l->attn_post_norm, &l->ffn_post_norm,
+                                     &l->attn_norm_b, &l->ffn_norm_b, &l->tm_lerp,
+                                     &l->tm_w0,      &l->tm_w1,     &l->tm_w2,     &l->tm_a0,
+                                     &l->tm_a1,      &l->tm_a2,     &l->tm_v0,     &l->tm_v1,
+                                     &l->tm_v2,      &l->tm_g1,     &l->tm_g2,     &l->tm_k_k,
+                                     &l->tm_k_a,     &l->tm_r_k,    &l->tm_ln,     &l->tm_ln_b,
+                                     &l->cm_lerp };
         for (size_t k = 0; k < sizeof in / sizeof in[0]; k++)
             if (in[k]->name == t->name)
                 return true;
@@ -688,6 +758,86 @@ static glesllm_status open_ssm_layers(const gguf_file *f, model *m, bool hybrid)
     return GLESLLM_OK;
 }
 
+/* n vectors of `cols` values in one tensor, its other dimensions in any
+ * order ([cols, 1, 1, n]: RWKV's time_mix_lerp_fused) */
+static glesllm_status get_vectors(const gguf_file *f, const char *name, uint64_t n, uint64_t cols,
+                                  model_tensor *out)
+{
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t)
+        return err_set(GLESLLM_ERR_FORMAT, "the model has no tensor %s", name);
+    if (t->ne[0] != cols || t->ne[1] * t->ne[2] * t->ne[3] != n)
+        return err_set(GLESLLM_ERR_FORMAT,
+                       "tensor %s has shape [%llu, %llu, %llu, %llu]; the metadata says %llu "
+                       "vectors of %llu: the file is damaged or of another architecture",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
+                       (unsigned long long)n, (unsigned long long)cols);
+    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "tensor %s is of type %s; glesllm reads it as F32 or F16, as llama.cpp "
+                       "writes it", name, ggml_type_name(t->type));
+    *out = (model_tensor){ t->name, t->type, n, cols, t->data };
+    return GLESLLM_OK;
+}
+
+/* The tensors of an RWKV-7 model: the embeddings' LayerNorm, and each
+ * layer's norms, time mix and channel mix (model_layer). */
+static glesllm_status open_rwkv_layers(const gguf_file *f, model *m)
+{
+    const model_hparams *hp = &m->hp;
+    uint64_t d = hp->n_embd, ff = hp->n_ff, rw = hp->rwkv_lora_w, ra = hp->rwkv_lora_a;
+    uint64_t rg = hp->rwkv_lora_g;
+    glesllm_status st;
+    if ((st = get_tensor(f, "token_embd_norm.weight", 1, d, false, &m->tok_norm)) ||
+        (st = get_tensor(f, "token_embd_norm.bias", 1, d, false, &m->tok_norm_b)) ||
+        (st = get_tensor(f, "output_norm.bias", 1, d, false, &m->out_norm_b)))
+        return st;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        model_layer *l = &m->layers[i];
+        l->recurrent = true;
+        /* (layer 0's value-residual path, which nothing reads, is as wide as
+         * the learning rate's, as llama.cpp writes it) */
+        uint64_t rv = i ? hp->rwkv_lora_v : ra;
+        const layer_want want[] = {
+            { &l->attn_norm, "attn_norm.weight", 1, 1, d, true },
+            { &l->attn_norm_b, "attn_norm.bias", 1, 1, d, true },
+            { &l->ffn_norm, "attn_norm_2.weight", 1, 1, d, true },
+            { &l->ffn_norm_b, "attn_norm_2.bias", 1, 1, d, true },
+            { &l->tm_w0, "time_mix_w0.weight", 1, 1, d, true },
+            { &l->tm_w1, "time_mix_w1.weight", 1, rw, d, true },
+            { &l->tm_w2, "time_mix_w2.weight", 1, d, rw, true },
+            { &l->tm_a0, "time_mix_a0.weight", 1, 1, d, true },
+            { &l->tm_a1, "time_mix_a1.weight", 1, ra, d, true },
+            { &l->tm_a2, "time_mix_a2.weight", 1, d, ra, true },
+            { &l->tm_v0, "time_mix_v0.weight", 1, 1, d, true },
+            { &l->tm_v1, "time_mix_v1.weight", 1, rv, d, true },
+            { &l->tm_v2, "time_mix_v2.weight", 1, d, rv, true },
+            { &l->tm_g1, "time_mix_g1.weight", 1, rg, d, true },
+            { &l->tm_g2, "time_mix_g2.weight", 1, d, rg, true },
+            { &l->tm_k_k, "time_mix_k_k.weight", 1, 1, d, true },
+            { &l->tm_k_a, "time_mix_k_a.weight", 1, 1, d, true },
+            { &l->tm_r_k, "time_mix_r_k.weight", 1, 1, d, true },
+            { &l->wq, "time_mix_receptance.weight", 1, d, d, true },
+            { &l->wk, "time_mix_key.weight", 1, d, d, true },
+            { &l->wv, "time_mix_value.weight", 1, d, d, true },
+            { &l->wo, "time_mix_output.weight", 1, d, d, true },
+            { &l->tm_ln, "time_mix_ln.weight", 1, 1, d, true },
+            { &l->tm_ln_b, "time_mix_ln.bias", 1, 1, d, true },
+            { &l->cm_lerp, "channel_mix_lerp_k.weight", 1, 1, d, true },
+            { &l->up, "channel_mix_key.weight", 1, ff, d, true },
+            { &l->down, "channel_mix_value.weight", 1, d, ff, true },
+        };
+        if ((st = get_layer(f, i, want, sizeof want / sizeof want[0])))
+            return st;
+        char name[96];
+        snprintf(name, sizeof name, "blk.%u.time_mix_lerp_fused.weight", i);
+        if ((st = get_vectors(f, name, 6, d, &l->tm_lerp)))
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
 glesllm_status model_open(const gguf_file *f, model *m)
 {
     memset(m, 0, sizeof *m);
@@ -741,7 +891,7 @@ glesllm_status model_open(const gguf_file *f, model *m)
     /* before the layers are allocated: a block_count of billions is a
      * damaged file, not a request for terabytes */
     bool fused = arch_desc_of(hp->arch)->fused;
-    uint32_t per_layer = hp->ssm ? 9 : fused ? 6 : 9;
+    uint32_t per_layer = hp->rwkv ? 28 : hp->ssm ? 9 : fused ? 6 : 9;
     if ((uint64_t)hp->n_layer * per_layer > gguf_tensor_count(f))
         return err_set(GLESLLM_ERR_FORMAT,
                        "model: %s.block_count is %u, but the file holds %llu tensors (a layer "
@@ -751,6 +901,13 @@ glesllm_status model_open(const gguf_file *f, model *m)
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading the model's layers");
+    if (hp->rwkv) {
+        if ((st = open_rwkv_layers(f, m)) || (st = check_all_read(f, m))) {
+            model_close(m);
+            return err_prefix(st, "model: ");
+        }
+        return GLESLLM_OK;
+    }
     if (hp->ssm) {
         if ((st = check_expert_layout(f, hp)) ||
             (st = open_ssm_layers(f, m, arch_desc_of(hp->arch)->hybrid)) ||

@@ -19,7 +19,10 @@
  * says a layer, each followed by a FFN or experts not renormalised) and
  * `gemma2` (the embeddings times sqrt(n_embd), NeoX RoPE, a sliding window
  * on every other layer, attention scores and logits soft-capped, a norm
- * after the attention and after the FFN as well as before, GELU). */
+ * after the attention and after the FFN as well as before, GELU) and
+ * `rwkv7` (RWKV-7: LayerNorms with biases, each layer a time mix whose
+ * recurrent state is a matrix a head updated by a delta rule, and a channel
+ * mix, both reading the previous token's input; model_hparams.rwkv). */
 #ifndef GLESLLM_MODEL_MODEL_H
 #define GLESLLM_MODEL_MODEL_H
 
@@ -40,7 +43,8 @@ typedef enum model_arch {
     MODEL_ARCH_MAMBA,
     MODEL_ARCH_MAMBA2,
     MODEL_ARCH_JAMBA,
-    MODEL_ARCH_GEMMA2
+    MODEL_ARCH_GEMMA2,
+    MODEL_ARCH_RWKV7
 } model_arch;
 
 /* An RMSNorm of Q and K before RoPE (attn_q_norm, attn_k_norm): none, over
@@ -57,6 +61,8 @@ typedef enum model_qk_norm { MODEL_QK_NONE, MODEL_QK_WIDTH, MODEL_QK_HEAD } mode
  * block that glesllm runs (Mamba-1's are 4 and 16). */
 #define MODEL_SSM_MAX_CONV 8
 #define MODEL_SSM_MAX_STATE 128
+/* The largest RWKV head (the releases' are 64) */
+#define MODEL_RWKV_MAX_HEAD 128
 
 typedef struct model_hparams {
     model_arch arch;
@@ -108,8 +114,17 @@ typedef struct model_hparams {
      * as llama.cpp does) */
     bool ssm_mamba2;
     uint32_t ssm_n_group;
+    /* RWKV-7 (rwkv): heads of rwkv_head values (n_embd / rwkv_head of them),
+     * each with a rwkv_head x rwkv_head state; the ranks of the low-rank
+     * paths of the decay, the in-context learning rate, the value residual
+     * and the gate; eps is the LayerNorms' */
+    bool rwkv;
+    uint32_t rwkv_head, rwkv_lora_w, rwkv_lora_a, rwkv_lora_v, rwkv_lora_g;
     int32_t bos, eos;  /* token ids, -1 when the file has none */
 } model_hparams;
+
+/* Whether the model keeps a recurrent state (Mamba blocks, RWKV). */
+static inline bool model_hp_recurrent(const model_hparams *hp) { return hp->ssm || hp->rwkv; }
 
 /* One tensor of the file: rows of `cols` values of `type`, GGUF layout. */
 typedef struct model_tensor {
@@ -143,13 +158,27 @@ typedef struct model_layer {
     model_tensor ssm_dt_norm, ssm_b_norm, ssm_c_norm; /* Jamba's norms' weights, else data NULL */
     model_tensor ssm_norm; /* Mamba-2's grouped norm's weights (n_group rows), else data NULL */
     model_tensor attn_post_norm, ffn_post_norm; /* model_hparams.post_norms, else data NULL */
-    bool recurrent; /* a Mamba block in place of attention (its ssm_* tensors are set) */
+    /* RWKV-7 (model_hparams.rwkv): attn_norm and ffn_norm are LayerNorms
+     * with these biases; the time mix's receptance, key, value and output
+     * are wq, wk, wv and wo, the channel mix's key and value up and down;
+     * tm_lerp holds the six token-shift mixes (r w k v a g), then the
+     * decay (w), learning rate (a), value residual (v) and gate (g) paths:
+     * a vector and two low-rank matrices each (the gate's without vector),
+     * k_k, k_a, r_k, the group norm's weight and bias and the channel mix's
+     * token-shift mix */
+    model_tensor attn_norm_b, ffn_norm_b;
+    model_tensor tm_lerp, tm_w0, tm_w1, tm_w2, tm_a0, tm_a1, tm_a2, tm_v0, tm_v1, tm_v2;
+    model_tensor tm_g1, tm_g2, tm_k_k, tm_k_a, tm_r_k, tm_ln, tm_ln_b, cm_lerp;
+    bool recurrent; /* a Mamba block (its ssm_* tensors set) or an RWKV time mix in place
+                       of attention */
 } model_layer;
 
 typedef struct model {
     const gguf_file *file; /* not owned: stays open while the model is used */
     model_hparams hp;
     model_tensor tok_embd, out_norm, output; /* output == tok_embd when tied */
+    model_tensor tok_norm, tok_norm_b, out_norm_b; /* RWKV: the embeddings' LayerNorm, the
+                                                      output norm's bias; else data NULL */
     model_tensor rope_freqs; /* data NULL when the file has none */
     model_tensor rope_long, rope_short; /* LongRoPE's factors: data NULL when none */
     bool tied;
@@ -162,7 +191,8 @@ typedef struct model {
 glesllm_status model_open(const gguf_file *f, model *out);
 void model_close(model *m);
 
-/* The layers of m with a Mamba block in place of attention. */
+/* The layers of m with a Mamba block or an RWKV time mix in place of
+ * attention. */
 uint32_t model_recurrent_layers(const model *m);
 
 /* The values one Q norm and one K norm cover (model_hparams.qk_norm: the

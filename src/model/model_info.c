@@ -108,6 +108,8 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     mi->rope_base = arch_f32(f, a, "rope.freq_base", 10000.0f);
     mi->rope_dims = gguf_get_arch_u32(f, a, "rope.dimension_count", 0);
     mi->rms_eps = arch_f32(f, a, "attention.layer_norm_rms_epsilon", 0.0f);
+    mi->norm_eps = arch_f32(f, a, "attention.layer_norm_epsilon", 0.0f);
+    mi->wkv_head_size = gguf_get_arch_u32(f, a, "wkv.head_size", 0);
     mi->rope_dims_given = arch_has(f, a, "rope.dimension_count");
     mi->rms_eps_given = arch_has(f, a, "attention.layer_norm_rms_epsilon");
     mi->rope_factor = 1.0f;
@@ -150,6 +152,9 @@ model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
     uint64_t width = mi->ssm_d_inner + 2ull * mi->ssm_n_group * mi->ssm_d_state;
     m.recurrent = 3ull * (mi->n_layers - mi->n_attn_layers) * 4 *
                   (taps * width + (uint64_t)mi->ssm_d_inner * mi->ssm_d_state);
+    if (mi->wkv_head_size) /* RWKV: two token shifts and a head_size^2 matrix a head */
+        m.recurrent = 3ull * mi->n_layers * 4 *
+                      (2ull * mi->n_embd + (uint64_t)mi->n_embd * mi->wkv_head_size);
     m.total = m.weights + m.kv_cache + m.recurrent + m.activations;
     return m;
 }

@@ -27,6 +27,8 @@ typedef struct model_info {
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
     float rms_eps;          /* {arch}.attention.layer_norm_rms_epsilon, 0 if absent */
+    float norm_eps;         /* {arch}.attention.layer_norm_epsilon (LayerNorm's), 0 if absent */
+    uint32_t wkv_head_size; /* {arch}.wkv.head_size: RWKV's head, 0: none */
     /* whether the file has attention.key_length (not 0), rope.dimension_count
      * and the epsilon (any value): a key that is there but wrong is said as such */
     bool head_dim_given, rope_dims_given, rms_eps_given;
@@ -44,7 +46,7 @@ glesllm_status model_info_read(const gguf_file *f, model_info *out);
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
  * the F16 KV cache (2 x attention layers x n_ctx x kv_heads x head_dim x 2
  * bytes), a
- * state-space model's recurrent state (F32, three copies: before and after
+ * state-space or RWKV model's recurrent state (F32, three copies: before and after
  * the last pass, and a rollback's), and activations (residual, Q/K/V, FFN, logits, attention
  * scores per head). */
 typedef struct model_memory {

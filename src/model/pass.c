@@ -24,6 +24,18 @@ static attn_io attention_io(const gpu_model *gm, const gpu_layer *l)
     return io;
 }
 
+/* RWKV's LayerNorm of n rows at x into y, its weight at `weight` of act and
+ * its bias a row of n_embd after it */
+static glesllm_status layer_norm_rows(gpu_pass *p, uint64_t weight, uint64_t x, uint64_t y,
+                                      uint32_t n)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    uint64_t emb = act_stride(hp->n_embd);
+    return rwkv_record_norm(gm->q, &gm->rwkv, &gm->act, &gm->act, weight,
+                            weight + (hp->n_embd + 63) / 64 * 64, hp->eps, x, y, emb, n);
+}
+
 /* ---- the norm's partial sums (the decode step splits the norm) --------------- */
 
 /* the partial sums of squares rms_prep writes for a row */
@@ -59,6 +71,8 @@ static glesllm_status step_norm_row(gpu_pass *p, uint64_t weight, uint64_t x_off
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
+    if (hp->rwkv) /* (a LayerNorm, its bias after its weight) */
+        return layer_norm_rows(p, weight, x_off, gm->xn, 1);
     if (gm->fuse_norm)
         return norm_record_prep(gm->q, &gm->norm, &gm->act, hp->n_embd, weight, x_off, gm->xn,
                                 gm->sq);
@@ -194,6 +208,9 @@ glesllm_status pass_norm(gpu_pass *p, uint64_t weight)
     const model_hparams *hp = hparams(p);
     uint32_t stride = (uint32_t)act_stride(hp->n_embd);
     p->norm = weight;
+    if (hp->rwkv) /* (no matvec folds a LayerNorm in) */
+        return p->kind == PASS_STEP ? step_norm_row(p, weight, gm->x)
+                                    : layer_norm_rows(p, weight, gm->bx, gm->bxn, p->n);
     switch (p->kind) {
     case PASS_STEP:
         if (gm->fuse_norm && p->wrote_x) /* it wrote xn and the partial sums too (norm_out) */
@@ -349,7 +366,9 @@ static uint64_t input_rows(const gpu_pass *p, pass_input in)
 {
     const gpu_model *gm = p->gm;
     bool step = p->kind == PASS_STEP;
-    return in == PASS_SSM_OUT   ? gm->ssm_y
+    return in == PASS_SSM_OUT    ? gm->ssm_y
+           : in == PASS_RWKV_Y   ? gm->rw_y
+           : in == PASS_RWKV_HID ? gm->rw_hid
            : in == PASS_ATTN_OUT ? (step ? gm->attn_out : gm->battn)
                                  : (step ? gm->hidden : gm->bhid);
 }
@@ -580,6 +599,90 @@ glesllm_status pass_ffn(gpu_pass *p, const gpu_layer *l, uint64_t next_norm)
     return pass_residual(p, &l->down, PASS_HIDDEN, next_norm);
 }
 
+/* ---- RWKV-7 ------------------------------------------------------------------------- */
+
+/* Where an RWKV pass's rows lie (ops/rwkv.h) */
+static rwkv_io rwkv_io_of(const gpu_pass *p, const gpu_layer *l)
+{
+    const gpu_model *gm = p->gm;
+    rwkv_io io = { &l->ssm_par, &gm->act, &l->ssm_state, act_stride(hparams(p)->n_embd),
+                   p->kind == PASS_STEP ? gm->x : gm->bx,
+                   gm->rw_mix, gm->rw_block, gm->rw_r, gm->rw_k, gm->rw_v, gm->rw_first, gm->rw_y,
+                   gm->rw_g, gm->rw_lw, gm->rw_la, gm->rw_lv, p->src * gm->slot.floats,
+                   p->dst * gm->slot.floats, p->zero, hparams(p)->eps };
+    return io;
+}
+
+glesllm_status pass_rwkv_embed_norm(gpu_pass *p)
+{
+    gpu_model *gm = p->gm;
+    uint64_t x = p->kind == PASS_STEP ? gm->x : gm->bx;
+    return layer_norm_rows(p, gm->rw_tok_norm, x, x, p->n);
+}
+
+glesllm_status pass_rwkv_time(gpu_pass *p, const gpu_layer *l, bool first)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    rwkv_io io = rwkv_io_of(p, l);
+    uint64_t emb = io.stride, mix = io.mix, blk = io.block;
+    /* the norm and the six token-shift mixes r w k v a g */
+    glesllm_status st = rwkv_record_shift(gm->q, &gm->rwkv, &io, false, p->n);
+    /* r, k, v and the low-rank paths' first matrices, each from its mix */
+    const struct {
+        const gpu_linear *l;
+        uint64_t x, y, stride;
+    } first_ops[] = {
+        { &l->rw_r, mix, io.r, emb },
+        { &l->rw_k, mix + 2 * blk, io.k, emb },
+        { &l->rw_v, mix + 3 * blk, io.v, emb },
+        { &l->rw_w1, mix + blk, gm->rw_mw, act_stride(hp->rwkv_lora_w) },
+        { &l->rw_a1, mix + 4 * blk, gm->rw_ma, act_stride(hp->rwkv_lora_a) },
+        { first ? NULL : &l->rw_v1, mix + 3 * blk, gm->rw_mv, act_stride(hp->rwkv_lora_v) },
+        { &l->rw_g1, mix + 5 * blk, gm->rw_mg, act_stride(hp->rwkv_lora_g) },
+    };
+    for (size_t i = 0; !st && i < sizeof first_ops / sizeof first_ops[0]; i++)
+        if (first_ops[i].l)
+            st = pass_linear(p, first_ops[i].l, false, first_ops[i].x, first_ops[i].y,
+                             first_ops[i].stride);
+    /* tanh of the decay's middle, sigmoid of the gate's; the second matrices */
+    rwkv_act_range tw = { gm->rw_mw, act_stride(hp->rwkv_lora_w), hp->rwkv_lora_w, 1 };
+    rwkv_act_range sg = { gm->rw_mg, act_stride(hp->rwkv_lora_g), hp->rwkv_lora_g, 2 };
+    if (!st)
+        st = rwkv_record_act(gm->q, &gm->rwkv, &gm->act, &tw, &sg, p->n);
+    const struct {
+        const gpu_linear *l;
+        uint64_t x;
+        uint64_t y;
+    } second_ops[] = { { &l->rw_w2, gm->rw_mw, io.lw },
+                       { &l->rw_a2, gm->rw_ma, io.la },
+                       { first ? NULL : &l->rw_v2, gm->rw_mv, io.lv },
+                       { &l->rw_g2, gm->rw_mg, io.g } };
+    for (size_t i = 0; !st && i < sizeof second_ops / sizeof second_ops[0]; i++)
+        if (second_ops[i].l)
+            st = pass_linear(p, second_ops[i].l, false, second_ops[i].x, second_ops[i].y, emb);
+    /* the update's inputs, the state through the tokens, the head norm,
+     * bonus and gate; x += Wo y */
+    if (!st)
+        st = rwkv_record_mix(gm->q, &gm->rwkv, &io, first, p->n);
+    return st ? st : pass_residual(p, &l->wo, PASS_RWKV_Y, 0);
+}
+
+glesllm_status pass_rwkv_channel(gpu_pass *p, const gpu_layer *l)
+{
+    gpu_model *gm = p->gm;
+    const model_hparams *hp = hparams(p);
+    rwkv_io io = rwkv_io_of(p, l);
+    /* the norm and its token-shift mix; x += Wvalue relu(Wkey mix)^2 */
+    glesllm_status st = rwkv_record_shift(gm->q, &gm->rwkv, &io, true, p->n);
+    rwkv_act_range sq = { gm->rw_hid, act_stride(hp->n_ff), hp->n_ff, 3 };
+    if (!st)
+        st = pass_linear(p, &l->rw_ck, false, io.mix, gm->rw_hid, act_stride(hp->n_ff));
+    if (!st)
+        st = rwkv_record_act(gm->q, &gm->rwkv, &gm->act, &sq, NULL, p->n);
+    return st ? st : pass_residual(p, &l->down, PASS_RWKV_HID, 0);
+}
+
 /* ---- the output head ----------------------------------------------------------------- */
 
 static glesllm_status record_argmax_rows(gpu_model *gm, uint64_t logits, uint32_t rows,
@@ -673,7 +776,14 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
         if (p->flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL)) {
             matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
             step_norm_split(p, &a);
-            st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
+            if (hp->rwkv) { /* (the norm its own dispatch) */
+                st = pass_norm(p, out_norm);
+                if (!st)
+                    st = record_multi(p, &gm->out, &gm->act, gm->bxn, gm->vlog, vs,
+                                      &(matvec_args){ 0 });
+            } else {
+                st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
+            }
             if (!st)
                 st = cap_logits(gm, &gm->act, gm->vlog, p->n);
             if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
@@ -785,12 +895,13 @@ static glesllm_status run_pass(gpu_model *gm, pass_kind kind, uint32_t pos0, uin
                                unsigned flags, bool last)
 {
     gpu_pass p = { gm, kind, pos0, n, flags, last };
-    glesllm_status st = gm->m->hp.ssm ? ssm_slots(gm, &p) : GLESLLM_OK;
+    bool recurrent = model_hp_recurrent(&gm->m->hp);
+    glesllm_status st = recurrent ? ssm_slots(gm, &p) : GLESLLM_OK;
     if (!st)
         st = gm->graph(&p);
     if (!st)
         st = gpu_queue_submit(gm->q);
-    if (gm->m->hp.ssm) { /* (a failed pass leaves its slot unknown) */
+    if (recurrent) { /* (a failed pass leaves its slot unknown) */
         gm->slot_ok[p.dst] = st == GLESLLM_OK;
         gm->slot_pos[p.dst] = pos0 + n;
     }

@@ -21,6 +21,10 @@ struct ref_model {
      * token's x|z, convolved x, dt|B|C, dt and y */
     float *conv_st, *ssm_st, *xz, *xc, *dbc, *dt, *y;
     uint32_t ssm_pos;
+    /* RWKV-7: each layer's two token shifts (n_embd each) and WKV state
+     * (n_head x head^2); a token's six mixed inputs, r, w, k, v, a, g, the
+     * first layer's v, the time mix's output and a low-rank path's middle */
+    float *rw_shift, *rw_state, *rw;
 };
 
 void ref_model_destroy(ref_model *r)
@@ -30,7 +34,8 @@ void ref_model_destroy(ref_model *r)
     float *bufs[] = { r->k,      r->v,      r->rope, r->x,      r->xn,     r->q,
                       r->kn,     r->vn,     r->att,  r->gate,   r->up,     r->scores,
                       r->row,    r->moe,    r->eout, r->conv_st, r->ssm_st, r->xz,
-                      r->xc,     r->dbc,    r->dt,   r->y };
+                      r->xc,     r->dbc,    r->dt,   r->y,      r->rw_shift, r->rw_state,
+                      r->rw };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(r);
@@ -88,6 +93,20 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
         r->dt = malloc(sizeof(float) * di);
         r->y = malloc(sizeof(float) * di);
         if (!r->conv_st || !r->ssm_st || !r->xz || !r->xc || !r->dbc || !r->dt || !r->y) {
+            ref_model_destroy(r);
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
+        }
+    }
+    if (hp->rwkv) {
+        size_t d = hp->n_embd, L = hp->n_layer;
+        uint32_t lora = hp->rwkv_lora_w;
+        uint32_t ranks[] = { hp->rwkv_lora_a, hp->rwkv_lora_v, hp->rwkv_lora_g };
+        for (size_t i = 0; i < 3; i++)
+            lora = ranks[i] > lora ? ranks[i] : lora;
+        r->rw_shift = calloc(L * 2 * d, sizeof(float));
+        r->rw_state = calloc(L * d * hp->rwkv_head, sizeof(float));
+        r->rw = malloc(sizeof(float) * (14 * d + lora));
+        if (!r->rw_shift || !r->rw_state || !r->rw) {
             ref_model_destroy(r);
             return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
         }
@@ -291,6 +310,85 @@ static void mamba_block(ref_model *r, uint32_t li)
     matvec(r, &l->ssm_out, r->y, r->x, 1);
 }
 
+/* y = W2 act(W1 x), a low-rank path of an RWKV-7 time mix; act: 0 none, 1
+ * tanh, 2 sigmoid */
+static void lora(ref_model *r, const model_tensor *w1, const model_tensor *w2, int act,
+                 const float *x, float *mid, float *y)
+{
+    matvec(r, w1, x, mid, 0);
+    for (uint64_t i = 0; i < w1->rows; i++)
+        mid[i] = act == 1 ? tanhf(mid[i]) : act == 2 ? 1.0f / (1.0f + expf(-mid[i])) : mid[i];
+    matvec(r, w2, mid, y, 0);
+}
+
+/* LayerNorm of x into y with the weight w and bias b */
+static void layer_norm(ref_model *r, float *y, const float *x, const model_tensor *w,
+                       const model_tensor *b)
+{
+    const model_hparams *hp = &r->m->hp;
+    float *wb = malloc(sizeof(float) * 2 * hp->n_embd);
+    if (!wb)
+        abort(); /* (a test oracle: a few KiB) */
+    memcpy(wb, get_row(r, w, 0), sizeof(float) * hp->n_embd);
+    memcpy(wb + hp->n_embd, get_row(r, b, 0), sizeof(float) * hp->n_embd);
+    ref_layer_norm(y, x, wb, wb + hp->n_embd, 1, hp->n_embd, hp->eps);
+    free(wb);
+}
+
+/* The time and channel mixes of RWKV-7 layer li on x, their states one
+ * token further (model_layer says what each tensor is) */
+static void rwkv_layer(ref_model *r, uint32_t li)
+{
+    const model_hparams *hp = &r->m->hp;
+    const model_layer *l = &r->m->layers[li];
+    uint32_t d = hp->n_embd, hs = hp->rwkv_head;
+    float *shift = r->rw_shift + (size_t)li * 2 * d, *st = r->rw_state + (size_t)li * d * hs;
+    float *mix = r->rw, *rr = mix + 6 * d, *w = rr + d, *k = w + d, *v = k + d, *a = v + d;
+    float *g = a + d, *first = g + d, *out = first + d, *mid = out + d;
+    float *xa = r->xn, *t = r->eout;
+    /* the time mix: the token-shift mixes r w k v a g of the normed x and the previous one */
+    layer_norm(r, xa, r->x, &l->attn_norm, &l->attn_norm_b);
+    for (uint32_t c = 0; c < 6; c++) {
+        const float *lerp = get_row(r, &l->tm_lerp, c);
+        for (uint32_t i = 0; i < d; i++)
+            mix[c * d + i] = xa[i] + (shift[i] - xa[i]) * lerp[i];
+    }
+    memcpy(shift, xa, sizeof(float) * d);
+    matvec(r, &l->wq, mix, rr, 0);
+    matvec(r, &l->wk, mix + 2 * d, k, 0);
+    matvec(r, &l->wv, mix + 3 * d, v, 0);
+    /* the low-rank paths (their vectors added by ref_rwkv7_mix; layer 0's
+     * value residual is never read) */
+    lora(r, &l->tm_w1, &l->tm_w2, 1, mix + d, mid, w);
+    if (li)
+        lora(r, &l->tm_v1, &l->tm_v2, 0, mix + 3 * d, mid, t);
+    lora(r, &l->tm_a1, &l->tm_a2, 0, mix + 4 * d, mid, a);
+    lora(r, &l->tm_g1, &l->tm_g2, 2, mix + 5 * d, mid, g);
+    /* the vectors, and the update's scratch (in the mixes, all read) */
+    const model_tensor *vec[8] = { &l->tm_w0,  &l->tm_a0,  &l->tm_v0, &l->tm_k_k,
+                                   &l->tm_k_a, &l->tm_r_k, &l->tm_ln, &l->tm_ln_b };
+    float *par = malloc(sizeof(float) * 8 * d);
+    if (!par)
+        abort(); /* (a test oracle: a few KiB) */
+    for (uint32_t i = 0; i < 8; i++)
+        memcpy(par + i * d, get_row(r, vec[i], 0), sizeof(float) * d);
+    ref_rwkv7_par rp = { par, par + d, par + 2 * d, par + 3 * d,
+                         par + 4 * d, par + 5 * d, par + 6 * d, par + 7 * d };
+    ref_rwkv7_mix(out, st, rr, w, k, v, a, t, g, first, li == 0, &rp, d, hs, mix);
+    free(par);
+    matvec(r, &l->wo, out, r->x, 1);
+    /* the channel mix: relu(Wkey mix)^2 through Wvalue */
+    layer_norm(r, xa, r->x, &l->ffn_norm, &l->ffn_norm_b);
+    const float *cl = get_row(r, &l->cm_lerp, 0);
+    for (uint32_t i = 0; i < d; i++)
+        mix[i] = xa[i] + (shift[d + i] - xa[i]) * cl[i];
+    memcpy(shift + d, xa, sizeof(float) * d);
+    matvec(r, &l->up, mix, r->gate, 0);
+    for (uint32_t i = 0; i < hp->n_ff; i++)
+        r->gate[i] = r->gate[i] > 0.0f ? r->gate[i] * r->gate[i] : 0.0f;
+    matvec(r, &l->down, r->gate, r->x, 1);
+}
+
 static float to_f16(float f) { return quant_half_to_float(quant_float_to_half(f)); }
 
 glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, float *logits)
@@ -305,22 +403,33 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
                        r->n_ctx);
     uint32_t n_embd = hp->n_embd, hd = hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hd;
-    if (hp->ssm && pos != r->ssm_pos) {
+    if (model_hp_recurrent(hp) && pos != r->ssm_pos) {
         if (pos)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "position %u: the reference's recurrent state is at position %u; it "
                            "runs a sequence forward from 0", pos, r->ssm_pos);
         /* back to the start: an empty state */
-        memset(r->conv_st, 0,
-               sizeof(float) * hp->n_layer * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp));
-        memset(r->ssm_st, 0, sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
+        if (hp->rwkv) {
+            memset(r->rw_shift, 0, sizeof(float) * hp->n_layer * 2 * hp->n_embd);
+            memset(r->rw_state, 0, sizeof(float) * hp->n_layer * hp->n_embd * hp->rwkv_head);
+        } else {
+            memset(r->conv_st, 0,
+                   sizeof(float) * hp->n_layer * (hp->ssm_d_conv - 1) * ssm_conv_channels(hp));
+            memset(r->ssm_st, 0,
+                   sizeof(float) * hp->n_layer * hp->ssm_d_inner * hp->ssm_d_state);
+        }
     }
     memcpy(r->x, get_row(r, &m->tok_embd, (uint64_t)token), sizeof(float) * n_embd);
     for (uint32_t i = 0; hp->embd_scale > 0.0f && i < n_embd; i++)
         r->x[i] *= hp->embd_scale;
     r->ssm_pos = pos + 1;
+    if (hp->rwkv) {
+        layer_norm(r, r->x, r->x, &m->tok_norm, &m->tok_norm_b);
+        for (uint32_t li = 0; li < hp->n_layer; li++)
+            rwkv_layer(r, li);
+    }
     const float *cs = r->rope + (size_t)pos * hd;
-    for (uint32_t li = 0; li < hp->n_layer; li++) {
+    for (uint32_t li = 0; li < hp->n_layer && !hp->rwkv; li++) {
         const model_layer *l = &m->layers[li];
         if (l->recurrent) {
             mamba_block(r, li);
@@ -363,7 +472,10 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
     }
     if (!logits)
         return GLESLLM_OK;
-    ref_rms_norm(r->xn, r->x, get_row(r, &m->out_norm, 0), 1, n_embd, hp->eps);
+    if (hp->rwkv)
+        layer_norm(r, r->xn, r->x, &m->out_norm, &m->out_norm_b);
+    else
+        ref_rms_norm(r->xn, r->x, get_row(r, &m->out_norm, 0), 1, n_embd, hp->eps);
     matvec(r, &m->output, r->xn, logits, 0);
     for (uint32_t i = 0; hp->final_softcap > 0.0f && i < hp->n_vocab; i++)
         logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);

@@ -178,3 +178,84 @@ void ref_gelu_mul(float *gate, const float *up, size_t n)
         gate[i] = 0.5f * g * (1.0f + tanhf(0.7978845608f * (g + 0.044715f * g * g * g))) * up[i];
     }
 }
+
+void ref_layer_norm(float *y, const float *x, const float *w, const float *b, size_t rows,
+                    size_t n, float eps)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        double sum = 0.0, ss = 0.0;
+        for (size_t i = 0; i < n; i++)
+            sum += xr[i];
+        double mean = sum / (double)n;
+        for (size_t i = 0; i < n; i++)
+            ss += (xr[i] - mean) * (xr[i] - mean);
+        float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+        for (size_t i = 0; i < n; i++)
+            y[r * n + i] = (float)(xr[i] - mean) * scale * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+}
+
+void ref_wkv7(float *y, float *state, const float *r, const float *w, const float *k,
+              const float *v, const float *a, const float *b, uint32_t n_head, uint32_t hs)
+{
+    for (uint32_t h = 0; h < n_head; h++) {
+        size_t o = (size_t)h * hs;
+        for (uint32_t i = 0; i < hs; i++) {
+            float *s = state + ((size_t)h * hs + i) * hs;
+            double sa = 0.0, out = 0.0;
+            for (uint32_t j = 0; j < hs; j++)
+                sa += (double)s[j] * a[o + j];
+            for (uint32_t j = 0; j < hs; j++) {
+                s[j] = s[j] * w[o + j] + v[o + i] * k[o + j] + (float)sa * b[o + j];
+                out += (double)s[j] * r[o + j];
+            }
+            y[o + i] = (float)out;
+        }
+    }
+}
+
+static float ref_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void ref_rwkv7_mix(float *y, float *state, const float *r, const float *w, float *k, float *v,
+                   const float *a, const float *vr, const float *g, float *first, bool first_layer,
+                   const ref_rwkv7_par *p, uint32_t n_embd, uint32_t hs, float *tmp)
+{
+    uint32_t d = n_embd, nh = d / hs;
+    float *decay = tmp, *rate = tmp + d, *kk = tmp + 2 * d, *b = tmp + 3 * d;
+    for (uint32_t i = 0; i < d; i++) {
+        decay[i] = expf(-0.606531f * ref_sigmoid(p->w0[i] + w[i]));
+        rate[i] = ref_sigmoid(p->a0[i] + a[i]);
+        if (first_layer)
+            first[i] = v[i];
+        else
+            v[i] += (first[i] - v[i]) * ref_sigmoid(p->v0[i] + vr[i]);
+        kk[i] = k[i] * p->k_k[i];
+    }
+    for (uint32_t h = 0; h < nh; h++) {
+        double ss = 0.0;
+        for (uint32_t j = 0; j < hs; j++)
+            ss += (double)kk[h * hs + j] * kk[h * hs + j];
+        float n = sqrtf((float)ss);
+        float inv = 1.0f / (n > 1e-12f ? n : 1e-12f);
+        for (uint32_t j = 0; j < hs; j++)
+            kk[h * hs + j] *= inv;
+    }
+    for (uint32_t i = 0; i < d; i++) {
+        float ka = k[i] * p->k_a[i];
+        k[i] += rate[i] * ka - ka;
+        b[i] = kk[i] * rate[i];
+        kk[i] = -kk[i];
+    }
+    ref_wkv7(y, state, r, decay, k, v, kk, b, nh, hs);
+    ref_layer_norm(y, y, NULL, NULL, nh, hs, 64e-5f);
+    for (uint32_t h = 0; h < nh; h++) {
+        double sum = 0.0;
+        for (uint32_t j = 0; j < hs; j++)
+            sum += (double)k[h * hs + j] * r[h * hs + j] * p->r_k[h * hs + j];
+        for (uint32_t j = 0; j < hs; j++) {
+            uint32_t i = h * hs + j;
+            y[i] = (y[i] * p->ln_w[i] + p->ln_b[i] + v[i] * (float)sum) * g[i];
+        }
+    }
+}

@@ -67,4 +67,32 @@ void ref_ssm_scan2(float *y, float *h, const float *x, const float *dt, const fl
                    const float *bc, const float *d, const float *z, uint32_t d_inner,
                    uint32_t d_state, uint32_t n_head, uint32_t n_group);
 
+/* LayerNorm: y[r][i] = (x[r][i] - mean) / sqrt(var + eps) * w[i] + b[i] for
+ * rows r of n (w, b NULL: 1 and 0). */
+void ref_layer_norm(float *y, const float *x, const float *w, const float *b, size_t rows,
+                    size_t n, float eps);
+
+/* RWKV-7's time-mix state update for one token, every head h of hs values
+ * (vectors of n_head x hs, the head's part at h x hs): its state S (hs rows
+ * of hs, row i for value i) becomes S[i][j] w[j] + v[i] k[j] + (S a)[i]
+ * b[j], and y[i] = (S r)[i] after the update. */
+void ref_wkv7(float *y, float *state, const float *r, const float *w, const float *k,
+              const float *v, const float *a, const float *b, uint32_t n_head, uint32_t hs);
+
+/* RWKV-7's time mix between its projections, one token of n_embd channels
+ * in heads of hs: from the decay's, learning rate's and value residual's
+ * low-rank outputs w, a, vr (before their vectors w0, a0, v0) and r, k, v
+ * (the raw value) and g, the decay exp(-0.606531 sigmoid(w0 + w)), the rate
+ * sigmoid(a0 + a), v toward `first` by sigmoid(v0 + vr) (first_layer: v
+ * written to first instead), kk = k k_k normalised a head, k scaled by 1 +
+ * (rate - 1) k_a; the state update (ref_wkv7, its a and b -kk and kk rate);
+ * y's LayerNorm a head (epsilon 64e-5) times ln_w plus ln_b, plus v (k . r
+ * r_k a head), times g. k and v are changed; tmp: room for 4 n_embd. */
+typedef struct ref_rwkv7_par {
+    const float *w0, *a0, *v0, *k_k, *k_a, *r_k, *ln_w, *ln_b;
+} ref_rwkv7_par;
+void ref_rwkv7_mix(float *y, float *state, const float *r, const float *w, float *k, float *v,
+                   const float *a, const float *vr, const float *g, float *first, bool first_layer,
+                   const ref_rwkv7_par *p, uint32_t n_embd, uint32_t hs, float *tmp);
+
 #endif

@@ -391,6 +391,29 @@ static glesllm_status cut_special(const vocab *v, const char *text, int32_t id, 
     return st;
 }
 
+/* RWKV World: the longest token at each point, as llama.cpp's trie walk
+ * finds it; a byte no token begins with is the unknown token, where the
+ * vocabulary has one. */
+static glesllm_status rwkv_fragment(const vocab *v, const char *s, size_t n, tok_ids *out)
+{
+    glesllm_status st = GLESLLM_OK;
+    for (size_t i = 0; i < n && !st;) {
+        size_t len;
+        int32_t id = vocab_longest_bytes(v, s + i, n - i, &len);
+        if (id < 0) {
+            if (vocab_unk(v) < 0)
+                return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                               "byte 0x%02x of the text has no token in this RWKV vocabulary, "
+                               "which has no unknown token either", (unsigned char)s[i]);
+            id = vocab_unk(v);
+            len = 1;
+        }
+        st = push_id(out, id);
+        i += len;
+    }
+    return st;
+}
+
 glesllm_status tok_encode(const vocab *v, const char *text, size_t n, unsigned flags, tok_ids *out)
 {
     fragments fs = { 0 }, tmp = { 0 };
@@ -418,6 +441,8 @@ glesllm_status tok_encode(const vocab *v, const char *text, size_t n, unsigned f
             st = spm_fragment(&c, &buf, &cap, text + f->off, f->len,
                               vocab_adds_space_prefix(v) && prev_special);
             prev_special = false;
+        } else if (vocab_kind_of(v) == VOCAB_RWKV) {
+            st = rwkv_fragment(v, text + f->off, f->len, out);
         } else {
             st = bpe_fragment(&c, text + f->off, f->len);
         }

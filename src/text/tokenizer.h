@@ -6,7 +6,8 @@
  * at the start and after each special token, U+2581 for spaces, the
  * highest-scoring adjacent pair merged first, bytes <0xXX> for characters
  * without a token) or byte-level BPE (the pre-tokenizer's words, each byte
- * as a GPT-2 character, the lowest-ranked merge first). */
+ * as a GPT-2 character, the lowest-ranked merge first) or RWKV's (the
+ * longest token at each point, over the tokens' bytes). */
 #ifndef GLESLLM_TEXT_TOKENIZER_H
 #define GLESLLM_TEXT_TOKENIZER_H
 

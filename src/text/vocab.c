@@ -42,6 +42,13 @@ struct vocab {
     int32_t byte_tok[256];
     int32_t *specials;
     size_t n_specials;
+    /* RWKV: every token's bytes (the text unescaped), a bytes -> id hash
+     * (id + 1, 0 empty) and the longest */
+    char *raw_arena;
+    uint64_t *raw_off;
+    uint32_t *raw_len;
+    uint32_t *raw_slots;
+    uint32_t raw_max;
     pretok *pre;
     char pre_name[64];
     char warnings[256];
@@ -352,6 +359,98 @@ static glesllm_status collect_specials(vocab *v, const gguf_file *f)
     return GLESLLM_OK;
 }
 
+/* An RWKV token's bytes from its text, as llama.cpp reads it: \t \n \r,
+ * \xNN (lowercase hex), \ before any other character for that character;
+ * returns the length written to out (at most n, the text's). */
+static size_t rwkv_unescape(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    int hex = 0;
+    unsigned acc = 0;
+    bool esc = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (hex) {
+            acc = ((acc << 4) + (c >= 'a' ? c - 'a' + 10u : c - (unsigned)'0')) & 0xffu;
+            if (--hex == 0) {
+                out[o++] = (char)acc;
+                acc = 0;
+            }
+        } else if (esc) {
+            esc = false;
+            if (c == 'x')
+                hex = 2;
+            else
+                out[o++] = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : (char)c;
+        } else if (c == '\\') {
+            esc = true;
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    return o;
+}
+
+static int32_t raw_find(const vocab *v, const char *s, size_t n)
+{
+    for (uint64_t i = fnv1a(FNV1A_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
+        uint32_t e = v->raw_slots[i];
+        if (!e)
+            return -1;
+        uint32_t id = e - 1;
+        if (v->raw_len[id] == n && memcmp(v->raw_arena + v->raw_off[id], s, n) == 0)
+            return (int32_t)id;
+    }
+}
+
+/* RWKV: each token's bytes and the hash over them (a later token of the
+ * same bytes takes the slot, as in llama.cpp's trie). */
+static glesllm_status load_rwkv_bytes(vocab *v)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < v->n; i++)
+        bytes += v->len[i];
+    v->raw_arena = malloc(bytes ? bytes : 1);
+    v->raw_off = malloc(v->n * sizeof *v->raw_off);
+    v->raw_len = malloc(v->n * sizeof *v->raw_len);
+    v->raw_slots = calloc(v->mask + 1, sizeof *v->raw_slots);
+    if (!v->raw_arena || !v->raw_off || !v->raw_len || !v->raw_slots)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for a vocabulary of %u tokens", v->n);
+    uint64_t o = 0;
+    for (uint32_t id = 0; id < v->n; id++) {
+        uint32_t n = (uint32_t)rwkv_unescape(v->arena + v->off[id], v->len[id], v->raw_arena + o);
+        v->raw_off[id] = o;
+        v->raw_len[id] = n;
+        o += n;
+        if (!n)
+            continue;
+        if (n > v->raw_max)
+            v->raw_max = n;
+        const char *s = v->raw_arena + v->raw_off[id];
+        for (uint64_t i = fnv1a(FNV1A_SEED, s, n) & v->mask;; i = (i + 1) & v->mask) {
+            uint32_t e = v->raw_slots[i];
+            if (!e || (v->raw_len[e - 1] == n && memcmp(v->raw_arena + v->raw_off[e - 1], s, n) == 0)) {
+                v->raw_slots[i] = id + 1;
+                break;
+            }
+        }
+    }
+    return GLESLLM_OK;
+}
+
+int32_t vocab_longest_bytes(const vocab *v, const char *s, size_t n, size_t *len)
+{
+    for (size_t k = n < v->raw_max ? n : v->raw_max; k > 0; k--) {
+        int32_t id = raw_find(v, s, k);
+        if (id >= 0) {
+            *len = k;
+            return id;
+        }
+    }
+    *len = 0;
+    return -1;
+}
+
 static glesllm_status load(vocab *v, const gguf_file *f)
 {
     gguf_str model;
@@ -364,14 +463,18 @@ static glesllm_status load(vocab *v, const gguf_file *f)
         v->kind = VOCAB_SPM;
     } else if (gguf_str_eq(model, "gpt2")) {
         v->kind = VOCAB_BPE;
+    } else if (gguf_str_eq(model, "rwkv")) {
+        v->kind = VOCAB_RWKV;
     } else {
         char name[64];
         return err_set(GLESLLM_ERR_UNSUPPORTED, "tokenizer model '%s' is not supported (llama "
-                       "SentencePiece and gpt2 BPE are)", gguf_str_copy(model, name, sizeof name));
+                       "SentencePiece, gpt2 BPE and rwkv are)", gguf_str_copy(model, name, sizeof name));
     }
     if ((st = load_tokens(v, f)))
         return st;
     if (v->kind == VOCAB_BPE && (st = load_merges(v, f)))
+        return st;
+    if (v->kind == VOCAB_RWKV && (st = load_rwkv_bytes(v)))
         return st;
 
     /* llama.cpp's defaults, before the file's own keys */
@@ -381,6 +484,8 @@ static glesllm_status load(vocab *v, const gguf_file *f)
         v->eos = 2 < v->n ? 2 : -1;
         v->unk = 0;
         v->add_bos = v->add_space_prefix = true;
+        strcpy(v->pre_name, "default");
+    } else if (v->kind == VOCAB_RWKV) { /* (no BOS, EOS or unknown token, none added) */
         strcpy(v->pre_name, "default");
     } else {
         /* llama.cpp defaults BOS and EOS of a BPE vocabulary to id 11; a file
@@ -459,6 +564,10 @@ void vocab_free(vocab *v)
     free(v->merge_left);
     free(v->merge_right);
     free(v->merge_slots);
+    free(v->raw_arena);
+    free(v->raw_off);
+    free(v->raw_len);
+    free(v->raw_slots);
     free(v->specials);
     pretok_destroy(v->pre);
     free(v);
@@ -549,6 +658,11 @@ size_t vocab_piece(const vocab *v, int32_t id, bool special, char *buf, size_t n
             return 0;
         for (size_t i = 0; i < len; i++)
             o = put(buf, n, o, p[i]);
+        return o;
+    }
+    if (v->kind == VOCAB_RWKV) {
+        for (size_t i = 0; i < v->raw_len[id]; i++)
+            o = put(buf, n, o, v->raw_arena[v->raw_off[id] + i]);
         return o;
     }
     if (v->kind == VOCAB_SPM) {

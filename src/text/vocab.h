@@ -2,10 +2,13 @@
  * merges, special tokens and the flags that steer tokenization, loaded and
  * checked once, owned by the vocab (the file may be closed afterwards).
  *
- * Two tokenizer models, as llama.cpp names them: "llama" (SentencePiece:
- * score-driven merges, byte fallback <0xXX>, a leading space) and "gpt2"
+ * Three tokenizer models, as llama.cpp names them: "llama" (SentencePiece:
+ * score-driven merges, byte fallback <0xXX>, a leading space), "gpt2"
  * (byte-level BPE: merge ranks over GPT-2's byte alphabet, after a
- * pre-tokenizer chosen by tokenizer.ggml.pre). Text to ids: tokenizer.h. */
+ * pre-tokenizer chosen by tokenizer.ggml.pre) and "rwkv" (RWKV World: each
+ * token a byte string, written with \xNN, \t, \n, \r and \-escapes; text
+ * cut greedily into the longest token at each point). Text to ids:
+ * tokenizer.h. */
 #ifndef GLESLLM_TEXT_VOCAB_H
 #define GLESLLM_TEXT_VOCAB_H
 
@@ -15,7 +18,7 @@
 
 #include "gguf/gguf.h"
 
-typedef enum vocab_kind { VOCAB_SPM, VOCAB_BPE } vocab_kind;
+typedef enum vocab_kind { VOCAB_SPM, VOCAB_BPE, VOCAB_RWKV } vocab_kind;
 
 /* tokenizer.ggml.token_type values */
 enum {
@@ -68,12 +71,16 @@ bool vocab_is_eog(const vocab *v, int32_t id);
 /* The bytes token id stands for, into buf (room for n); returns how many it
  * needs, which may exceed n (then buf holds the first n). Control and unknown
  * tokens give nothing unless `special` (then their text). An SPM "▁" is a
- * space, <0xXX> its byte, a GPT-2 character its byte. */
+ * space, <0xXX> its byte, a GPT-2 character its byte; an RWKV token its
+ * unescaped bytes. */
 size_t vocab_piece(const vocab *v, int32_t id, bool special, char *buf, size_t n);
 
 /* ---- for the tokenizer ---- */
 /* Rank of the BPE merge "left right", -1 if none. */
 int32_t vocab_merge_rank(const vocab *v, const char *left, size_t nl, const char *right, size_t nr);
+/* RWKV: the longest token whose bytes begin s[0..n) (a later token of the
+ * same bytes over an earlier one), its length in *len; -1 if none. */
+int32_t vocab_longest_bytes(const vocab *v, const char *s, size_t n, size_t *len);
 /* SPM byte-fallback token of byte b (<0xXX>), -1 if none. */
 int32_t vocab_byte_token(const vocab *v, unsigned char b);
 bool vocab_adds_space_prefix(const vocab *v);

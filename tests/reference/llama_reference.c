@@ -8,8 +8,8 @@
  *      -L LLAMA_BUILD/bin -lllama -lggml -lggml-base -o llama_reference
  *   llama_reference FILE.gguf N_CTX SEED > OUT.jsonl
  *
- * Three cases (prompts of 9, 5 and 14 ids: the BOS, then ids drawn from
- * SEED), each: prompt_ids, forced_argmax (the argmax after each prompt
+ * Three cases (prompts of 9, 5 and 14 ids: the BOS where the vocabulary
+ * has one, then ids drawn from SEED), each: prompt_ids, forced_argmax (the argmax after each prompt
  * token), last_top5, greedy (32 ids) and greedy_margin (top-1 minus top-2
  * logit at each greedy step), plus gguf_fnv1a: the FNV-1a of the file as two
  * 32-bit halves, which the test compares with the file it makes. */
@@ -95,7 +95,9 @@ int main(int argc, char **argv)
             return 1;
         llama_token ids[64];
         int n = lens[c];
-        ids[0] = llama_vocab_bos(v);
+        /* (a vocabulary without BOS, RWKV's: all drawn) */
+        int bos = llama_vocab_bos(v) >= 0;
+        ids[0] = bos ? llama_vocab_bos(v) : 3 + (int)(next(&seed) % (uint64_t)(nv - 3));
         for (int i = 1; i < n; i++)
             ids[i] = 3 + (int)(next(&seed) % (uint64_t)(nv - 3));
         if (decode(ctx, ids, n, 0, 1))

@@ -1,0 +1,202 @@
+// RWKV-7's time and channel mixes around their matrix products (ops/rwkv.h).
+// A token's rows are at a block's offset + t x its stride (floats of act);
+// channel c of head h is c = h x HEAD + j.
+//   PHASE 0  LayerNorm of x rows, times the weight plus the bias (NMIX 0);
+//            with NMIX 1 or 6 the token-shift mixes instead: xn(t) + (xn(t-1)
+//            - xn(t)) lerp[m] for each mix m, xn(-1) the state's (zeros for
+//            none), the last token's xn kept as the next state. A work group
+//            a token (its previous token's norm made again: no second pass)
+//   PHASE 1  elementwise, in place: up to two ranges of rows, each tanh (1),
+//            sigmoid (2) or relu squared (3)
+//   PHASE 2  the update's inputs, a work group a (head, token): decay
+//            w = exp(-0.606531 sigmoid(w0 + w)), a = sigmoid(a0 + a), v toward
+//            the first layer's (FIRST: v kept as the first layer's), kk =
+//            k k_k normalised a head, k = k + (a k k_a - k k_a); written in
+//            place: w, k, v, and -kk into a's rows, kk a into the value
+//            residual's
+//   PHASE 3  the state update, a work group a head, HEAD invocations (one a
+//            state row, its HEAD values in registers) through the tokens in
+//            order: S = S diag(w) + v k^T + (S a) b^T, y = S r
+//   PHASE 4  after it, a work group a (head, token): y's LayerNorm over the
+//            head (epsilon 64e-5), times ln_w plus ln_b, plus v (k . r r_k),
+//            times the gate g
+// Bindings: 0 the parameters (a layer's buffer, or act for the output norm),
+//   1 act, 2 the layer's state.
+// Defines: PHASE, WG_SIZE (a power of two); PHASE 0: N_EMBD, NMIX; PHASE 2 to
+//   4: HEAD (WG_SIZE >= HEAD).
+#include "common.glsl"
+
+layout(local_size_x = WG_SIZE) in;
+
+layout(std430, binding = 0) readonly restrict buffer P { float p[]; };
+layout(std430, binding = 1) restrict buffer A { float a[]; };
+layout(std430, binding = 2) restrict buffer S { float st[]; };
+
+#include "reduce.glsl"
+
+float sigm(float v) { return 1.0 / (1.0 + exp(-v)); }
+
+#if PHASE == 0
+// Params: 0 tokens n, 1 / 2 x's offset and stride, 3 the output's offset
+//   (mix 0), 4 floats between mixes, 5 the output's stride, 6 / 7 the
+//   source's and destination's float offsets in the state, 8 not 0: no
+//   source (zeros), 9 / 10 / 11 the weight's, bias's and lerps' offsets in
+//   P, 12 epsilon.
+// The mean and 1 / deviation of x's row t (each invocation summing its
+// channels lid + k WG_SIZE), and its channel c normed, times the weight
+// plus the bias
+vec2 row_stats(uint t)
+{
+    uint lid = gl_LocalInvocationIndex, x = PARAM_U(1) + t * PARAM_U(2);
+    float s = 0.0;
+    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE))
+        s += a[x + c];
+    float mean = wg_reduce_sum(s) / float(N_EMBD);
+    float q = 0.0;
+    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE))
+        q += (a[x + c] - mean) * (a[x + c] - mean);
+    return vec2(mean, inversesqrt(wg_reduce_sum(q) / float(N_EMBD) + PARAM_F(12)));
+}
+
+float normed(uint t, vec2 ms, uint c)
+{
+    float v = a[PARAM_U(1) + t * PARAM_U(2) + c];
+    return (v - ms.x) * ms.y * p[PARAM_U(9) + c] + p[PARAM_U(10) + c];
+}
+
+void main()
+{
+    uint t = gl_WorkGroupID.y, n = PARAM_U(0), lid = gl_LocalInvocationIndex;
+    vec2 cur = row_stats(t);
+#if NMIX == 0
+    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE))
+        a[PARAM_U(3) + t * PARAM_U(5) + c] = normed(t, cur, c);
+#else
+    vec2 prev = vec2(0.0);
+    if (t > 0u) // (uniform in the work group: its barriers are reached by all)
+        prev = row_stats(t - 1u);
+    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE)) {
+        float xc = normed(t, cur, c);
+        float xp = t > 0u ? normed(t - 1u, prev, c) : PARAM_U(8) != 0u ? 0.0 : st[PARAM_U(6) + c];
+        for (uint m = 0u; m < uint(NMIX); m++)
+            a[PARAM_U(3) + m * PARAM_U(4) + t * PARAM_U(5) + c] =
+                xc + (xp - xc) * p[PARAM_U(11) + m * uint(N_EMBD) + c];
+        if (t + 1u == n)
+            st[PARAM_U(7) + c] = xc;
+    }
+#endif
+}
+
+#elif PHASE == 1
+// Params: 0 tokens n; range r (r = 0, 1) at 1 + 4 r: its offset, stride,
+//   columns and function (0: none).
+// Work groups: x: columns / WG_SIZE, y: tokens, z: the range.
+void main()
+{
+    uint r = 1u + 4u * gl_WorkGroupID.z, c = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
+    uint f = PARAM_U(r + 3u);
+    if (c >= PARAM_U(r + 2u) || f == 0u)
+        return;
+    uint i = PARAM_U(r) + t * PARAM_U(r + 1u) + c;
+    float v = a[i];
+    a[i] = f == 1u ? tanh(v) : f == 2u ? sigm(v) : (v > 0.0 ? v * v : 0.0);
+}
+
+#elif PHASE == 2
+// Params: 0 tokens n, 1 the rows' stride, 2 / 3 / 4 k's, v's and the first
+//   layer's v's offsets, 5 / 6 / 7 the decay's, a's and the value
+//   residual's low-rank outputs' offsets, 8 / 9 / 10 / 11 / 12 w0's, a0's,
+//   v0's, k_k's and k_a's offsets in P, 13 not 0: the first layer.
+// Work groups: x: heads, y: tokens.
+void main()
+{
+    uint j = gl_LocalInvocationIndex, t = gl_WorkGroupID.y;
+    bool on = j < uint(HEAD);
+    uint c = gl_WorkGroupID.x * uint(HEAD) + (on ? j : 0u), row = t * PARAM_U(1) + c;
+    float w = on ? a[PARAM_U(5) + row] : 0.0, ga = on ? a[PARAM_U(6) + row] : 0.0;
+    float k = on ? a[PARAM_U(2) + row] : 0.0, v = on ? a[PARAM_U(3) + row] : 0.0;
+    float kk = k * p[PARAM_U(11) + c];
+    float len = sqrt(wg_reduce_sum(on ? kk * kk : 0.0));
+    if (!on)
+        return;
+    kk /= max(len, 1e-12);
+    ga = sigm(p[PARAM_U(9) + c] + ga);
+    if (PARAM_U(13) != 0u) {
+        a[PARAM_U(4) + row] = v;
+    } else {
+        float mixv = sigm(p[PARAM_U(10) + c] + a[PARAM_U(7) + row]);
+        a[PARAM_U(3) + row] = v + (a[PARAM_U(4) + row] - v) * mixv;
+    }
+    float ka = k * p[PARAM_U(12) + c];
+    a[PARAM_U(2) + row] = k + (ga * ka - ka);
+    a[PARAM_U(5) + row] = exp(-0.606531 * sigm(p[PARAM_U(8) + c] + w));
+    a[PARAM_U(6) + row] = -kk;
+    a[PARAM_U(7) + row] = kk * ga;
+}
+
+#elif PHASE == 3
+// Params: 0 tokens n, 1 the rows' stride, 2 / 3 / 4 / 5 / 6 / 7 r's, w's,
+//   k's, v's, a's and b's offsets, 8 y's offset, 9 / 10 the source's and
+//   destination's float offsets in the state (a head's HEAD rows of HEAD
+//   values one after the other), 11 not 0: no source (zeros).
+// Work groups: x: heads.
+shared float sh_r[HEAD], sh_w[HEAD], sh_k[HEAD], sh_a[HEAD], sh_b[HEAD];
+
+void main()
+{
+    uint i = gl_LocalInvocationIndex, h = gl_WorkGroupID.x, n = PARAM_U(0);
+    bool on = i < uint(HEAD);
+    uint c = h * uint(HEAD) + (on ? i : 0u);
+    uint srow = (h * uint(HEAD) + (on ? i : 0u)) * uint(HEAD);
+    float s[HEAD];
+    for (int j = 0; j < HEAD; j++)
+        s[j] = PARAM_U(11) != 0u ? 0.0 : st[PARAM_U(9) + srow + uint(j)];
+    for (uint t = 0u; t < n; t++) {
+        uint row = t * PARAM_U(1);
+        if (on) {
+            sh_r[i] = a[PARAM_U(2) + row + c];
+            sh_w[i] = a[PARAM_U(3) + row + c];
+            sh_k[i] = a[PARAM_U(4) + row + c];
+            sh_a[i] = a[PARAM_U(6) + row + c];
+            sh_b[i] = a[PARAM_U(7) + row + c];
+        }
+        float v = on ? a[PARAM_U(5) + row + c] : 0.0;
+        barrier();
+        float sa = 0.0;
+        for (int j = 0; j < HEAD; j++)
+            sa += s[j] * sh_a[j];
+        float y = 0.0;
+        for (int j = 0; j < HEAD; j++) {
+            s[j] = s[j] * sh_w[j] + v * sh_k[j] + sa * sh_b[j];
+            y += s[j] * sh_r[j];
+        }
+        if (on)
+            a[PARAM_U(8) + row + c] = y;
+        barrier();
+    }
+    if (on)
+        for (int j = 0; j < HEAD; j++)
+            st[PARAM_U(10) + srow + uint(j)] = s[j];
+}
+
+#elif PHASE == 4
+// Params: 0 tokens n, 1 the rows' stride, 2 / 3 / 4 / 5 / 6 y's, k's, r's,
+//   v's and g's offsets, 7 / 8 / 9 ln_w's, ln_b's and r_k's offsets in P.
+// Work groups: x: heads, y: tokens.
+void main()
+{
+    uint j = gl_LocalInvocationIndex, t = gl_WorkGroupID.y;
+    bool on = j < uint(HEAD);
+    uint c = gl_WorkGroupID.x * uint(HEAD) + (on ? j : 0u), row = t * PARAM_U(1) + c;
+    float y = on ? a[PARAM_U(2) + row] : 0.0;
+    float kr = on ? a[PARAM_U(3) + row] * a[PARAM_U(4) + row] * p[PARAM_U(9) + c] : 0.0;
+    float mean = wg_reduce_sum(y) / float(HEAD);
+    float d = on ? y - mean : 0.0;
+    float scale = inversesqrt(wg_reduce_sum(d * d) / float(HEAD) + 64e-5);
+    float bonus = wg_reduce_sum(kr);
+    if (!on)
+        return;
+    float o = d * scale * p[PARAM_U(7) + c] + p[PARAM_U(8) + c] + a[PARAM_U(5) + row] * bonus;
+    a[PARAM_U(2) + row] = o * a[PARAM_U(6) + row];
+}
+#endif
