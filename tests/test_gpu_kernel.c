@@ -5,12 +5,15 @@
  * head at a time, for several tokens and for one; Mamba's convolution and
  * scan (ops/ssm.h) from a given state and from none, over one token, a few
  * (one sub-chunk) and many (sub-chunks and their carries), with and without
- * the norms of dt, B and C; Mamba-2's with its grouped norm. */
+ * the norms of dt, B and C; Mamba-2's with its grouped norm; RWKV-7's
+ * LayerNorm with its token shifts and its time mix between the projections
+ * (ops/rwkv.h), a pass of many tokens and the same tokens a pass each. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/norm.h"
+#include "ops/rwkv.h"
 #include "ops/ssm.h"
 #include "ops/ref_ops.h"
 #include "quant/quant.h"
@@ -381,6 +384,214 @@ static void test_ssm_matches_cpu(void)
             ssm2_case(&m2[i], tokens[j], 120 + 7 * i + j);
 }
 
+/* A parameter buffer, act and a state buffer of two slots for ops/rwkv.h */
+typedef struct rwkv_bufs {
+    gpu_buffer par, act, state;
+} rwkv_bufs;
+
+static void rwkv_upload(rwkv_bufs *b, const float *par, uint64_t par_n, const float *act,
+                        uint64_t act_n, const float *state, uint64_t state_n)
+{
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, par_n * 4, par, 0, "par", &b->par));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, act_n * 4, act, 0, "act", &b->act));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                          gpu_buffer_create(ctx, state_n * 4, state, 0, "state", &b->state));
+}
+
+static void rwkv_download(rwkv_bufs *b, float *act, uint64_t act_n, float *state, uint64_t state_n)
+{
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_submit(queue));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_wait(queue, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &b->act, 0, act, act_n * 4));
+    if (state)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_read(ctx, &b->state, 0, state, state_n * 4));
+    gpu_buffer_destroy(&b->par);
+    gpu_buffer_destroy(&b->act);
+    gpu_buffer_destroy(&b->state);
+}
+
+/* RWKV-7's LayerNorm with its token shifts over n rows of D channels (rows
+ * D + 3 apart) from a random state (zero: none), against ref_layer_norm:
+ * the time mix's six mixes, the channel mix's one, the rows each keeps as
+ * the next state; and the plain norm in place. */
+static void rwkv_shift_case(uint32_t D, uint32_t n, bool zero, uint64_t seed)
+{
+    test_rng rng = { seed };
+    rwkv_shape sh = { D, 12 }; /* (the heads play no part here) */
+    rwkv_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &k), glesllm_last_error());
+    rwkv_params pl = rwkv_params_layout(&sh);
+    rwkv_slot sl = rwkv_slot_layout(&sh);
+    uint64_t stride = D + 3, block = (uint64_t)n * stride, mix0 = block, total = 8 * block;
+    float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4), *act = calloc(total, 4);
+    float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4), *xn = malloc(n * D * 4);
+    TEST_ASSERT_TRUE(par && state && act && got && st && xn);
+    rng_fill(&rng, par, pl.floats, 0.0f, 1.0f); /* (lerps in [0, 1]) */
+    rng_fill(&rng, par + pl.att_w, D, 0.5f, 1.5f);
+    rng_fill(&rng, par + pl.att_b, D, -0.2f, 0.2f);
+    rng_fill(&rng, par + pl.ffn_w, D, 0.5f, 1.5f);
+    rng_fill(&rng, par + pl.ffn_b, D, -0.2f, 0.2f);
+    rng_fill(&rng, state + sl.floats, sl.floats, -1.0f, 1.0f); /* slot 1: the source */
+    for (uint32_t t = 0; t < n; t++)
+        rng_fill(&rng, act + t * stride, D, -2.0f, 2.0f);
+    rwkv_io io = { 0 };
+    io.stride = stride;
+    io.mix = mix0;
+    io.block = block;
+    io.src = sl.floats;
+    io.zero = zero;
+    io.eps = 1e-5f;
+    char msg[160];
+    for (int channel = 0; channel < 2; channel++) {
+        rwkv_bufs b;
+        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats);
+        io.par = &b.par;
+        io.act = &b.act;
+        io.state = &b.state;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_shift(queue, &k, &io, channel, n));
+        /* the embeddings' norm, in place, with the channel mix's weights */
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_norm(queue, &k, &b.par, &b.act, pl.ffn_w,
+                                                           pl.ffn_b, 1e-5f, 0, 0, stride, n));
+        rwkv_download(&b, got, total, st, 2 * sl.floats);
+        const float *w = par + (channel ? pl.ffn_w : pl.att_w), *bb = par + (channel ? pl.ffn_b : pl.att_b);
+        const float *lerp = par + (channel ? pl.cm_lerp : pl.lerp);
+        const float *prev0 = state + sl.floats + (channel ? sl.ffn : sl.att);
+        for (uint32_t t = 0; t < n; t++)
+            ref_layer_norm(xn + t * D, act + t * stride, w, bb, 1, D, 1e-5f);
+        /* f32 sums of up to 300 values against double ones, through a
+         * deviation near 1: within 2e-6 of values of a few units */
+        for (uint32_t t = 0; t < n; t++)
+            for (uint32_t m = 0; m < (channel ? 1u : 6u); m++)
+                for (uint32_t c = 0; c < D; c++) {
+                    float cur = xn[t * D + c];
+                    float prev = t ? xn[(t - 1) * D + c] : zero ? 0.0f : prev0[c];
+                    float want = cur + (prev - cur) * lerp[m * D + c];
+                    snprintf(msg, sizeof msg, "%u channels, %u tokens%s, %s mix %u token %u "
+                             "channel %u", D, n, zero ? " from none" : "", channel ? "channel" : "time",
+                             m, t, c);
+                    TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-6f * (1.0f + fabsf(want)), want,
+                                                     got[mix0 + m * block + t * stride + c], msg);
+                }
+        for (uint32_t c = 0; c < D; c++)
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-6f * (1.0f + fabsf(xn[(n - 1) * D + c])),
+                                             xn[(n - 1) * D + c], st[(channel ? sl.ffn : sl.att) + c],
+                                             "the kept row");
+        for (uint32_t t = 0; t < n; t++) { /* (the in-place norm: the channel mix's weights) */
+            ref_layer_norm(xn, act + t * stride, par + pl.ffn_w, par + pl.ffn_b, 1, D, 1e-5f);
+            for (uint32_t c = 0; c < D; c++)
+                TEST_ASSERT_FLOAT_WITHIN_MESSAGE(2e-6f * (1.0f + fabsf(xn[c])), xn[c],
+                                                 got[t * stride + c], "the norm in place");
+        }
+    }
+    free(par); free(state); free(act); free(got); free(st); free(xn);
+    rwkv_destroy(&k);
+}
+
+/* RWKV-7's time mix between its projections (the update's inputs, the state
+ * update, the head norm with bonus and gate) over n tokens from a random
+ * state, as the first layer or another, against ref_rwkv7_mix token by
+ * token: y and the next state; then the same tokens a pass each, which must
+ * give the same bits (the update goes token by token in both). */
+static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint64_t seed)
+{
+    test_rng rng = { seed };
+    rwkv_shape sh = { D, hs };
+    rwkv_kernels k;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &k), glesllm_last_error());
+    rwkv_params pl = rwkv_params_layout(&sh);
+    rwkv_slot sl = rwkv_slot_layout(&sh);
+    uint64_t stride = D + 1, block = (uint64_t)n * stride, total = 9 * block;
+    float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4), *act = calloc(total, 4);
+    float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4), *one = malloc(total * 4);
+    float *st1 = malloc(2 * sl.floats * 4), *ref = malloc(total * 4), *tmp = malloc(4 * D * 4);
+    TEST_ASSERT_TRUE(par && state && act && got && st && one && st1 && ref && tmp);
+    /* the blocks: r k v first y g w a vr */
+    uint64_t r0 = 0, k0 = block, v0 = 2 * block, f0 = 3 * block, y0 = 4 * block, g0 = 5 * block;
+    uint64_t lw0 = 6 * block, la0 = 7 * block, lv0 = 8 * block;
+    rng_fill(&rng, act, total, -1.0f, 1.0f);
+    rng_fill(&rng, act + lw0, 3 * block, -2.0f, 2.0f);
+    const struct {
+        uint64_t at;
+        float lo, hi;
+    } vecs[] = { { pl.w0, -2.0f, 1.0f },  { pl.a0, -1.0f, 1.0f },   { pl.v0, -1.0f, 1.0f },
+                 { pl.k_k, 0.5f, 1.5f },  { pl.k_a, 0.5f, 1.5f },   { pl.r_k, -0.5f, 0.5f },
+                 { pl.ln_w, 0.5f, 1.5f }, { pl.ln_b, -0.1f, 0.1f } };
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+        rng_fill(&rng, par + vecs[i].at, D, vecs[i].lo, vecs[i].hi);
+    rng_fill(&rng, state + sl.floats, sl.floats, -0.5f, 0.5f);
+    /* the reference, token by token */
+    ref_rwkv7_par rp = { par + pl.w0,  par + pl.a0,  par + pl.v0,   par + pl.k_k,
+                         par + pl.k_a, par + pl.r_k, par + pl.ln_w, par + pl.ln_b };
+    memcpy(ref, act, total * 4);
+    float *h = malloc((size_t)D * hs * 4);
+    TEST_ASSERT_NOT_NULL(h);
+    memcpy(h, state + sl.floats + sl.wkv, (size_t)D * hs * 4);
+    for (uint32_t t = 0; t < n; t++) {
+        float *row = ref + t * stride;
+        ref_rwkv7_mix(row + y0, h, row + r0, row + lw0, row + k0, row + v0, row + la0, row + lv0,
+                      row + g0, row + f0, first, &rp, D, hs, tmp);
+    }
+    rwkv_io io = { 0 };
+    io.stride = stride;
+    io.r = r0, io.k = k0, io.v = v0, io.first = f0, io.y = y0, io.g = g0;
+    io.lw = lw0, io.la = la0, io.lv = lv0;
+    for (int each = 0; each < 2; each++) {
+        rwkv_bufs b;
+        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats);
+        io.par = &b.par;
+        io.act = &b.act;
+        io.state = &b.state;
+        for (uint32_t t = 0; t < (each ? n : 1); t++) {
+            rwkv_io o = io; /* one token: its rows, the slots taking turns */
+            uint64_t at = each ? t * stride : 0;
+            o.r += at, o.k += at, o.v += at, o.first += at, o.y += at, o.g += at;
+            o.lw += at, o.la += at, o.lv += at;
+            o.src = (t % 2 ? 0 : 1) * sl.floats;
+            o.dst = (t % 2 ? 1 : 0) * sl.floats;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_mix(queue, &k, &o, first, each ? 1 : n));
+        }
+        rwkv_download(&b, each ? one : got, total, each ? st1 : st, 2 * sl.floats);
+    }
+    char msg[160];
+    /* f32 on both sides (the reference sums in double): the state's values
+     * of a few units after a token each; the head norm scales y's errors by
+     * its deviation's inverse: within 5e-5 */
+    for (uint32_t t = 0; t < n; t++)
+        for (uint32_t c = 0; c < D; c++) {
+            snprintf(msg, sizeof msg, "%u channels, heads of %u, %u tokens%s: token %u channel %u",
+                     D, hs, n, first ? " (first layer)" : "", t, c);
+            float w = ref[y0 + t * stride + c];
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(5e-5f * (1.0f + fabsf(w)), w, got[y0 + t * stride + c],
+                                             msg);
+            TEST_ASSERT_TRUE_MESSAGE(memcmp(got + y0 + t * stride + c, one + y0 + t * stride + c,
+                                            4) == 0, msg);
+        }
+    /* the last state: slot 0 after one pass; after n passes of one, the
+     * slot the last wrote */
+    const float *last1 = st1 + ((n - 1) % 2 ? sl.floats : 0) + sl.wkv;
+    for (uint64_t i = 0; i < (uint64_t)D * hs; i++) {
+        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(5e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.wkv + i],
+                                         "the next state");
+        TEST_ASSERT_TRUE_MESSAGE(memcmp(st + sl.wkv + i, last1 + i, 4) == 0,
+                                 "the next state, a pass a token");
+    }
+    free(par); free(state); free(act); free(got); free(st); free(one); free(st1); free(ref);
+    free(tmp); free(h);
+    rwkv_destroy(&k);
+}
+
+static void test_rwkv_matches_cpu(void)
+{
+    const uint32_t widths[] = { 96, 300 }, tokens[] = { 1, 3, 17 };
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 3; j++)
+            rwkv_shift_case(widths[i], tokens[j], (i + j) % 2 == 1, 200 + 7 * i + j);
+    /* heads of 32 (3 of them) and of 64 (2), the first layer and another */
+    rwkv_mix_case(96, 32, 1, false, 230);
+    rwkv_mix_case(96, 32, 20, true, 231);
+    rwkv_mix_case(128, 64, 9, false, 232);
+}
+
 int main(void)
 {
     ctx = test_open_gpu();
@@ -391,6 +602,7 @@ int main(void)
     RUN_TEST(test_rms_norm_subgroup_path);
     RUN_TEST(test_qk_norm_matches_cpu);
     RUN_TEST(test_ssm_matches_cpu);
+    RUN_TEST(test_rwkv_matches_cpu);
     int r = test_exit_code(UNITY_END());
     gpu_queue_destroy(queue);
     gpu_context_destroy(ctx);

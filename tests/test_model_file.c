@@ -482,6 +482,30 @@ static const craft jamba_corpus[] = {
 };
 #undef J
 
+/* RWKV-7's shape: its head size missing, zero, not dividing the width or
+ * past the kernel's; a rank or the token shifts not what the tensors and
+ * the kernels take; the LayerNorms' epsilon missing; the gate's path
+ * missing (RWKV-7 without a gate); a tensor missing, and the token-shift
+ * mixes of another shape. */
+#define R "rwkv7."
+static const craft rwkv7_corpus[] = {
+    { 0 },
+    { R "wkv.head_size", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "no rwkv7.wkv.head_size" },
+    { R "wkv.head_size", K_U32, 0, .want = GLESLLM_ERR_FORMAT, .says = "head_size is 0" },
+    { R "wkv.head_size", K_U32, 24, .want = GLESLLM_ERR_FORMAT, .says = "not a multiple of wkv.head_size 24" },
+    { R "wkv.head_size", K_U32, 2, .want = GLESLLM_ERR_UNSUPPORTED, .says = "heads of 2 values" },
+    { R "wkv.head_size", K_STR, .str = "32", .want = GLESLLM_ERR_FORMAT, .says = "head_size" },
+    { R "attention.decay_lora_rank", K_U32, 9, .want = GLESLLM_ERR_FORMAT, .says = "time_mix_w1" },
+    { R "attention.gate_lora_rank", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "with a gate" },
+    { R "token_shift_count", K_U32, 1, .want = GLESLLM_ERR_UNSUPPORTED, .says = "token_shift_count is 1" },
+    { R "attention.layer_norm_epsilon", K_DROP, .want = GLESLLM_ERR_FORMAT, .says = "layer_norm_epsilon" },
+    { R "attention.layer_norm_epsilon", K_F32, NAN, .want = GLESLLM_ERR_FORMAT, .says = "layer_norm_epsilon" },
+    { .tensor = "blk.1.time_mix_k_a.weight", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "blk.1.time_mix_k_a.weight" },
+    { .tensor = "token_embd_norm.bias", .top = T_DROP, .want = GLESLLM_ERR_FORMAT, .says = "token_embd_norm.bias" },
+    { .tensor = "blk.0.time_mix_lerp_fused.weight", .top = T_SHAPE, .n_dims = 2, .ne = { 64, 5 }, .want = GLESLLM_ERR_FORMAT, .says = "6 vectors of 64" },
+};
+#undef R
+
 static void test_crafted_corpus(void)
 {
     demo_spec s = demo_spec_default();
@@ -531,6 +555,9 @@ static void test_crafted_state_space_files(void)
     s.n_expert = 4;
     s.n_expert_used = 2;
     check_corpus(&s, jamba_corpus, sizeof jamba_corpus / sizeof jamba_corpus[0]);
+    demo_spec r = crafted_spec("rwkv7");
+    r.head_dim = 32;
+    check_corpus(&r, rwkv7_corpus, sizeof rwkv7_corpus / sizeof rwkv7_corpus[0]);
 }
 
 int main(void)

@@ -109,20 +109,16 @@ static bool cleaned_by_llama_cpp(const char *s, size_t n)
     return false;
 }
 
-/* Every string of VOCAB.gguf.inp (separated by "\n__ggml_vocab_test__\n")
- * encodes to line k of VOCAB.gguf.out, with no BOS and special tokens not
- * parsed; and decodes back to itself where llama.cpp's round trip holds. */
-static void check_vocab(const char *name)
+/* Every string of inp_path (separated by "\n__ggml_vocab_test__\n") encodes
+ * under the vocabulary of the file at path to line k of out_path, with no
+ * BOS and special tokens not parsed; and decodes back to itself where
+ * llama.cpp's round trip holds. */
+static void check_strings(const char *name, const char *path, const char *inp_path,
+                          const char *out_path)
 {
-    TEST_NEEDS_SHARED(dir);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-%s.gguf", dir, name);
     vocab *v = load_file(path);
     TEST_ASSERT_EQUAL_STRING("", vocab_warnings(v));
     size_t n_inp, n_out;
-    char inp_path[1100], out_path[1100];
-    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
-    snprintf(out_path, sizeof out_path, "%s.out", path);
     char *inp = slurp(inp_path, &n_inp), *outs = slurp(out_path, &n_out);
     static const char sep[] = "\n__ggml_vocab_test__\n";
     char *s = inp, *line = outs;
@@ -165,6 +161,30 @@ static void check_vocab(const char *name)
     free(inp);
     free(outs);
     vocab_free(v);
+}
+
+/* ../shared/tokenizer's VOCAB.gguf with its .inp strings and llama.cpp's .out */
+static void check_vocab(const char *name)
+{
+    TEST_NEEDS_SHARED(dir);
+    char path[1024], inp_path[1100], out_path[1100];
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-%s.gguf", dir, name);
+    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
+    snprintf(out_path, sizeof out_path, "%s.out", path);
+    check_strings(name, path, inp_path, out_path);
+}
+
+/* The RWKV World vocabulary (../shared's RWKV-7 file) on the llama-spm test
+ * strings (Unicode of 1 to 4 bytes, whitespace runs, code): the ids
+ * llama.cpp gives (tests/reference/rwkv-world.out, llama_reference.c
+ * --tokens), and back to the same bytes */
+static void test_rwkv_vocab(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char path[1024], inp_path[1100];
+    snprintf(path, sizeof path, "%s/models/arch-rwkv7.gguf", dir);
+    snprintf(inp_path, sizeof inp_path, "%s/tokenizer/ggml-vocab-llama-spm.gguf.inp", dir);
+    check_strings("rwkv", path, inp_path, GLESLLM_TEST_DATA_DIR "/reference/rwkv-world.out");
 }
 
 static void test_llama_spm_vocab(void) { check_vocab("llama-spm"); }
@@ -576,6 +596,7 @@ int main(void)
     RUN_TEST(test_gpt2_vocab);
     RUN_TEST(test_starcoder_vocab);
     RUN_TEST(test_deepseek_coder_vocab);
+    RUN_TEST(test_rwkv_vocab);
     RUN_TEST(test_reference_prompts);
     RUN_TEST(test_spm_rules);
     RUN_TEST(test_bpe_rules);

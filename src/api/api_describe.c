@@ -204,7 +204,11 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
     if (mi->ssm_d_inner && mi->n_attn_layers)
         fprintf(f, "attention layers:   %u of %u (the others Mamba blocks)\n", mi->n_attn_layers,
                 mi->n_layers);
-    if (mi->n_head || !mi->ssm_d_inner) { /* (a Mamba model has no attention) */
+    if (mi->wkv_head_size && mi->n_embd % mi->wkv_head_size == 0)
+        fprintf(f, "time mix:           %u heads of %u (RWKV-7: a %ux%u state each)\n",
+                mi->n_embd / mi->wkv_head_size, mi->wkv_head_size, mi->wkv_head_size,
+                mi->wkv_head_size);
+    if (mi->n_head || (!mi->ssm_d_inner && !mi->wkv_head_size)) { /* (none in Mamba, RWKV) */
         fprintf(f, "heads / KV heads:   %u / %u\n", mi->n_head, mi->n_head_kv);
         fprintf(f, "head dimension:     %u\n", mi->head_dim);
     }
@@ -260,6 +264,7 @@ static void print_json(FILE *f, const char *path, const gguf_file *gf, const mod
            (unsigned long long)mi->n_params, mi->n_layers, mi->n_embd, mi->n_ff, mi->n_head,
            mi->n_head_kv, mi->head_dim, mi->n_ctx_train);
     fprintf(f, ", \"experts\": %u, \"experts_used\": %u", mi->n_expert, mi->n_expert_used);
+    fprintf(f, ", \"wkv_head_size\": %u", mi->wkv_head_size);
     fprintf(f, ", \"rope\": {\"type\": \"%s\", \"base\": %.9g, \"scaling\": ", mi->rope_type, mi->rope_base);
     json_cstr(f, mi->rope_scaling);
     fprintf(f, ", \"factor\": %.9g}, \"vocab_size\": %llu, \"tokenizer_model\": ", mi->rope_factor,

@@ -7,12 +7,17 @@
  *   cc -O2 llama_reference.c -I LLAMA/include -I LLAMA/ggml/include \
  *      -L LLAMA_BUILD/bin -lllama -lggml -lggml-base -o llama_reference
  *   llama_reference FILE.gguf N_CTX SEED > OUT.jsonl
+ *   llama_reference --tokens FILE.gguf STRINGS.inp > OUT.out
  *
  * Three cases (prompts of 9, 5 and 14 ids: the BOS where the vocabulary
  * has one, then ids drawn from SEED), each: prompt_ids, forced_argmax (the argmax after each prompt
  * token), last_top5, greedy (32 ids) and greedy_margin (top-1 minus top-2
  * logit at each greedy step), plus gguf_fnv1a: the FNV-1a of the file as two
- * 32-bit halves, which the test compares with the file it makes. */
+ * 32-bit halves, which the test compares with the file it makes.
+ *
+ * --tokens: the ids of each string of STRINGS.inp (separated by a line
+ * __ggml_vocab_test__, as ../shared/tokenizer's), one line each as
+ * ../shared/tokenizer's .out: no BOS, special tokens not parsed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +64,47 @@ static int decode(struct llama_context *c, const llama_token *ids, int n, int po
     return r;
 }
 
+/* --tokens: the .out lines of a .inp file */
+static int tokens(const char *model, const char *inp)
+{
+    FILE *f = fopen(inp, "rb");
+    if (!f) {
+        perror(inp);
+        return 1;
+    }
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = 1;
+    struct llama_model *m = llama_model_load_from_file(model, mp);
+    if (!m)
+        return 1;
+    const struct llama_vocab *v = llama_model_get_vocab(m);
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    static llama_token ids[1 << 16];
+    for (char *s = text, *end; (end = strstr(s, sep)) != NULL; s = end + strlen(sep)) {
+        int k = llama_tokenize(v, s, (int)(end - s), ids, 1 << 16, 0, 0);
+        if (k < 0)
+            return 1;
+        for (int i = 0; i < k; i++)
+            printf(" %d", ids[i]);
+        printf("\n");
+    }
+    llama_model_free(m);
+    llama_backend_free();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--tokens") == 0)
+        return tokens(argv[2], argv[3]);
     if (argc != 4) {
-        fprintf(stderr, "usage: %s FILE.gguf N_CTX SEED\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE.gguf N_CTX SEED | --tokens FILE.gguf STRINGS.inp\n",
+                argv[0]);
         return 2;
     }
     FILE *f = fopen(argv[1], "rb");
