@@ -35,6 +35,10 @@
  *                     others, 16 experts of 14336 ff, 2 a token, in every
  *                     second layer from the second, a FFN of 14336 in the
  *                     others; 65536 vocab
+ *            rwkv7    RWKV-7 1.5B: 2048 hidden, 24 layers, heads of 64, 8192
+ *                     ff, low-rank paths of 128 (decay, learning rate), 64
+ *                     (value residual) and 256 (gate) kept F32 as llama.cpp
+ *                     keeps them, 65536 vocab
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
  *     N_LAYERS  fewer (or more) layers than the shape's, to see how a step's
@@ -52,7 +56,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|gemma2|mamba|mamba2|jamba "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|gemma2|mamba|mamba2|jamba|rwkv7 "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -124,9 +128,14 @@ int main(int argc, char **argv)
         s.n_expert = 16, s.n_expert_used = 2;
         s.attn_every = 8;
         s.dt_rank = 256;
+    } else if (strcmp(argv[1], "rwkv7") == 0) {
+        s.name = "RWKV-7 1.5B shape, random weights";
+        s.arch = "rwkv7";
+        s.n_layer = 24, s.n_embd = 2048, s.n_ff = 8192, s.head_dim = 64;
+        s.n_vocab = 65536, s.tied = false;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3, gemma2, mamba, mamba2, jamba)\n", argv[1]);
+                        "llama32, phi3, gemma2, mamba, mamba2, jamba, rwkv7)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

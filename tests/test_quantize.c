@@ -300,6 +300,53 @@ static void test_expert_mix(void)
     unlink(out);
 }
 
+/* Q4_0 of an RWKV-7 model: its projections quantized, its vectors ([n_embd,
+ * 1, 1] ones too) and low-rank paths kept F32 as llama.cpp keeps them; the
+ * file opens as a model. */
+static void test_rwkv7_mix(void)
+{
+    char in[512], out[512];
+    tmp_path(in, sizeof in, "rwkv.gguf");
+    tmp_path(out, sizeof out, "rwkv-q.gguf");
+    demo_spec s = demo_spec_default();
+    s.arch = "rwkv7";
+    s.n_layer = 2;
+    s.n_embd = 256; /* (rows of whole Q6_K blocks for the output) */
+    s.head_dim = 64;
+    s.n_ff = 256;
+    s.n_vocab = 300;
+    s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
+    demo_model *d;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_create(&s, &d), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(demo_model_writer(d), in));
+    demo_model_destroy(d);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_model(in, out, QUANT_FTYPE_Q4_0, NULL),
+                                  glesllm_last_error());
+    gguf_file *f;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(out, &f));
+    struct {
+        const char *t;
+        uint32_t want;
+    } w[] = { { "blk.1.time_mix_key.weight", GGML_TYPE_Q4_0 },
+              { "blk.1.channel_mix_value.weight", GGML_TYPE_Q4_0 },
+              { "blk.1.time_mix_w1.weight", GGML_TYPE_F32 },
+              { "blk.1.time_mix_g2.weight", GGML_TYPE_F32 },
+              { "blk.1.time_mix_lerp_fused.weight", GGML_TYPE_F32 },
+              { "blk.1.channel_mix_lerp_k.weight", GGML_TYPE_F32 },
+              { "output.weight", GGML_TYPE_Q6_K } };
+    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+        const gguf_tensor *t = gguf_find_tensor(f, w[k].t);
+        TEST_ASSERT_NOT_NULL_MESSAGE(t, w[k].t);
+        TEST_ASSERT_EQUAL_STRING_MESSAGE(ggml_type_name(w[k].want), ggml_type_name(t->type), w[k].t);
+    }
+    model m;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &m), glesllm_last_error());
+    model_close(&m);
+    gguf_close(f);
+    unlink(in);
+    unlink(out);
+}
+
 /* the files whose names start with tmp_path(stem)'s, in its folder */
 static int count_leftovers(const char *stem)
 {
@@ -397,6 +444,7 @@ int main(void)
     RUN_TEST(test_mixes_match_llama_cpp_files);
     RUN_TEST(test_row_length_fallback);
     RUN_TEST(test_expert_mix);
+    RUN_TEST(test_rwkv7_mix);
     RUN_TEST(test_interrupted_or_failed_run_leaves_nothing);
     RUN_TEST(test_input_truncated_while_read);
     return test_exit_code(UNITY_END());

@@ -77,8 +77,25 @@ static uint32_t choose_type(policy *p, const gguf_tensor *t)
 {
     /* (matrices and stacked experts; llama.cpp keeps the experts' router as
      * it is) */
-    if (t->n_dims < 2 || !ends_with(t->name, "weight") || strstr(t->name, "ffn_gate_inp.weight"))
+    /* (dimensions as ggml counts them: up to the last one above 1, so that
+     * RWKV's [n_embd, 1, 1] mixes are vectors) */
+    uint32_t dims = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        if (t->ne[d] > 1)
+            dims = d + 1;
+    if (dims < 2 || !ends_with(t->name, "weight") || strstr(t->name, "ffn_gate_inp.weight"))
         return t->type;
+    /* RWKV's vectors and low-rank paths stay as they are too, as llama.cpp
+     * keeps them */
+    static const char *const rwkv_kept[] = { "time_mix_first.", "time_mix_w0.", "time_mix_w1.",
+                                             "time_mix_w2.",    "time_mix_v0.", "time_mix_v1.",
+                                             "time_mix_v2.",    "time_mix_a0.", "time_mix_a1.",
+                                             "time_mix_a2.",    "time_mix_g1.", "time_mix_g2.",
+                                             "time_mix_decay_w1.", "time_mix_decay_w2.",
+                                             "time_mix_lerp_fused." };
+    for (size_t i = 0; i < sizeof rwkv_kept / sizeof rwkv_kept[0]; i++)
+        if (strstr(t->name, rwkv_kept[i]))
+            return t->type;
     bool eight = p->n_expert == 8; /* llama.cpp's rules for 8-expert models (Mixtral) */
     uint32_t base = ftypes[p->ftype].base;
     int is_output = strcmp(t->name, "output.weight") == 0 ||
