@@ -4,8 +4,10 @@
 //   PHASE 0  LayerNorm of x rows, times the weight plus the bias (NMIX 0);
 //            with NMIX 1 or 6 the token-shift mixes instead: xn(t) + (xn(t-1)
 //            - xn(t)) lerp[m] for each mix m, xn(-1) the state's (zeros for
-//            none), the last token's xn kept as the next state. A work group
-//            a token (its previous token's norm made again: no second pass)
+//            none), the last token's xn kept as the next state. Work groups
+//            a (slice of WG_SIZE channels, token), each making its token's
+//            row statistics (and its previous token's: no second pass); the
+//            plain norm a work group a row
 //   PHASE 1  elementwise, in place: up to two ranges of rows, each tanh (1),
 //            sigmoid (2) or relu squared (3)
 //   PHASE 2  the update's inputs, a work group a (head, token): decay
@@ -20,10 +22,11 @@
 //   PHASE 4  after it, a work group a (head, token): y's LayerNorm over the
 //            head (epsilon 64e-5), times ln_w plus ln_b, plus v (k . r r_k),
 //            times the gate g
+//   PHASE 5  PHASES 2 to 4 in one dispatch for a few tokens (a decode step)
 // Bindings: 0 the parameters (a layer's buffer, or act for the output norm),
 //   1 act, 2 the layer's state.
 // Defines: PHASE, WG_SIZE (a power of two); PHASE 0: N_EMBD, NMIX; PHASE 2 to
-//   4: HEAD (WG_SIZE >= HEAD).
+//   5: HEAD (WG_SIZE >= HEAD).
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -66,16 +69,19 @@ float normed(uint t, vec2 ms, uint c)
 
 void main()
 {
-    uint t = gl_WorkGroupID.y, n = PARAM_U(0), lid = gl_LocalInvocationIndex;
+    uint t = gl_WorkGroupID.y, n = PARAM_U(0);
     vec2 cur = row_stats(t);
 #if NMIX == 0
-    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE))
+    // (one work group a row: it may be normed in place)
+    for (uint c = gl_LocalInvocationIndex; c < uint(N_EMBD); c += uint(WG_SIZE))
         a[PARAM_U(3) + t * PARAM_U(5) + c] = normed(t, cur, c);
 #else
+    // (each work group makes the rows' statistics and writes its slice)
+    uint c = gl_WorkGroupID.x * uint(WG_SIZE) + gl_LocalInvocationIndex;
     vec2 prev = vec2(0.0);
     if (t > 0u) // (uniform in the work group: its barriers are reached by all)
         prev = row_stats(t - 1u);
-    for (uint c = lid; c < uint(N_EMBD); c += uint(WG_SIZE)) {
+    if (c < uint(N_EMBD)) {
         float xc = normed(t, cur, c);
         float xp = t > 0u ? normed(t - 1u, prev, c) : PARAM_U(8) != 0u ? 0.0 : st[PARAM_U(6) + c];
         for (uint m = 0u; m < uint(NMIX); m++)
@@ -139,39 +145,57 @@ void main()
 //   k's, v's, a's and b's offsets, 8 y's offset, 9 / 10 the source's and
 //   destination's float offsets in the state (a head's HEAD rows of HEAD
 //   values one after the other), 11 not 0: no source (zeros).
-// Work groups: x: heads.
-shared float sh_r[HEAD], sh_w[HEAD], sh_k[HEAD], sh_a[HEAD], sh_b[HEAD];
+// Work groups: x: heads. A token's r w k a b go through shared memory in two
+// buffers: each invocation loads its values of the next token while the
+// step of this one runs, and one barrier a token separates the two.
+shared float sh[2][5][HEAD];
 
 void main()
 {
     uint i = gl_LocalInvocationIndex, h = gl_WorkGroupID.x, n = PARAM_U(0);
     bool on = i < uint(HEAD);
-    uint c = h * uint(HEAD) + (on ? i : 0u);
-    uint srow = (h * uint(HEAD) + (on ? i : 0u)) * uint(HEAD);
+    uint c = h * uint(HEAD) + (on ? i : 0u), srow = c * uint(HEAD);
     float s[HEAD];
     for (int j = 0; j < HEAD; j++)
         s[j] = PARAM_U(11) != 0u ? 0.0 : st[PARAM_U(9) + srow + uint(j)];
+    float nv[5], v = 0.0, v_next = 0.0;
+    if (on) {
+        sh[0][0][i] = a[PARAM_U(2) + c];
+        sh[0][1][i] = a[PARAM_U(3) + c];
+        sh[0][2][i] = a[PARAM_U(4) + c];
+        sh[0][3][i] = a[PARAM_U(6) + c];
+        sh[0][4][i] = a[PARAM_U(7) + c];
+        v = a[PARAM_U(5) + c];
+    }
+    memoryBarrierShared();
+    barrier();
     for (uint t = 0u; t < n; t++) {
-        uint row = t * PARAM_U(1);
-        if (on) {
-            sh_r[i] = a[PARAM_U(2) + row + c];
-            sh_w[i] = a[PARAM_U(3) + row + c];
-            sh_k[i] = a[PARAM_U(4) + row + c];
-            sh_a[i] = a[PARAM_U(6) + row + c];
-            sh_b[i] = a[PARAM_U(7) + row + c];
+        uint cur = t & 1u;
+        bool more = on && t + 1u < n;
+        if (more) { // the next token's values, loaded while this one's step runs
+            uint row = (t + 1u) * PARAM_U(1) + c;
+            nv[0] = a[PARAM_U(2) + row];
+            nv[1] = a[PARAM_U(3) + row];
+            nv[2] = a[PARAM_U(4) + row];
+            nv[3] = a[PARAM_U(6) + row];
+            nv[4] = a[PARAM_U(7) + row];
+            v_next = a[PARAM_U(5) + row];
         }
-        float v = on ? a[PARAM_U(5) + row + c] : 0.0;
-        barrier();
         float sa = 0.0;
         for (int j = 0; j < HEAD; j++)
-            sa += s[j] * sh_a[j];
+            sa += s[j] * sh[cur][3][j];
         float y = 0.0;
         for (int j = 0; j < HEAD; j++) {
-            s[j] = s[j] * sh_w[j] + v * sh_k[j] + sa * sh_b[j];
-            y += s[j] * sh_r[j];
+            s[j] = s[j] * sh[cur][1][j] + v * sh[cur][2][j] + sa * sh[cur][4][j];
+            y += s[j] * sh[cur][0][j];
         }
         if (on)
-            a[PARAM_U(8) + row + c] = y;
+            a[PARAM_U(8) + t * PARAM_U(1) + c] = y;
+        if (more)
+            for (uint q = 0u; q < 5u; q++)
+                sh[cur ^ 1u][q][i] = nv[q];
+        v = v_next;
+        memoryBarrierShared();
         barrier();
     }
     if (on)
@@ -198,5 +222,78 @@ void main()
         return;
     float o = d * scale * p[PARAM_U(7) + c] + p[PARAM_U(8) + c] + a[PARAM_U(5) + row] * bonus;
     a[PARAM_U(2) + row] = o * a[PARAM_U(6) + row];
+}
+
+#elif PHASE == 5
+// PHASES 2, 3 and 4 in one work group a head, token by token (a decode
+// step, a few tokens): the same sums in the same order.
+// Params: 0 tokens n, 1 the rows' stride, 2 / 3 / 4 / 5 / 6 / 7 r's, k's, v's,
+//   the first layer's v's, y's and g's offsets, 8 / 9 / 10 the decay's, a's
+//   and the value residual's low-rank outputs' offsets, 11 / 12 the source's
+//   and destination's float offsets in the state, 13 not 0: no source, 14
+//   not 0: the first layer, 15 / 16 / 17 / 18 / 19 / 20 / 21 / 22 w0's, a0's,
+//   v0's, k_k's, k_a's, r_k's, ln_w's and ln_b's offsets in P.
+// Work groups: x: heads.
+shared float sh_r[HEAD], sh_w[HEAD], sh_k[HEAD], sh_a[HEAD], sh_b[HEAD];
+
+void main()
+{
+    uint i = gl_LocalInvocationIndex, h = gl_WorkGroupID.x, n = PARAM_U(0);
+    bool on = i < uint(HEAD);
+    uint c = h * uint(HEAD) + (on ? i : 0u), srow = c * uint(HEAD);
+    float s[HEAD];
+    for (int j = 0; j < HEAD; j++)
+        s[j] = PARAM_U(13) != 0u ? 0.0 : st[PARAM_U(11) + srow + uint(j)];
+    for (uint t = 0u; t < n; t++) {
+        uint row = t * PARAM_U(1) + c;
+        // the update's inputs (PHASE 2)
+        float w = on ? a[PARAM_U(8) + row] : 0.0, ga = on ? a[PARAM_U(9) + row] : 0.0;
+        float k = on ? a[PARAM_U(3) + row] : 0.0, v = on ? a[PARAM_U(4) + row] : 0.0;
+        float r = on ? a[PARAM_U(2) + row] : 0.0;
+        float kk = k * p[PARAM_U(18) + c];
+        float len = sqrt(wg_reduce_sum(on ? kk * kk : 0.0));
+        kk /= max(len, 1e-12);
+        ga = sigm(p[PARAM_U(16) + c] + ga);
+        if (on) {
+            if (PARAM_U(14) != 0u) {
+                a[PARAM_U(5) + row] = v;
+            } else {
+                float mixv = sigm(p[PARAM_U(17) + c] + a[PARAM_U(10) + row]);
+                v = v + (a[PARAM_U(5) + row] - v) * mixv;
+            }
+            float ka = k * p[PARAM_U(19) + c];
+            k = k + (ga * ka - ka);
+            sh_r[i] = r;
+            sh_w[i] = exp(-0.606531 * sigm(p[PARAM_U(15) + c] + w));
+            sh_k[i] = k;
+            sh_a[i] = -kk;
+            sh_b[i] = kk * ga;
+        }
+        memoryBarrierShared();
+        barrier();
+        // the state row of value i (PHASE 3)
+        float sa = 0.0;
+        for (int j = 0; j < HEAD; j++)
+            sa += s[j] * sh_a[j];
+        float y = 0.0;
+        for (int j = 0; j < HEAD; j++) {
+            s[j] = s[j] * sh_w[j] + v * sh_k[j] + sa * sh_b[j];
+            y += s[j] * sh_r[j];
+        }
+        // the head norm, bonus and gate (PHASE 4; its reductions' barriers
+        // also keep the next token's inputs from the shared values above)
+        float kr = on ? k * r * p[PARAM_U(20) + c] : 0.0;
+        float mean = wg_reduce_sum(on ? y : 0.0) / float(HEAD);
+        float d = on ? y - mean : 0.0;
+        float scale = inversesqrt(wg_reduce_sum(d * d) / float(HEAD) + 64e-5);
+        float bonus = wg_reduce_sum(kr);
+        if (on) {
+            float o = d * scale * p[PARAM_U(21) + c] + p[PARAM_U(22) + c] + v * bonus;
+            a[PARAM_U(6) + row] = o * a[PARAM_U(7) + row];
+        }
+    }
+    if (on)
+        for (int j = 0; j < HEAD; j++)
+            st[PARAM_U(12) + srow + uint(j)] = s[j];
 }
 #endif

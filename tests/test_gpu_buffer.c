@@ -195,7 +195,7 @@ static void test_queue_places_barriers_only_where_needed(void)
     free_chain_buffers(&bx, &bw, y);
 }
 
-/* Dispatches writing apart in one buffer (gpu_binding.written_begin/end, as
+/* Dispatches writing apart in one buffer (gpu_binding.used_begin/end, as
  * a layer's Q/K and V segments do) need no barrier between them; one that
  * writes what another wrote does, and a binding that names no written range
  * counts as writing all of it. */
@@ -212,8 +212,8 @@ static void test_queue_written_ranges(void)
         d.params[3] = d.params[4] = at * N; /* the rows of x and y the group starts at */
         d.n_params = 5;
         d.groups[0] = 1;
-        d.bindings[2].written_begin = at * row;
-        d.bindings[2].written_end = (at + 1) * row;
+        d.bindings[2].used_begin = at * row;
+        d.bindings[2].used_end = (at + 1) * row;
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_queue_dispatch(queue, &d));
     }
     gpu_queue_stats s1 = gpu_queue_get_stats(queue);

@@ -856,6 +856,21 @@ static void test_rwkv7_matches_cpu(void)
     check_against_reference(&q, 32, 12, 1);
     const uint32_t long_pieces[] = { 5, 50, 37 };
     check_prefill(&q, 64, -1, long_pieces, 3);
+    /* a step's matvecs of one input each (r, k, v and the low-rank paths'
+     * first matrices; their second ones) run without barriers between them:
+     * 8 fewer a layer than dispatches would need */
+    loaded L;
+    load_demo(&q, 32, &L);
+    gpu_queue *gq = gpu_model_queue(L.gm);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, 0, 5));
+    gpu_queue_stats s0 = gpu_queue_get_stats(gq);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, 0, GPU_STEP_ARGMAX));
+    gpu_queue_stats s1 = gpu_queue_get_stats(gq);
+    uint64_t nd = s1.dispatches - s0.dispatches, nb = s1.barriers - s0.barriers;
+    printf("rwkv7 step: %llu dispatches, %llu barriers\n", (unsigned long long)nd,
+           (unsigned long long)nb);
+    TEST_ASSERT_TRUE_MESSAGE(nb + 8 * q.n_layer <= nd, "barriers between independent matvecs");
+    fixture_unload(&L);
 }
 
 /* Gemma 2 against the CPU reference: the scaled embeddings, soft-capped

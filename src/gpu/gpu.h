@@ -199,10 +199,14 @@ typedef struct gpu_binding {
     size_t offset;          /* bytes; a multiple of storage_offset_alignment */
     size_t size;            /* bytes; 0 = to the end of the buffer */
     gpu_access access;
-    /* GPU_WRITE only: the bytes of buf (absolute) the kernel writes, when it
-     * writes only part of its range, so that a later dispatch that touches
-     * none of them needs no barrier; 0, 0: the whole range */
-    size_t written_begin, written_end;
+    /* the bytes of buf (absolute) the kernel reads or writes through this
+     * binding, when only part of its range: a dispatch whose used bytes meet
+     * none written since the last barrier needs none, and a write marks only
+     * these; 0, 0: the whole range. (The queue tracks writes only: a
+     * narrowed read lets a later write of the bytes it reads go without a
+     * barrier, so the caller narrows only where no dispatch before the next
+     * barrier writes them.) */
+    size_t used_begin, used_end;
 } gpu_binding;
 
 #define GPU_MAX_BINDINGS 8

@@ -206,13 +206,12 @@ static bool overlaps_pending(const gpu_queue *q, unsigned buffer, size_t begin, 
     return false;
 }
 
-/* A write-only binding's written bytes, where it names them within its range */
-static void written_range(const gpu_binding *b, size_t *begin, size_t *end)
+/* A binding's used bytes, where it names them within its range */
+static void used_range(const gpu_binding *b, size_t *begin, size_t *end)
 {
-    if (b->access == GPU_WRITE && b->written_end > b->written_begin &&
-        b->written_begin >= *begin && b->written_end <= *end) {
-        *begin = b->written_begin;
-        *end = b->written_end;
+    if (b->used_end > b->used_begin && b->used_begin >= *begin && b->used_end <= *end) {
+        *begin = b->used_begin;
+        *end = b->used_end;
     }
 }
 
@@ -265,7 +264,7 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
         if (st != GLESLLM_OK)
             return st;
         size_t begin = b->offset, end = b->offset + sizes[i];
-        written_range(b, &begin, &end);
+        used_range(b, &begin, &end);
         if (overlaps_pending(q, b->buf->id, begin, end))
             need_barrier = true;
     }
@@ -303,7 +302,7 @@ glesllm_status gpu_queue_dispatch(gpu_queue *q, const gpu_dispatch *d)
             q->stats.barriers++;
         }
         size_t begin = b->offset, end = b->offset + sizes[i];
-        written_range(b, &begin, &end);
+        used_range(b, &begin, &end);
         q->pending[q->n_pending++] = (pending_write){ b->buf->id, begin, end, b->buf->mapped != NULL };
     }
     return GLESLLM_OK;

@@ -340,15 +340,18 @@ static glesllm_status pass_linear(gpu_pass *p, const gpu_linear *l, bool normed,
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
+    /* (not normed: x's and y's rows only, so that such linears of one input
+     * each, RWKV's, run without barriers between them; what follows them in
+     * every graph binds the rows they read whole, and waits) */
     if (p->kind == PASS_STEP) {
-        matvec_args a = { 0 };
+        matvec_args a = { .narrow = true };
         if (normed)
             a = step_norm_args(p);
         return matvec_record_args(gm->q, l->k, &l->w, &gm->act, normed ? gm->xn : x_off, &gm->act,
                                   y_off, &a);
     }
     if (p->kind == PASS_SMALL) {
-        matvec_args a = { 0 };
+        matvec_args a = { .narrow = true };
         if (normed) {
             a.norm_off = p->norm;
             a.eps = hp->eps;

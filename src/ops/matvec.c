@@ -767,6 +767,9 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
             return st;
     }
     uint64_t rows_wg = (uint64_t)(k->cfg.wg / k->cfg.tpr) * k->cfg.nr, slots = 0;
+    /* (a kernel that reads x's rows and writes y's, nothing else of them) */
+    bool plain = (e == MATVEC_STORE || e == MATVEC_ADD) && !k->xg && !k->var.norm &&
+                 !k->var.norm_scale && !k->var.norm_out;
     for (uint32_t i = 0; i < w->n_parts; i++) {
         const gpu_weight_part *p = &w->parts[i];
         gpu_dispatch d;
@@ -777,8 +780,14 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                     * units this reads, waits for it; the queue tracks writes only) */
             d.bindings[1].access = GPU_READ_WRITE;
         if (a->y_hi > a->y_lo && d.bindings[2].access == GPU_WRITE) {
-            d.bindings[2].written_begin = (size_t)(a->y_lo * 4);
-            d.bindings[2].written_end = (size_t)(a->y_hi * 4);
+            d.bindings[2].used_begin = (size_t)(a->y_lo * 4);
+            d.bindings[2].used_end = (size_t)(a->y_hi * 4);
+        }
+        if (a->narrow && plain) { /* x's rows read, y's rows written (added to) */
+            d.bindings[1].used_begin = (size_t)(x_off * 4);
+            d.bindings[1].used_end = (size_t)((x_off + n * xs) * 4);
+            d.bindings[2].used_begin = (size_t)((y_off + p->row0) * 4);
+            d.bindings[2].used_end = (size_t)(y_end * 4);
         }
         d.params[0] = (uint32_t)p->rows | (nt > 1 ? n << 24 : 0);
         d.params[6] = (uint32_t)(e == MATVEC_QKV ? a->q_off : a->y_stride);

@@ -153,8 +153,13 @@ typedef struct matvec_args {
      * (the norm right, not the step's bits). */
     uint32_t sq_rows;
     /* y_hi > 0: only uints [y_lo, y_hi) of y's buffer are written (the
-     * barrier tracking: a QKV segment's, gpu_binding.written_begin) */
+     * barrier tracking: a QKV segment's, gpu_binding.used_begin) */
     uint64_t y_lo, y_hi;
+    /* a plain kernel (STORE or ADD, no norm): it uses x's and y's rows only,
+     * for the barrier tracking (gpu_binding.used_begin), so that dispatches
+     * of disjoint rows run without barriers between them; the caller makes
+     * sure no dispatch before the next barrier writes the x rows read */
+    bool narrow;
     /* matvec_kernel.xg: room in x's buffer (float offset, 16-byte aligned) for
      * the tokens' units, matvec_xg_floats of them */
     uint64_t xp_off;

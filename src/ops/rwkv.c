@@ -8,6 +8,9 @@
 
 #define RWKV_NORM_WG 256u /* the norm and mixes: a work group a token, a row's channels */
 #define RWKV_ACT_WG 64u
+/* a time mix of at most this many tokens goes as one dispatch (PHASE 5): a
+ * decode step, a few drafted tokens */
+#define RWKV_FEW 8u
 
 static uint64_t align16(uint64_t n) { return (n + 15) / 16 * 16; }
 
@@ -34,7 +37,7 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
         int phase, nmix;
     } ph[] = { { &out->norm, 0, 0 },  { &out->shift6, 0, 6 }, { &out->shift1, 0, 1 },
                { &out->act, 1, 0 },   { &out->prep, 2, 0 },   { &out->scan, 3, 0 },
-               { &out->post, 4, 0 } };
+               { &out->post, 4, 0 },  { &out->few, 5, 0 } };
     glesllm_status st = GLESLLM_OK;
     for (size_t i = 0; st == GLESLLM_OK && i < sizeof ph / sizeof ph[0]; i++) {
         uint32_t wg = ph[i].phase == 0 ? RWKV_NORM_WG : ph[i].phase == 1 ? RWKV_ACT_WG : head_wg(s);
@@ -49,7 +52,8 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
 
 void rwkv_destroy(rwkv_kernels *k)
 {
-    gpu_program *p[] = { &k->norm, &k->shift6, &k->shift1, &k->act, &k->prep, &k->scan, &k->post };
+    gpu_program *p[] = { &k->norm, &k->shift6, &k->shift1, &k->act,
+                         &k->prep, &k->scan,   &k->post,   &k->few };
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         gpu_program_destroy(p[i]);
 }
@@ -97,14 +101,14 @@ static void bind(gpu_dispatch *d, const gpu_buffer *par, const gpu_buffer *act,
 
 static glesllm_status norm_shift(gpu_queue *q, const gpu_program *prog, const gpu_buffer *par,
                                  const gpu_buffer *act, const gpu_buffer *state, const uint32_t *p,
-                                 uint32_t n)
+                                 uint32_t slices, uint32_t n)
 {
     gpu_dispatch d = { 0 };
     d.prog = prog;
     bind(&d, par, act, state);
     memcpy(d.params, p, 13 * sizeof *p);
     d.n_params = 13;
-    d.groups[0] = 1;
+    d.groups[0] = slices;
     d.groups[1] = n;
     d.groups[2] = 1;
     return gpu_queue_dispatch(q, &d);
@@ -118,7 +122,7 @@ glesllm_status rwkv_record_norm(gpu_queue *q, const rwkv_kernels *k, const gpu_b
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "LayerNorm of %u rows: out of range", n);
     uint32_t p[13] = { n, (uint32_t)x, (uint32_t)stride, (uint32_t)y, 0, (uint32_t)stride, 0, 0, 1,
                        (uint32_t)w, (uint32_t)b, 0, gpu_f2u(eps) };
-    return norm_shift(q, &k->norm, par, act, act, p, n);
+    return norm_shift(q, &k->norm, par, act, act, p, 1, n);
 }
 
 glesllm_status rwkv_record_shift(gpu_queue *q, const rwkv_kernels *k, const rwkv_io *io,
@@ -143,7 +147,8 @@ glesllm_status rwkv_record_shift(gpu_queue *q, const rwkv_kernels *k, const rwkv
                        (uint32_t)(channel ? pl.ffn_b : pl.att_b),
                        (uint32_t)(channel ? pl.cm_lerp : pl.lerp),
                        gpu_f2u(io->eps) };
-    return norm_shift(q, channel ? &k->shift1 : &k->shift6, io->par, io->act, io->state, p, n);
+    return norm_shift(q, channel ? &k->shift1 : &k->shift6, io->par, io->act, io->state, p,
+                      (k->shape.n_embd + RWKV_NORM_WG - 1) / RWKV_NORM_WG, n);
 }
 
 glesllm_status rwkv_record_act(gpu_queue *q, const rwkv_kernels *k, const gpu_buffer *act,
@@ -194,6 +199,38 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
     uint32_t heads = s->n_embd / s->head, stride = (uint32_t)io->stride;
     gpu_dispatch d = { 0 };
     bind(&d, io->par, io->act, io->state);
+    d.groups[0] = heads;
+    d.groups[1] = 1;
+    d.groups[2] = 1;
+    if (n <= RWKV_FEW) { /* all three in one dispatch */
+        uint32_t few[] = { n,
+                           stride,
+                           (uint32_t)io->r,
+                           (uint32_t)io->k,
+                           (uint32_t)io->v,
+                           (uint32_t)io->first,
+                           (uint32_t)io->y,
+                           (uint32_t)io->g,
+                           (uint32_t)io->lw,
+                           (uint32_t)io->la,
+                           (uint32_t)io->lv,
+                           (uint32_t)(io->src + sl.wkv),
+                           (uint32_t)(io->dst + sl.wkv),
+                           io->zero ? 1u : 0u,
+                           first ? 1u : 0u,
+                           (uint32_t)pl.w0,
+                           (uint32_t)pl.a0,
+                           (uint32_t)pl.v0,
+                           (uint32_t)pl.k_k,
+                           (uint32_t)pl.k_a,
+                           (uint32_t)pl.r_k,
+                           (uint32_t)pl.ln_w,
+                           (uint32_t)pl.ln_b };
+        d.prog = &k->few;
+        memcpy(d.params, few, sizeof few);
+        d.n_params = sizeof few / sizeof few[0];
+        return gpu_queue_dispatch(q, &d);
+    }
     /* the update's inputs */
     uint32_t prep[] = { n,
                         stride,
@@ -212,9 +249,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
     d.prog = &k->prep;
     memcpy(d.params, prep, sizeof prep);
     d.n_params = sizeof prep / sizeof prep[0];
-    d.groups[0] = heads;
     d.groups[1] = n;
-    d.groups[2] = 1;
     glesllm_status st = gpu_queue_dispatch(q, &d);
     if (st)
         return st;

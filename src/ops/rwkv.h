@@ -10,9 +10,12 @@
  * head, its invocations a state row each), the head norm with the bonus and
  * gate, then the output projection; the channel mix is the norm and one
  * mix, the key, relu squared and the value. The update goes token by token
- * within the pass: its work is linear in the tokens, each step a head's
- * HEAD x HEAD values. The CPU references are ref_layer_norm and ref_wkv7
- * (ops/ref_ops.h). */
+ * within the pass (each invocation holding a state row in registers,
+ * loading the next token's inputs while the step of this one runs): its work
+ * is linear in the tokens, each step a head's HEAD x HEAD values. A few
+ * tokens (a decode step) take the update's inputs, the update and the head
+ * norm as one dispatch. The CPU references are ref_layer_norm, ref_wkv7 and
+ * ref_rwkv7_mix (ops/ref_ops.h). */
 #ifndef GLESLLM_OPS_RWKV_H
 #define GLESLLM_OPS_RWKV_H
 
@@ -26,7 +29,7 @@ typedef struct rwkv_shape {
 } rwkv_shape;
 
 typedef struct rwkv_kernels {
-    gpu_program norm, shift6, shift1, act, prep, scan, post;
+    gpu_program norm, shift6, shift1, act, prep, scan, post, few;
     rwkv_shape shape;
 } rwkv_kernels;
 
