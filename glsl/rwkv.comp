@@ -181,14 +181,21 @@ void main()
             nv[4] = a[PARAM_U(7) + row];
             v_next = a[PARAM_U(5) + row];
         }
-        float sa = 0.0;
-        for (int j = 0; j < HEAD; j++)
-            sa += s[j] * sh[cur][3][j];
-        float y = 0.0;
-        for (int j = 0; j < HEAD; j++) {
-            s[j] = s[j] * sh[cur][1][j] + v * sh[cur][2][j] + sa * sh[cur][4][j];
-            y += s[j] * sh[cur][0][j];
+        // (four sums a dot product: chains a quarter as long)
+        vec4 q = vec4(0.0);
+        for (int j = 0; j < HEAD; j += 4)
+            q += vec4(s[j], s[j + 1], s[j + 2], s[j + 3]) *
+                 vec4(sh[cur][3][j], sh[cur][3][j + 1], sh[cur][3][j + 2], sh[cur][3][j + 3]);
+        float sa = (q.x + q.y) + (q.z + q.w);
+        q = vec4(0.0);
+        for (int j = 0; j < HEAD; j += 4) {
+            for (int u = 0; u < 4; u++)
+                s[j + u] = s[j + u] * sh[cur][1][j + u] + v * sh[cur][2][j + u] +
+                           sa * sh[cur][4][j + u];
+            q += vec4(s[j], s[j + 1], s[j + 2], s[j + 3]) *
+                 vec4(sh[cur][0][j], sh[cur][0][j + 1], sh[cur][0][j + 2], sh[cur][0][j + 3]);
         }
+        float y = (q.x + q.y) + (q.z + q.w);
         if (on)
             a[PARAM_U(8) + t * PARAM_U(1) + c] = y;
         if (more)
@@ -272,14 +279,20 @@ void main()
         memoryBarrierShared();
         barrier();
         // the state row of value i (PHASE 3)
-        float sa = 0.0;
-        for (int j = 0; j < HEAD; j++)
-            sa += s[j] * sh_a[j];
-        float y = 0.0;
-        for (int j = 0; j < HEAD; j++) {
-            s[j] = s[j] * sh_w[j] + v * sh_k[j] + sa * sh_b[j];
-            y += s[j] * sh_r[j];
+        // (as PHASE 3's: four sums a dot product)
+        vec4 q = vec4(0.0);
+        for (int j = 0; j < HEAD; j += 4)
+            q += vec4(s[j], s[j + 1], s[j + 2], s[j + 3]) *
+                 vec4(sh_a[j], sh_a[j + 1], sh_a[j + 2], sh_a[j + 3]);
+        float sa = (q.x + q.y) + (q.z + q.w);
+        q = vec4(0.0);
+        for (int j = 0; j < HEAD; j += 4) {
+            for (int u = 0; u < 4; u++)
+                s[j + u] = s[j + u] * sh_w[j + u] + v * sh_k[j + u] + sa * sh_b[j + u];
+            q += vec4(s[j], s[j + 1], s[j + 2], s[j + 3]) *
+                 vec4(sh_r[j], sh_r[j + 1], sh_r[j + 2], sh_r[j + 3]);
         }
+        float y = (q.x + q.y) + (q.z + q.w);
         // the head norm, bonus and gate (PHASE 4; its reductions' barriers
         // also keep the next token's inputs from the shared values above)
         float kr = on ? k * r * p[PARAM_U(20) + c] : 0.0;

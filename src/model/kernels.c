@@ -48,7 +48,8 @@ static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, ui
 static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_variant *v,
                         const matmul_config *c)
 {
-    return k->type == type && k->cfg.tm == c->tm && k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
+    return k->type == type && k->cfg.wg == c->wg && k->cfg.tm == c->tm && k->cfg.tn == c->tn &&
+           k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
            k->cfg.split == c->split && k->var.epilogue == v->epilogue &&
            k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
            k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.expert == v->expert &&
@@ -61,7 +62,7 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
     matvec_variant v = *var;
     v.norm = v.norm_scale = v.norm_out = false; /* prefill normalises in its own dispatch */
     /* f16 tiles for the quantized and 16-bit types; F32 weights stay f32 */
-    matmul_config cfg = type == GGML_TYPE_F32 ? gm->mcfg32 : matmul_config_for(&gm->mcfg, rows);
+    matmul_config cfg = matmul_config_for(type == GGML_TYPE_F32 ? &gm->mcfg32 : &gm->mcfg, rows);
     for (uint32_t i = 0; i < gm->n_mkernels; i++)
         if (same_matmul(&gm->mkernels[i], type, &v, &cfg)) {
             *out = &gm->mkernels[i];

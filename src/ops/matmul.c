@@ -94,6 +94,13 @@ matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
      * 4096-4224 rows (one wave of 2 a multiprocessor) 8 rows one unit at a
      * time, more 8 rows and split 2 (bench/RESULTS.md "Prefill tiles"). */
     matmul_config r = *c;
+    /* f32 tiles of 128 rows by 32 tokens left a 128-row product of a
+     * 512-token chunk 16 groups; 64 by 16 give it 64 (bench/RESULTS.md
+     * "RWKV-7") */
+    if (!c->f16 && !c->half && rows <= 512 && c->wg == 128 && c->tm == 8) {
+        r.wg = 64;
+        r.tm = 4;
+    }
     if (!c->by_rows)
         return r;
     if (rows < 4096)

@@ -42,8 +42,9 @@ matmul_config matmul_default_config(gpu_context *ctx, const tuning *t);
 matmul_config matmul_f32_config(gpu_context *ctx, const tuning *t);
 
 /* The tiling for a product of `rows` rows: c itself, or with by_rows 4 rows
- * a thread below 4096 rows and the unit in two halves (split 2) above 4224
- * (matmul.c says why). */
+ * a thread below 4096 rows and the unit in two halves (split 2) above 4224;
+ * f32 tiles over at most 512 rows (RWKV's low-rank paths) 64 rows by 16
+ * tokens (matmul.c says why). */
 matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
 
 typedef struct matmul_kernel {

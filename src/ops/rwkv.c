@@ -26,10 +26,11 @@ static uint32_t head_wg(const rwkv_shape *s)
 glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *out)
 {
     memset(out, 0, sizeof *out);
-    if (!s->head || s->n_embd % s->head || head_wg(s) > gpu_context_limits(ctx)->max_invocations)
+    if (!s->head || s->head % 4 || s->n_embd % s->head ||
+        head_wg(s) > gpu_context_limits(ctx)->max_invocations)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "RWKV heads of %u values (of %u channels) on a GPU of %u invocations a "
-                       "work group", s->head, s->n_embd, gpu_context_limits(ctx)->max_invocations);
+                       "RWKV heads of %u values (a multiple of 4) of %u channels on a GPU of %u "
+                       "invocations a work group", s->head, s->n_embd, gpu_context_limits(ctx)->max_invocations);
     out->shape = *s;
     char defs[160];
     struct {
