@@ -23,6 +23,9 @@
  *                     2047 positions
  *            gemma2   Gemma-2-2B: 2304 hidden, 9216 ff, 26 layers, 8/4 heads of 256,
  *                     a window of 4096 on every other layer, 256000 vocab, tied
+ *            gemma3   Gemma-3-1B: 1152 hidden, 6912 ff, 26 layers, 4/1 heads of 256
+ *                     (each head of Q and K normalised), a window of 512 on
+ *                     five layers of six, 262144 vocab, tied
  *            mamba    Mamba-2.8B: 2560 hidden, 64 layers of Mamba-1 blocks (5120
  *                     channels, 16 state values each, a step of rank 160),
  *                     50280 vocab, tied
@@ -56,7 +59,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|gemma2|mamba|mamba2|jamba|rwkv7 "
+        fprintf(stderr, "usage: gen_model smollm|mistral|mixtral|olmoe|qwen3|llama32|phi3|gemma2|gemma3|mamba|mamba2|jamba|rwkv7 "
                         "Q4_0|Q8_0|Q4_K_M OUT.gguf [N_LAYERS]\n");
         return 2;
     }
@@ -109,6 +112,14 @@ int main(int argc, char **argv)
         s.n_vocab = 256000, s.tied = true;
         s.window = 4096;
         s.n_ctx = 8192;
+    } else if (strcmp(argv[1], "gemma3") == 0) {
+        s.name = "Gemma-3-1B shape, random weights";
+        s.arch = "gemma3";
+        s.n_layer = 26, s.n_embd = 1152, s.n_ff = 6912, s.n_head = 4, s.n_head_kv = 1;
+        s.head_dim = 256;
+        s.n_vocab = 262144, s.tied = true;
+        s.window = 512;
+        s.n_ctx = 8192;
     } else if (strcmp(argv[1], "mamba") == 0) {
         s.name = "Mamba-2.8B shape, random weights";
         s.arch = "mamba";
@@ -135,7 +146,7 @@ int main(int argc, char **argv)
         s.n_vocab = 65536, s.tied = false;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
-                        "llama32, phi3, gemma2, mamba, mamba2, jamba, rwkv7)\n", argv[1]);
+                        "llama32, phi3, gemma2, gemma3, mamba, mamba2, jamba, rwkv7)\n", argv[1]);
         return 2;
     }
     if (argc == 5) {

@@ -84,11 +84,11 @@ static inline demo_spec fixture_small_spec(const char *arch, uint32_t type)
     return s;
 }
 
-/* The Qwen3, Qwen3-MoE and SmolLM3 files whose reference is Hugging Face
- * transformers (tests/reference/hf-*.jsonl, make_reference.py): 2 layers,
- * 64 hidden, 4/2 heads of 32 (Q wider than x), F32; 192 ff, or 8 experts
- * of 48, 2 a token; SmolLM3: 5 layers (the fourth without RoPE), heads of
- * 16. */
+/* The Qwen3, Qwen3-MoE, SmolLM3 and Gemma 3 files whose reference is Hugging
+ * Face transformers (tests/reference/hf-*.jsonl, make_reference.py): 2
+ * layers, 64 hidden, 4/2 heads of 32 (Q wider than x), F32; 192 ff, or 8
+ * experts of 48, 2 a token; SmolLM3: 5 layers (the fourth without RoPE),
+ * heads of 16; Gemma 3: 7 layers (the sixth global), a window of 8, tied. */
 static inline demo_spec fixture_hf_spec(const char *arch)
 {
     demo_spec s = demo_spec_default();
@@ -110,6 +110,11 @@ static inline demo_spec fixture_hf_spec(const char *arch)
     if (strcmp(arch, "smollm3") == 0) {
         s.n_layer = 5;
         s.head_dim = 0;
+    }
+    if (strcmp(arch, "gemma3") == 0) { /* (a global layer, the sixth, between window ones) */
+        s.n_layer = 7;
+        s.window = 8;
+        s.tied = true;
     }
     return s;
 }

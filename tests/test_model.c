@@ -890,6 +890,21 @@ static void test_gemma2_matches_cpu(void)
     check_against_reference(&s, 32, 12, 1);
 }
 
+/* Gemma 3 against the CPU reference: Gemma 2's without caps, each head of
+ * Q and K normalised, the window on five layers of six (the sixth global:
+ * 7 layers), the window layers' RoPE of base 10000 and the global one's of
+ * 1e6 scaled by 1/8; steps and prefills across the window's edge. */
+static void test_gemma3_matches_cpu(void)
+{
+    demo_spec s = fixture_small_spec("gemma3", GGML_TYPE_F32);
+    s.n_layer = 7;
+    s.n_embd = 128;
+    s.head_dim = 64;
+    s.window = 5;
+    s.tied = true;
+    check_steps_and_prefills(&s, 16);
+}
+
 /* Mamba-2 against the CPU reference: heads with one decay each, B and C in
  * two groups, the grouped norm; steps, prefills of one and several
  * sub-chunks, and a quantized file. */
@@ -1202,12 +1217,13 @@ static void test_shared_rwkv7_matches_llama_cpp(void)
 }
 
 /* The demo writer's files whose references are in tests/reference, checked
- * as llama.cpp's files are: Qwen3, Qwen3-MoE and SmolLM3, which llama.cpp of
- * February 2025 does not run, against Hugging Face transformers on the same
- * bytes (fixture_hf_spec; make_reference.py), and Phi-3 with LongRoPE factors,
- * which ../shared has no file of, and RWKV-7, against llama.cpp
- * (fixture_longrope_spec, fixture_rwkv7_spec; llama_reference.c). GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to
- * make the references again. */
+ * as llama.cpp's files are: Qwen3, Qwen3-MoE, SmolLM3 and Gemma 3, which
+ * llama.cpp of February 2025 does not run, against Hugging Face transformers
+ * on the same bytes (fixture_hf_spec; make_reference.py), and Phi-3 with
+ * LongRoPE factors, which ../shared has no file of, and RWKV-7, against
+ * llama.cpp (fixture_longrope_spec, fixture_rwkv7_spec; llama_reference.c).
+ * GLESLLM_KEEP_FIXTURES=DIR keeps the files there, to make the references
+ * again. */
 static void test_writer_files_match_references(void)
 {
     struct {
@@ -1216,6 +1232,7 @@ static void test_writer_files_match_references(void)
     } files[] = { { "hf-qwen3", "make_reference.py", fixture_hf_spec("qwen3") },
                   { "hf-qwen3moe", "make_reference.py", fixture_hf_spec("qwen3moe") },
                   { "hf-smollm3", "make_reference.py", fixture_hf_spec("smollm3") },
+                  { "hf-gemma3", "make_reference.py", fixture_hf_spec("gemma3") },
                   { "llama-phi3-longrope", "llama_reference.c", fixture_longrope_spec() },
                   { "llama-rwkv7", "llama_reference.c", fixture_rwkv7_spec() } };
     const char *keep = getenv("GLESLLM_KEEP_FIXTURES");
@@ -1361,6 +1378,7 @@ int main(void)
     RUN_TEST(test_unsupported_models_are_named);
     RUN_TEST(test_mamba_matches_cpu);
     RUN_TEST(test_gemma2_matches_cpu);
+    RUN_TEST(test_gemma3_matches_cpu);
     RUN_TEST(test_mamba2_matches_cpu);
     RUN_TEST(test_jamba_matches_cpu);
     RUN_TEST(test_rwkv7_matches_cpu);

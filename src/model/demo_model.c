@@ -250,7 +250,7 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     U32("vocab_size", s->n_vocab);
     if (s->long_rope)
         U32("rope.scaling.original_context_length", s->n_ctx / 2);
-    if (strcmp(a, "phi3") == 0 || strcmp(a, "gemma2") == 0)
+    if (strcmp(a, "phi3") == 0 || strncmp(a, "gemma", 5) == 0)
         U32("attention.sliding_window", s->window);
     if (s->n_expert) {
         U32("expert_count", s->n_expert);
@@ -275,8 +275,18 @@ static glesllm_status set_meta(gguf_writer *w, const demo_spec *s)
     snprintf(key, sizeof key, "%s.final_logit_softcapping", a);
     if (strcmp(a, "gemma2") == 0 && (st = gguf_writer_set_f32(w, key, 4.0f)))
         return st;
+    /* (Gemma 3: the global layers' base and linear scaling, as its 4B and
+     * larger have; its window layers turn by llama.cpp's fixed 10000) */
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if (strcmp(a, "gemma3") == 0 && (st = gguf_writer_set_str(w, key, "linear")))
+        return st;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    if (strcmp(a, "gemma3") == 0 && (st = gguf_writer_set_f32(w, key, 8.0f)))
+        return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
-    return gguf_writer_set_f32(w, key, strncmp(a, "qwen", 4) == 0 ? 1000000.0f : 10000.0f);
+    return gguf_writer_set_f32(w, key, strncmp(a, "qwen", 4) == 0 || strcmp(a, "gemma3") == 0
+                                           ? 1000000.0f
+                                           : 10000.0f);
 }
 
 /* attn_v's or ffn_down's type in layer i */
@@ -640,8 +650,11 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
         (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
     bool qwen = strncmp(s->arch, "qwen2", 5) == 0, moe = s->n_expert > 0;
-    bool qk_width = strcmp(s->arch, "olmoe") == 0, qk_head = strncmp(s->arch, "qwen3", 5) == 0;
-    bool fused = strcmp(s->arch, "phi3") == 0, gemma = strcmp(s->arch, "gemma2") == 0;
+    bool gemma3 = strcmp(s->arch, "gemma3") == 0;
+    bool qk_width = strcmp(s->arch, "olmoe") == 0,
+         qk_head = strncmp(s->arch, "qwen3", 5) == 0 || gemma3;
+    bool fused = strcmp(s->arch, "phi3") == 0,
+         gemma = strcmp(s->arch, "gemma2") == 0 || gemma3;
     demo_model *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");

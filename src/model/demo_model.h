@@ -18,7 +18,9 @@ typedef struct demo_spec {
      * (Mamba-1 blocks of 2 n_embd channels; n_ff and the heads unused),
      * "mamba2" (Mamba-2 blocks: dt_rank heads, n_group groups) or
      * "gemma2" (tied embeddings advised; Gemma 2's norms, caps and window
-     * on every other layer) or
+     * on every other layer), "gemma3" (Gemma 2's without caps, norms of
+     * each head of Q and K, the window on five layers of six, the global
+     * layers' RoPE of base 1e6 scaled linearly by 8) or
      * "jamba" (Mamba blocks with norms of dt, B and C, attention without
      * RoPE in the layers i % attn_every == attn_every / 2, a FFN after each,
      * experts in the odd layers where n_expert) or "rwkv7" (heads of

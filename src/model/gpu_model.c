@@ -27,6 +27,7 @@ static arch_graph arch_graph_of(model_arch arch)
         [MODEL_ARCH_MAMBA2] = mamba_graph, /* (its block's ops are data: pass_ssm) */
         [MODEL_ARCH_JAMBA] = jamba_graph,
         [MODEL_ARCH_GEMMA2] = gemma2_graph,
+        [MODEL_ARCH_GEMMA3] = gemma2_graph, /* its Q/K norms, window and local RoPE are data */
         [MODEL_ARCH_RWKV7] = rwkv7_graph,
     };
     return graphs[arch];
@@ -547,13 +548,21 @@ static glesllm_status create_act(gpu_model *gm)
     /* layers without RoPE rotate by a table of cos 1, sin 0: the same
      * kernels, the values unchanged to the bit */
     gm->no_rope = 0;
+    /* (Gemma 3's window layers turn by a table of their own) */
+    uint64_t local_rope = 0;
+    if (hp->rope_base_swa > 0.0f) {
+        local_rope = at;
+        at += align64((uint64_t)gm->n_ctx * hp->head_dim);
+    }
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         bool rope = model_layer_rope(hp, i);
         if (!rope && !gm->no_rope) {
             gm->no_rope = at;
             at += align64((uint64_t)gm->n_ctx * hp->head_dim);
         }
-        gm->layers[i].rope = rope ? gm->rope : gm->no_rope;
+        gm->layers[i].rope = !rope ? gm->no_rope
+                             : local_rope && model_layer_window(hp, i) ? local_rope
+                                                                       : gm->rope;
     }
     gm->x = at;
     at += emb;
@@ -737,6 +746,12 @@ static glesllm_status create_act(gpu_model *gm)
         !(st = put_vector(&m->out_norm_b, host + gm->out_norm + emb, 0, false)) &&
         !(st = put_vector(&m->tok_norm, host + gm->rw_tok_norm, 0, false)))
         st = put_vector(&m->tok_norm_b, host + gm->rw_tok_norm + emb, 0, false);
+    for (uint32_t i = 0; !st && local_rope && i < hp->n_layer; i++)
+        if (gm->layers[i].rope == local_rope) {
+            model_hparams l = model_layer_rope_hp(hp, i);
+            model_rope_table(&l, gm->n_ctx, host + local_rope);
+            break;
+        }
     if (!st) {
         model_rope_table(hp, gm->n_ctx, host + gm->rope);
         for (uint64_t i = 0; gm->no_rope && i < (uint64_t)gm->n_ctx * hp->head_dim; i++)

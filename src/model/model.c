@@ -132,6 +132,8 @@ static const struct arch_desc {
     { .name = "smollm3", .arch = MODEL_ARCH_SMOLLM3, .no_rope_period = 4 },
     { .name = "gemma2", .arch = MODEL_ARCH_GEMMA2, .rope_neox = true, .swa = true,
       .gemma2 = true },
+    { .name = "gemma3", .arch = MODEL_ARCH_GEMMA3, .rope_neox = true, .swa = true,
+      .gemma2 = true, .qk_norm = MODEL_QK_HEAD },
     { .name = "mamba", .arch = MODEL_ARCH_MAMBA, .ssm = true },
     { .name = "mamba2", .arch = MODEL_ARCH_MAMBA2, .ssm = true, .mamba2 = true },
     /* (its attention turns nothing: a period of 1 leaves every layer without RoPE) */
@@ -286,7 +288,9 @@ static glesllm_status read_window(const gguf_file *f, const struct arch_desc *ad
     if (!ad->swa)
         return GLESLLM_OK;
     uint32_t def = 0, n_ctx = mi->n_ctx_train, nl = hp->n_layer;
-    if (ad->gemma2)
+    if (ad->arch == MODEL_ARCH_GEMMA3)
+        def = 0; /* (llama.cpp requires the key of Gemma 3 files) */
+    else if (ad->gemma2)
         def = 4096; /* (llama.cpp's for Gemma 2 files without the key) */
     else if ((nl == 32 || nl == 40) && n_ctx == 4096)
         def = 2047; /* Phi-3-mini-4k, Phi-3-medium-4k */
@@ -437,9 +441,20 @@ static glesllm_status read_rwkv(const gguf_file *f, const model_info *mi, model_
 
 /* Gemma 2's scales and soft caps (llama.cpp's defaults where a key is
  * missing); its query scale is 1 / sqrt(n_embd / n_head) for the 27B shape
- * (46 layers), as llama.cpp takes it, else 1 / sqrt(head_dim). */
+ * (46 layers), as llama.cpp takes it, else 1 / sqrt(head_dim). Gemma 3's
+ * the same without caps (its 27B: 62 layers), with the window's period and
+ * local RoPE base llama.cpp fixes for it. */
 static glesllm_status read_gemma2(const gguf_file *f, const char *a, model_hparams *hp)
 {
+    if (hp->arch == MODEL_ARCH_GEMMA3) { /* (no caps; llama.cpp's fixed local RoPE) */
+        hp->swa_period = 6;
+        hp->rope_base_swa = 10000.0f;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                           : 1.0f / sqrtf((float)hp->head_dim);
+        hp->gelu = hp->post_norms = true;
+        return GLESLLM_OK;
+    }
     const struct {
         const char *suffix;
         float *v, def;
@@ -543,8 +558,8 @@ static glesllm_status read_hparams(const gguf_file *f, const model_info *mi, mod
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "architecture '%s' is not supported; glesllm runs llama (Llama 2/3, "
                        "Mistral, Mixtral, SmolLM, TinyLlama), qwen2, qwen2moe, qwen3, qwen3moe, "
-                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, gemma2, mamba, mamba2, jamba and rwkv7 "
-                       "models",
+                       "olmoe, phi3 (Phi-3, Phi-4), smollm3, gemma2, gemma3, mamba, mamba2, jamba "
+                       "and rwkv7 models",
                        mi->arch);
     hp->arch = archs[a_i].arch;
     hp->rope_neox = archs[a_i].rope_neox;
@@ -1012,8 +1027,23 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il)
 
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
 {
-    /* (Gemma 2: every other layer's, from the first; Phi-3: every layer's) */
+    /* (Gemma 2: every other layer's, from the first; Gemma 3: all but every
+     * sixth; Phi-3: every layer's) */
+    if (hp->swa_period)
+        return (il + 1) % hp->swa_period ? hp->n_swa : 0;
     return hp->arch == MODEL_ARCH_GEMMA2 && il % 2 ? 0 : hp->n_swa;
+}
+
+model_hparams model_layer_rope_hp(const model_hparams *hp, uint32_t il)
+{
+    model_hparams l = *hp;
+    if (hp->rope_base_swa > 0.0f && model_layer_window(hp, il)) {
+        l.rope_base = hp->rope_base_swa;
+        l.rope_scale = 1.0f;
+        l.rope_freqs = l.rope_long = l.rope_short = NULL;
+        l.rope_attn_factor = 1.0f;
+    }
+    return l;
 }
 
 void model_rope_table(const model_hparams *hp, uint32_t n_pos, float *cos_sin)

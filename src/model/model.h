@@ -19,7 +19,10 @@
  * says a layer, each followed by a FFN or experts not renormalised) and
  * `gemma2` (the embeddings times sqrt(n_embd), NeoX RoPE, a sliding window
  * on every other layer, attention scores and logits soft-capped, a norm
- * after the attention and after the FFN as well as before, GELU) and
+ * after the attention and after the FFN as well as before, GELU), `gemma3`
+ * (Gemma 2's without soft caps, each head of Q and K RMS-normalised, the
+ * window on five layers of six, which turn by RoPE of base 10000 unscaled)
+ * and
  * `rwkv7` (RWKV-7: LayerNorms with biases, each layer a time mix whose
  * recurrent state is a matrix a head updated by a delta rule, and a channel
  * mix, both reading the previous token's input; model_hparams.rwkv). */
@@ -44,6 +47,7 @@ typedef enum model_arch {
     MODEL_ARCH_MAMBA2,
     MODEL_ARCH_JAMBA,
     MODEL_ARCH_GEMMA2,
+    MODEL_ARCH_GEMMA3,
     MODEL_ARCH_RWKV7
 } model_arch;
 
@@ -91,6 +95,11 @@ typedef struct model_hparams {
      * post_norms: x += RMSNorm(out) * post weight after attention and FFN */
     float embd_scale, attn_scale, attn_softcap, final_softcap;
     bool gelu, post_norms;
+    /* Gemma 3: the window on every layer but each swa_period-th (0: as
+     * Gemma 2, every other), and those layers' RoPE of base rope_base_swa
+     * without the file's scaling (0: the model's RoPE on every layer) */
+    uint32_t swa_period;
+    float rope_base_swa;
     uint32_t no_rope_period; /* > 0: layer il has no RoPE where (il + 1) % it is 0 (SmolLM3) */
     /* Mixture of experts (n_expert 0: a dense model): a token's FFN is the
      * sum of the n_expert_used experts its router scores highest, each of
@@ -220,6 +229,10 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il);
 /* The positions layer il's queries see back from their own (its sliding
  * window), 0: all of them. */
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il);
+
+/* The hyperparameters of layer il's RoPE: hp's, or Gemma 3's local ones
+ * (rope_base_swa, no scaling or factors) on its window layers. */
+model_hparams model_layer_rope_hp(const model_hparams *hp, uint32_t il);
 
 /* The RoPE rotation of pair i (0 <= i < head_dim/2) at position pos < n_pos
  * (a context of n_pos), as cos/sin times rope_attn_factor: theta = scale *

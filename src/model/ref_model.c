@@ -14,6 +14,7 @@ struct ref_model {
     uint32_t n_ctx;
     float *k, *v;  /* [layer][pos][kv_dim] */
     float *rope;   /* [pos][head_dim/2][cos, sin] */
+    float *rope_local; /* the same of Gemma 3's window layers (NULL: none) */
     float *x, *xn, *q, *kn, *vn, *att, *gate, *up, *scores, *row;
     float *moe, *eout; /* experts: their weighted sum, one expert's output */
     /* Mamba blocks: each layer's convolution inputs ((d_conv - 1) x d_inner)
@@ -31,6 +32,7 @@ void ref_model_destroy(ref_model *r)
 {
     if (!r)
         return;
+    free(r->rope_local);
     float *bufs[] = { r->k,      r->v,      r->rope, r->x,      r->xn,     r->q,
                       r->kn,     r->vn,     r->att,  r->gate,   r->up,     r->scores,
                       r->row,    r->moe,    r->eout, r->conv_st, r->ssm_st, r->xz,
@@ -112,6 +114,16 @@ glesllm_status ref_model_create(const model *m, uint32_t n_ctx, ref_model **out)
         }
     }
     model_rope_table(hp, n_ctx, r->rope);
+    for (uint32_t il = 0; hp->rope_base_swa > 0.0f && il < hp->n_layer; il++)
+        if (model_layer_window(hp, il)) {
+            model_hparams l = model_layer_rope_hp(hp, il);
+            if (!(r->rope_local = malloc(sizeof(float) * (n_ctx * hp->head_dim + 1)))) {
+                ref_model_destroy(r);
+                return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the CPU reference model");
+            }
+            model_rope_table(&l, n_ctx, r->rope_local);
+            break;
+        }
     *out = r;
     return GLESLLM_OK;
 }
@@ -451,8 +463,11 @@ glesllm_status ref_model_forward(ref_model *r, int32_t token, uint32_t pos, floa
             ref_rms_norm(r->kn, r->kn, get_row(r, &l->k_norm, 0), kv_dim / ks, ks, hp->eps);
         }
         if (model_layer_rope(hp, li)) {
-            ref_rope(r->q, cs, hp->n_head, hd, hp->rope_neox);
-            ref_rope(r->kn, cs, hp->n_head_kv, hd, hp->rope_neox);
+            const float *t = r->rope_local && model_layer_window(hp, li)
+                                 ? r->rope_local + (size_t)pos * hd
+                                 : cs;
+            ref_rope(r->q, t, hp->n_head, hd, hp->rope_neox);
+            ref_rope(r->kn, t, hp->n_head_kv, hd, hp->rope_neox);
         }
         float *kc = r->k + ((size_t)li * r->n_ctx) * kv_dim;
         float *vc = r->v + ((size_t)li * r->n_ctx) * kv_dim;

@@ -5,14 +5,14 @@ for the experts of qwen3moe, as transformers computes them).
 
   make_reference.py FILE.gguf OUT.jsonl
 
-FILE.gguf: a qwen3, qwen3moe or smollm3 file of F32 tensors, as test_model writes them
+FILE.gguf: a qwen3, qwen3moe, smollm3 or gemma3 file of F32 tensors, as test_model writes them
 (GLESLLM_KEEP_FIXTURES=DIR build/tests/test_model keeps them in DIR). Writes
 three cases in ../shared/reference's format (prompt_ids, forced_argmax,
 last_top5, greedy, greedy_margin), plus gguf_fnv1a: the FNV-1a of the file
 as two 32-bit halves, which the test compares with the file it makes.
 
 Needs numpy, torch and transformers (Qwen3 and Qwen3-MoE: 4.51 or later;
-SmolLM3: 4.53 or later).
+SmolLM3: 4.53 or later; Gemma 3: 4.50 or later).
 """
 import json
 import re
@@ -114,8 +114,25 @@ def build(kv, t):
             use_sliding_window=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
             **common)
         model = transformers.SmolLM3ForCausalLM(cfg)
+    elif arch == 'gemma3':
+        # (llama.cpp's reading: the window on all layers but every sixth,
+        # which turn by RoPE of base 1e6 scaled as the file says; the window
+        # layers by 10000 unscaled; queries scaled by 1 / sqrt(head_dim))
+        n = g('block_count')
+        scaling = None
+        if g('rope.scaling.type') == 'linear':
+            scaling = {'rope_type': 'linear', 'factor': float(g('rope.scaling.factor'))}
+        cfg = transformers.Gemma3TextConfig(
+            query_pre_attn_scalar=common['head_dim'], sliding_window=g('attention.sliding_window'),
+            layer_types=['full_attention' if (i + 1) % 6 == 0 else 'sliding_attention'
+                         for i in range(n)],
+            rope_local_base_freq=10000.0, rope_scaling=scaling, final_logit_softcapping=None,
+            attn_logit_softcapping=None, hidden_activation='gelu_pytorch_tanh',
+            pad_token_id=None, bos_token_id=None, eos_token_id=None, **common)
+        model = transformers.Gemma3ForCausalLM(cfg)
     else:
-        sys.exit(f'architecture {arch}: this script makes qwen3, qwen3moe and smollm3 references')
+        sys.exit(f'architecture {arch}: this script makes qwen3, qwen3moe, smollm3 and gemma3 '
+                 'references')
 
     def unpermute(w, heads):
         """llama.cpp's converter reorders a llama's Q and K rows for its RoPE on
@@ -129,13 +146,19 @@ def build(kv, t):
                  'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
                  'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down',
                  'mlp.gate': 'ffn_gate_inp'}
+    if arch == 'gemma3':  # (its norms before and after attention and the FFN)
+        per_layer.update({'post_attention_layernorm': 'post_attention_norm',
+                          'pre_feedforward_layernorm': 'ffn_norm',
+                          'post_feedforward_layernorm': 'post_ffw_norm'})
     sd = {}
     for key, p in model.state_dict().items():
         if key == 'lm_head.weight' and cfg.tie_word_embeddings:
             sd[key] = t['token_embd.weight']
             continue
+        # (Gemma's norms multiply by 1 + w; llama.cpp's converter writes w + 1)
+        gemma_norm = arch == 'gemma3' and 'norm' in key
         if key in names:
-            sd[key] = t[names[key]]
+            sd[key] = t[names[key]] - (1.0 if gemma_norm else 0.0)
             continue
         m = re.match(r'model\.layers\.(\d+)\.(.+)\.weight$', key)
         if m and m.group(2) in per_layer:
@@ -143,7 +166,7 @@ def build(kv, t):
             if arch == 'smollm3' and m.group(2) in ('self_attn.q_proj', 'self_attn.k_proj'):
                 w = unpermute(w, cfg.num_attention_heads if 'q_proj' in m.group(2)
                               else cfg.num_key_value_heads)
-            sd[key] = w
+            sd[key] = w - (1.0 if gemma_norm else 0.0)
             continue
         # experts: one module an expert, or (newer transformers) stacked
         m = re.match(r'model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$', key)
