@@ -902,7 +902,13 @@ static void test_gemma3_matches_cpu(void)
     s.head_dim = 64;
     s.window = 5;
     s.tied = true;
+    /* (its normed K values near 1 go to the F16 cache on both sides: a last
+     * bit apart in f32 rounds to another f16 now and then, and seven layers
+     * carry it to the logits; 1.8e-4 of the largest measured, and the
+     * same between a prefill and the steps) */
+    ref_tol = prefill_tol = 5e-4;
     check_steps_and_prefills(&s, 16);
+    ref_tol = prefill_tol = 1e-4;
 }
 
 /* Mamba-2 against the CPU reference: heads with one decay each, B and C in

@@ -204,8 +204,11 @@ out:
 /* The embeddings, the output norm and (untied) the output matrix. */
 static glesllm_status make_ends(demo_model *d, const demo_spec *s, uint64_t *seed)
 {
+    /* (Gemma's embeddings are scaled up by sqrt(n_embd) as they are read:
+     * values of 1 would make every token's logit for itself the largest) */
+    float es = strncmp(s->arch, "gemma", 5) == 0 ? 1.0f / sqrtf((float)s->n_embd) : 1.0f;
     glesllm_status st = make_tensor(d, seed, "token_embd.weight", s->embd_type, s->n_vocab,
-                                    s->n_embd, 0.0f, 1.0f, NULL);
+                                    s->n_embd, 0.0f, es, NULL);
     if (!st)
         st = make_tensor(d, seed, "output_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f,
                          NULL);
