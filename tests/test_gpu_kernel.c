@@ -389,13 +389,17 @@ typedef struct rwkv_bufs {
     gpu_buffer par, act, state;
 } rwkv_bufs;
 
+/* the three buffers made from the host's arrays, io's buffers set to them */
 static void rwkv_upload(rwkv_bufs *b, const float *par, uint64_t par_n, const float *act,
-                        uint64_t act_n, const float *state, uint64_t state_n)
+                        uint64_t act_n, const float *state, uint64_t state_n, rwkv_io *io)
 {
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, par_n * 4, par, 0, "par", &b->par));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, act_n * 4, act, 0, "act", &b->act));
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
                           gpu_buffer_create(ctx, state_n * 4, state, 0, "state", &b->state));
+    io->par = &b->par;
+    io->act = &b->act;
+    io->state = &b->state;
 }
 
 static void rwkv_download(rwkv_bufs *b, float *act, uint64_t act_n, float *state, uint64_t state_n)
@@ -444,10 +448,7 @@ static void rwkv_shift_case(uint32_t D, uint32_t n, bool zero, uint64_t seed)
     char msg[160];
     for (int channel = 0; channel < 2; channel++) {
         rwkv_bufs b;
-        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats);
-        io.par = &b.par;
-        io.act = &b.act;
-        io.state = &b.state;
+        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats, &io);
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_shift(queue, &k, &io, channel, n));
         /* the embeddings' norm, in place, with the channel mix's weights */
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_norm(queue, &k, &b.par, &b.act, pl.ffn_w,
@@ -537,10 +538,7 @@ static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint6
     io.lw = lw0, io.la = la0, io.lv = lv0;
     for (int each = 0; each < 2; each++) {
         rwkv_bufs b;
-        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats);
-        io.par = &b.par;
-        io.act = &b.act;
-        io.state = &b.state;
+        rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats, &io);
         for (uint32_t t = 0; t < (each ? n : 1); t++) {
             rwkv_io o = io; /* one token: its rows, the slots taking turns */
             uint64_t at = each ? t * stride : 0;

@@ -243,6 +243,19 @@ static void test_row_length_fallback(void)
     unlink(out);
 }
 
+/* The demo model of s written to `in`, quantized to `out` as ft says, opened */
+static gguf_file *quantize_demo(const demo_spec *s, const char *in, const char *out, quant_ftype ft)
+{
+    demo_model *d;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_create(s, &d), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(demo_model_writer(d), in));
+    demo_model_destroy(d);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_model(in, out, ft, NULL), glesllm_last_error());
+    gguf_file *f;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(out, &f));
+    return f;
+}
+
 /* Q4_K_M of a Mixtral-layout model (8 experts): the stacked experts are
  * quantized whole (3-D, the same shape), the router is kept, and llama.cpp's
  * rules for 8-expert models hold: attn_k and attn_v Q8_0, attn_output Q5_K,
@@ -263,14 +276,7 @@ static void test_expert_mix(void)
     s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
     s.n_expert = 8;
     s.n_expert_used = 2;
-    demo_model *d;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_create(&s, &d), glesllm_last_error());
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(demo_model_writer(d), in));
-    demo_model_destroy(d);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_model(in, out, QUANT_FTYPE_Q4_K_M, NULL),
-                                  glesllm_last_error());
-    gguf_file *f;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(out, &f));
+    gguf_file *f = quantize_demo(&s, in, out, QUANT_FTYPE_Q4_K_M);
     for (unsigned i = 0; i < s.n_layer; i++) {
         char name[64];
         struct {
@@ -316,14 +322,7 @@ static void test_rwkv7_mix(void)
     s.n_ff = 256;
     s.n_vocab = 300;
     s.type = s.embd_type = s.out_type = GGML_TYPE_F32;
-    demo_model *d;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, demo_model_create(&s, &d), glesllm_last_error());
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_writer_write(demo_model_writer(d), in));
-    demo_model_destroy(d);
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, quant_model(in, out, QUANT_FTYPE_Q4_0, NULL),
-                                  glesllm_last_error());
-    gguf_file *f;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gguf_open(out, &f));
+    gguf_file *f = quantize_demo(&s, in, out, QUANT_FTYPE_Q4_0);
     struct {
         const char *t;
         uint32_t want;

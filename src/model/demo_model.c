@@ -611,6 +611,24 @@ static glesllm_status rwkv7_create(const demo_spec *s, demo_model *d)
     return st;
 }
 
+/* A model made by an architecture's own maker (the state-space and RWKV
+ * models'), freed where it fails */
+static glesllm_status create_with(const demo_spec *s,
+                                  glesllm_status (*make)(const demo_spec *, demo_model *),
+                                  demo_model **out)
+{
+    demo_model *d = calloc(1, sizeof *d);
+    if (!d)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = make(s, d);
+    if (st) {
+        demo_model_destroy(d);
+        return st;
+    }
+    *out = d;
+    return GLESLLM_OK;
+}
+
 glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
 {
     *out = NULL;
@@ -618,16 +636,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
         uint32_t hs = s->head_dim ? s->head_dim : 64;
         if (!s->n_layer || !s->n_embd || !s->n_ff || s->n_vocab < 3 || s->n_embd % hs)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
-        demo_model *d = calloc(1, sizeof *d);
-        if (!d)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
-        glesllm_status st = rwkv7_create(s, d);
-        if (st) {
-            demo_model_destroy(d);
-            return st;
-        }
-        *out = d;
-        return GLESLLM_OK;
+        return create_with(s, rwkv7_create, out);
     }
     if (strcmp(s->arch, "mamba") == 0 || strcmp(s->arch, "mamba2") == 0 ||
         strcmp(s->arch, "jamba") == 0) {
@@ -637,16 +646,7 @@ glesllm_status demo_model_create(const demo_spec *s, demo_model **out)
                    s->n_head % s->n_head_kv ||
                    (s->n_expert && (!s->n_expert_used || s->n_expert_used > s->n_expert)))))
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "demo model: inconsistent shape");
-        demo_model *d = calloc(1, sizeof *d);
-        if (!d)
-            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
-        glesllm_status st = mamba_create(s, d);
-        if (st) {
-            demo_model_destroy(d);
-            return st;
-        }
-        *out = d;
-        return GLESLLM_OK;
+        return create_with(s, mamba_create, out);
     }
     if (!s->n_layer || !s->n_embd || !s->n_ff || !s->n_head || !s->n_head_kv || s->n_vocab < 3 ||
         (!s->head_dim && s->n_embd % s->n_head) || s->n_head % s->n_head_kv ||
