@@ -243,6 +243,17 @@ static void test_row_length_fallback(void)
     unlink(out);
 }
 
+/* f (closed here) opens as a model; in and out removed */
+static void opens_as_model(gguf_file *f, const char *in, const char *out)
+{
+    model m;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &m), glesllm_last_error());
+    model_close(&m);
+    gguf_close(f);
+    unlink(in);
+    unlink(out);
+}
+
 /* The demo model of s written to `in`, quantized to `out` as ft says, opened */
 static gguf_file *quantize_demo(const demo_spec *s, const char *in, const char *out, quant_ftype ft)
 {
@@ -298,12 +309,7 @@ static void test_expert_mix(void)
                 TEST_ASSERT_EQUAL_UINT64_MESSAGE(8, t->ne[2], name);
         }
     }
-    model m;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &m), glesllm_last_error());
-    model_close(&m);
-    gguf_close(f);
-    unlink(in);
-    unlink(out);
+    opens_as_model(f, in, out);
 }
 
 /* Q4_0 of an RWKV-7 model: its projections quantized, its vectors ([n_embd,
@@ -338,12 +344,7 @@ static void test_rwkv7_mix(void)
         TEST_ASSERT_NOT_NULL_MESSAGE(t, w[k].t);
         TEST_ASSERT_EQUAL_STRING_MESSAGE(ggml_type_name(w[k].want), ggml_type_name(t->type), w[k].t);
     }
-    model m;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, model_open(f, &m), glesllm_last_error());
-    model_close(&m);
-    gguf_close(f);
-    unlink(in);
-    unlink(out);
+    opens_as_model(f, in, out);
 }
 
 /* the files whose names start with tmp_path(stem)'s, in its folder */
