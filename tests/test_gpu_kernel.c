@@ -491,8 +491,10 @@ static void rwkv_shift_case(uint32_t D, uint32_t n, bool zero, uint64_t seed)
 /* RWKV-7's time mix between its projections (the update's inputs, the state
  * update, the head norm with bonus and gate) over n tokens from a random
  * state, as the first layer or another, against ref_rwkv7_mix token by
- * token: y and the next state; then the same tokens a pass each, which must
- * give the same bits (the update goes token by token in both). */
+ * token: y and the next state, of one pass (the chunked form of the update,
+ * past a few tokens), of one pass token by token (the chunked form off) and
+ * of a pass a token; the last two the same to the bit (one update, a token
+ * at a time, in both). */
 static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint64_t seed)
 {
     test_rng rng = { seed };
@@ -501,15 +503,21 @@ static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint6
     TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &k), glesllm_last_error());
     rwkv_params pl = rwkv_params_layout(&sh);
     rwkv_slot sl = rwkv_slot_layout(&sh);
-    uint64_t stride = D + 1, block = (uint64_t)n * stride, total = 9 * block;
+    uint64_t stride = D + 1, block = (uint64_t)n * stride;
+    uint64_t total = 9 * block + rwkv_chunk_floats(&k, n); /* (the chunks' data last) */
     float *par = calloc(pl.floats, 4), *state = calloc(2 * sl.floats, 4), *act = calloc(total, 4);
-    float *got = malloc(total * 4), *st = malloc(2 * sl.floats * 4), *one = malloc(total * 4);
-    float *st1 = malloc(2 * sl.floats * 4), *ref = malloc(total * 4), *tmp = malloc(4 * D * 4);
-    TEST_ASSERT_TRUE(par && state && act && got && st && one && st1 && ref && tmp);
+    float *got[3], *st[3];
+    for (int w = 0; w < 3; w++) {
+        got[w] = malloc(total * 4);
+        st[w] = malloc(2 * sl.floats * 4);
+        TEST_ASSERT_TRUE(got[w] && st[w]);
+    }
+    float *ref = malloc(total * 4), *tmp = malloc(4 * D * 4);
+    TEST_ASSERT_TRUE(par && state && act && ref && tmp);
     /* the blocks: r k v first y g w a vr */
     uint64_t r0 = 0, k0 = block, v0 = 2 * block, f0 = 3 * block, y0 = 4 * block, g0 = 5 * block;
     uint64_t lw0 = 6 * block, la0 = 7 * block, lv0 = 8 * block;
-    rng_fill(&rng, act, total, -1.0f, 1.0f);
+    rng_fill(&rng, act, 9 * block, -1.0f, 1.0f);
     rng_fill(&rng, act + lw0, 3 * block, -2.0f, 2.0f);
     const struct {
         uint64_t at;
@@ -535,46 +543,59 @@ static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint6
     rwkv_io io = { 0 };
     io.stride = stride;
     io.r = r0, io.k = k0, io.v = v0, io.first = f0, io.y = y0, io.g = g0;
-    io.lw = lw0, io.la = la0, io.lv = lv0;
-    for (int each = 0; each < 2; each++) {
+    io.lw = lw0, io.la = la0, io.lv = lv0, io.chunks = 9 * block;
+    uint32_t chunk = k.chunk;
+    for (int way = 0; way < 3; way++) {
         rwkv_bufs b;
         rwkv_upload(&b, par, pl.floats, act, total, state, 2 * sl.floats, &io);
-        for (uint32_t t = 0; t < (each ? n : 1); t++) {
+        k.chunk = way == 0 ? chunk : 0;
+        for (uint32_t t = 0; t < (way == 2 ? n : 1); t++) {
             rwkv_io o = io; /* one token: its rows, the slots taking turns */
-            uint64_t at = each ? t * stride : 0;
+            uint64_t at = way == 2 ? t * stride : 0;
             o.r += at, o.k += at, o.v += at, o.first += at, o.y += at, o.g += at;
             o.lw += at, o.la += at, o.lv += at;
             o.src = (t % 2 ? 0 : 1) * sl.floats;
             o.dst = (t % 2 ? 1 : 0) * sl.floats;
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, rwkv_record_mix(queue, &k, &o, first, each ? 1 : n));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                                  rwkv_record_mix(queue, &k, &o, first, way == 2 ? 1 : n));
         }
-        rwkv_download(&b, each ? one : got, total, each ? st1 : st, 2 * sl.floats);
+        rwkv_download(&b, got[way], total, st[way], 2 * sl.floats);
     }
-    char msg[160];
+    k.chunk = chunk;
+    char msg[200];
     /* f32 on both sides (the reference sums in double): the state's values
      * of a few units after a token each; the head norm scales y's errors by
-     * its deviation's inverse: within 5e-5 */
-    for (uint32_t t = 0; t < n; t++)
-        for (uint32_t c = 0; c < D; c++) {
-            snprintf(msg, sizeof msg, "%u channels, heads of %u, %u tokens%s: token %u channel %u",
-                     D, hs, n, first ? " (first layer)" : "", t, c);
-            float w = ref[y0 + t * stride + c];
-            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(5e-5f * (1.0f + fabsf(w)), w, got[y0 + t * stride + c],
-                                             msg);
-            TEST_ASSERT_TRUE_MESSAGE(memcmp(got + y0 + t * stride + c, one + y0 + t * stride + c,
-                                            4) == 0, msg);
+     * its deviation's inverse; the chunked form's products through the
+     * decays and the triangular inverse, of 16 tokens: within 1e-4 */
+    const float *last2 = st[2] + ((n - 1) % 2 ? sl.floats : 0) + sl.wkv;
+    for (int way = 0; way < 3; way++) {
+        const float *last = way == 2 ? last2 : st[way] + sl.wkv;
+        for (uint32_t t = 0; t < n; t++)
+            for (uint32_t c = 0; c < D; c++) {
+                snprintf(msg, sizeof msg, "%u channels, heads of %u, %u tokens%s, %s: token %u "
+                         "channel %u", D, hs, n, first ? " (first layer)" : "",
+                         way == 0 ? (chunk && n > 16 ? "chunked" : "one pass")
+                         : way == 1 ? "token by token" : "a pass a token", t, c);
+                float w = ref[y0 + t * stride + c];
+                TEST_ASSERT_FLOAT_WITHIN_MESSAGE(1e-4f * (1.0f + fabsf(w)), w,
+                                                 got[way][y0 + t * stride + c], msg);
+                if (way == 2)
+                    TEST_ASSERT_TRUE_MESSAGE(memcmp(got[1] + y0 + t * stride + c,
+                                                    got[2] + y0 + t * stride + c, 4) == 0, msg);
+            }
+        for (uint64_t i = 0; i < (uint64_t)D * hs; i++) {
+            TEST_ASSERT_FLOAT_WITHIN_MESSAGE(1e-4f * (1.0f + fabsf(h[i])), h[i], last[i],
+                                             "the next state");
+            if (way == 2)
+                TEST_ASSERT_TRUE_MESSAGE(memcmp(st[1] + sl.wkv + i, last2 + i, 4) == 0,
+                                         "the next state, a pass a token");
         }
-    /* the last state: slot 0 after one pass; after n passes of one, the
-     * slot the last wrote */
-    const float *last1 = st1 + ((n - 1) % 2 ? sl.floats : 0) + sl.wkv;
-    for (uint64_t i = 0; i < (uint64_t)D * hs; i++) {
-        TEST_ASSERT_FLOAT_WITHIN_MESSAGE(5e-5f * (1.0f + fabsf(h[i])), h[i], st[sl.wkv + i],
-                                         "the next state");
-        TEST_ASSERT_TRUE_MESSAGE(memcmp(st + sl.wkv + i, last1 + i, 4) == 0,
-                                 "the next state, a pass a token");
     }
-    free(par); free(state); free(act); free(got); free(st); free(one); free(st1); free(ref);
-    free(tmp); free(h);
+    for (int w = 0; w < 3; w++) {
+        free(got[w]);
+        free(st[w]);
+    }
+    free(par); free(state); free(act); free(ref); free(tmp); free(h);
     rwkv_destroy(&k);
 }
 
@@ -588,6 +609,8 @@ static void test_rwkv_matches_cpu(void)
     rwkv_mix_case(96, 32, 1, false, 230);
     rwkv_mix_case(96, 32, 20, true, 231);
     rwkv_mix_case(128, 64, 9, false, 232);
+    /* the chunked form over whole chunks and a part, from the first layer */
+    rwkv_mix_case(128, 64, 40, true, 233);
 }
 
 int main(void)

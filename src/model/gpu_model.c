@@ -625,14 +625,20 @@ static glesllm_status create_act(gpu_model *gm)
     /* RWKV-7: a token's six mixes and nine rows of n_embd, its low-rank
      * paths' middles and its channel mix's hidden row */
     uint64_t rw_ranks[4] = { hp->rwkv_lora_w, hp->rwkv_lora_a, hp->rwkv_lora_v, hp->rwkv_lora_g };
+    /* (and the chunked update's data: a chunk's share a token, one chunk
+     * more for a batch that ends in part of one) */
+    uint64_t rw_chunk = hp->rwkv ? rwkv_chunk_floats(&gm->rwkv, 1) : 0;
     if (hp->rwkv) {
         per_tok += 15 * act_stride(hp->n_embd) + act_stride(hp->n_ff);
         for (int i = 0; i < 4; i++)
             per_tok += act_stride(rw_ranks[i]);
+        if (gm->rwkv.chunk)
+            per_tok += (rw_chunk + gm->rwkv.chunk - 1) / gm->rwkv.chunk;
         gm->rw_tok_norm = at;
         at += 2 * emb;
     }
-    uint64_t room = limit / 4 > at + 1024 ? (limit / 4 - at - 1024) / per_tok : 0;
+    uint64_t room = limit / 4 > at + 1024 + rw_chunk ? (limit / 4 - at - 1024 - rw_chunk) / per_tok
+                                                     : 0;
     if (gm->n_batch > room)
         gm->n_batch = room ? (uint32_t)room : 1;
     if (gm->n_small > gm->n_batch)
@@ -690,6 +696,8 @@ static glesllm_status create_act(gpu_model *gm)
         }
         gm->rw_hid = at;
         at += align64(nb * act_stride(hp->n_ff));
+        gm->rw_chunks = at;
+        at += align64(rwkv_chunk_floats(&gm->rwkv, gm->n_batch));
     }
     if (hp->n_expert) {
         gm->moe_logits = at;

@@ -174,6 +174,7 @@ struct gpu_model {
     rwkv_kernels rwkv;
     uint64_t rw_tok_norm, rw_mix, rw_block, rw_r, rw_k, rw_v, rw_first, rw_y, rw_g;
     uint64_t rw_mw, rw_ma, rw_mv, rw_mg, rw_lw, rw_la, rw_lv, rw_hid;
+    uint64_t rw_chunks; /* the chunked update's data (ops/rwkv.h rwkv_chunk_floats) */
     uint64_t post; /* model_hparams.post_norms: n_batch rows of O's or down's output */
 };
 

@@ -611,8 +611,9 @@ static rwkv_io rwkv_io_of(const gpu_pass *p, const gpu_layer *l)
     rwkv_io io = { &l->ssm_par, &gm->act, &l->ssm_state, act_stride(hparams(p)->n_embd),
                    p->kind == PASS_STEP ? gm->x : gm->bx,
                    gm->rw_mix, gm->rw_block, gm->rw_r, gm->rw_k, gm->rw_v, gm->rw_first, gm->rw_y,
-                   gm->rw_g, gm->rw_lw, gm->rw_la, gm->rw_lv, p->src * gm->slot.floats,
-                   p->dst * gm->slot.floats, p->zero, hparams(p)->eps };
+                   gm->rw_g, gm->rw_lw, gm->rw_la, gm->rw_lv, gm->rw_chunks,
+                   p->src * gm->slot.floats, p->dst * gm->slot.floats, p->zero,
+                   hparams(p)->eps };
     return io;
 }
 

@@ -9,10 +9,21 @@
 #define RWKV_NORM_WG 256u /* the norm and mixes: a work group a token, a row's channels */
 #define RWKV_ACT_WG 64u
 /* a time mix of at most this many tokens goes as one dispatch (PHASE 5): a
- * decode step, a few drafted tokens */
-#define RWKV_FEW 8u
+ * decode step, drafted tokens, a small batch; so that these, and the tokens
+ * a rollback runs again, take a step's sums to the bit */
+#define RWKV_FEW 16u
 
 static uint64_t align16(uint64_t n) { return (n + 15) / 16 * 16; }
+
+/* a chunk's data (glsl/rwkv.comp PHASE 6): ǎ, ř, b̃, k̃, the decay, Km, Br, Kr, T */
+static uint32_t chunk_floats(uint32_t c, uint32_t head) { return 4 * c * head + head + 4 * c * c; }
+
+/* the shared memory of PHASE 6 and 7 for chunks of c tokens */
+static uint32_t chunk_shared(uint32_t c, uint32_t head)
+{
+    uint32_t p6 = (5 * c * head + 5 * c * c) * 4, p7 = (4 * c * head + head + 4 * c * c) * 4;
+    return (p6 > p7 ? p6 : p7) + 4 * 128; /* (and a reduction's partials) */
+}
 
 /* a head's work group: its HEAD invocations, rounded up to a power of two */
 static uint32_t head_wg(const rwkv_shape *s)
@@ -32,18 +43,30 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
                        "RWKV heads of %u values (a multiple of 4) of %u channels on a GPU of %u "
                        "invocations a work group", s->head, s->n_embd, gpu_context_limits(ctx)->max_invocations);
     out->shape = *s;
-    char defs[160];
+    /* the chunk: 16 tokens, 8 where the shared memory holds no more, none
+     * where it holds not even that (GLESLLM_LIMITS=min: 16 KiB, heads of 128) */
+    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
+    out->chunk = chunk_shared(16, s->head) <= shared  ? 16
+                 : chunk_shared(8, s->head) <= shared ? 8
+                                                       : 0;
+    char defs[200];
     struct {
         gpu_program *prog;
         int phase, nmix;
     } ph[] = { { &out->norm, 0, 0 },  { &out->shift6, 0, 6 }, { &out->shift1, 0, 1 },
                { &out->act, 1, 0 },   { &out->prep, 2, 0 },   { &out->scan, 3, 0 },
-               { &out->post, 4, 0 },  { &out->few, 5, 0 } };
+               { &out->post, 4, 0 },  { &out->few, 5, 0 },    { &out->cprep, 6, 0 },
+               { &out->cscan, 7, 0 } };
     glesllm_status st = GLESLLM_OK;
     for (size_t i = 0; st == GLESLLM_OK && i < sizeof ph / sizeof ph[0]; i++) {
         uint32_t wg = ph[i].phase == 0 ? RWKV_NORM_WG : ph[i].phase == 1 ? RWKV_ACT_WG : head_wg(s);
-        snprintf(defs, sizeof defs, "WG_SIZE %u\nPHASE %d\nN_EMBD %u\nNMIX %d\nHEAD %u", wg,
-                 ph[i].phase, s->n_embd, ph[i].nmix, s->head);
+        if (ph[i].phase >= 6 && !out->chunk)
+            continue;
+        snprintf(defs, sizeof defs,
+                 "WG_SIZE %u\nPHASE %d\nN_EMBD %u\nNMIX %d\nHEAD %u\nCHUNK %u\n"
+                 "RWKV_CHUNK_FLOATS %u",
+                 wg, ph[i].phase, s->n_embd, ph[i].nmix, s->head, out->chunk ? out->chunk : 1,
+                 chunk_floats(out->chunk, s->head));
         st = gpu_program_build(ctx, "rwkv.comp", defs, ph[i].prog);
     }
     if (st)
@@ -53,8 +76,8 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
 
 void rwkv_destroy(rwkv_kernels *k)
 {
-    gpu_program *p[] = { &k->norm, &k->shift6, &k->shift1, &k->act,
-                         &k->prep, &k->scan,   &k->post,   &k->few };
+    gpu_program *p[] = { &k->norm, &k->shift6, &k->shift1, &k->act,   &k->prep,
+                         &k->scan, &k->post,   &k->few,    &k->cprep, &k->cscan };
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         gpu_program_destroy(p[i]);
 }
@@ -89,6 +112,14 @@ rwkv_slot rwkv_slot_layout(const rwkv_shape *s)
 }
 
 static bool fits(uint64_t v) { return v < (1ull << 32); }
+
+uint64_t rwkv_chunk_floats(const rwkv_kernels *k, uint32_t n)
+{
+    if (!k->chunk)
+        return 0;
+    uint64_t chunks = (n + k->chunk - 1) / k->chunk;
+    return chunks * (k->shape.n_embd / k->shape.head) * chunk_floats(k->chunk, k->shape.head);
+}
 
 static void bind(gpu_dispatch *d, const gpu_buffer *par, const gpu_buffer *act,
                  const gpu_buffer *state)
@@ -254,23 +285,53 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
     glesllm_status st = gpu_queue_dispatch(q, &d);
     if (st)
         return st;
-    /* the update, token by token */
-    uint32_t scan[] = { n,
-                        stride,
-                        (uint32_t)io->r,
-                        (uint32_t)io->lw,
-                        (uint32_t)io->k,
-                        (uint32_t)io->v,
-                        (uint32_t)io->la,
-                        (uint32_t)io->lv,
-                        (uint32_t)io->y,
-                        (uint32_t)(io->src + sl.wkv),
-                        (uint32_t)(io->dst + sl.wkv),
-                        io->zero ? 1u : 0u };
-    d.prog = &k->scan;
-    memcpy(d.params, scan, sizeof scan);
-    d.n_params = sizeof scan / sizeof scan[0];
-    d.groups[1] = 1;
+    if (k->chunk) { /* the chunked form: every chunk's parts, then the chunks in order */
+        if (!fits(io->chunks + rwkv_chunk_floats(k, n)))
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "time mix of %u tokens: out of range", n);
+        uint32_t cp[] = { n,
+                          stride,
+                          (uint32_t)io->r,
+                          (uint32_t)io->lw,
+                          (uint32_t)io->k,
+                          (uint32_t)io->la,
+                          (uint32_t)io->lv,
+                          (uint32_t)io->chunks };
+        d.prog = &k->cprep;
+        memcpy(d.params, cp, sizeof cp);
+        d.n_params = sizeof cp / sizeof cp[0];
+        d.groups[1] = (n + k->chunk - 1) / k->chunk;
+        if ((st = gpu_queue_dispatch(q, &d)))
+            return st;
+        uint32_t cs[] = { n,
+                          stride,
+                          (uint32_t)io->v,
+                          (uint32_t)io->y,
+                          (uint32_t)io->chunks,
+                          (uint32_t)(io->src + sl.wkv),
+                          (uint32_t)(io->dst + sl.wkv),
+                          io->zero ? 1u : 0u };
+        d.prog = &k->cscan;
+        memcpy(d.params, cs, sizeof cs);
+        d.n_params = sizeof cs / sizeof cs[0];
+        d.groups[1] = 1;
+    } else { /* the update, token by token */
+        uint32_t scan[] = { n,
+                            stride,
+                            (uint32_t)io->r,
+                            (uint32_t)io->lw,
+                            (uint32_t)io->k,
+                            (uint32_t)io->v,
+                            (uint32_t)io->la,
+                            (uint32_t)io->lv,
+                            (uint32_t)io->y,
+                            (uint32_t)(io->src + sl.wkv),
+                            (uint32_t)(io->dst + sl.wkv),
+                            io->zero ? 1u : 0u };
+        d.prog = &k->scan;
+        memcpy(d.params, scan, sizeof scan);
+        d.n_params = sizeof scan / sizeof scan[0];
+        d.groups[1] = 1;
+    }
     if ((st = gpu_queue_dispatch(q, &d)))
         return st;
     /* the head norm, bonus and gate */

@@ -12,9 +12,14 @@
  * mix, the key, relu squared and the value. The update goes token by token
  * within the pass (each invocation holding a state row in registers,
  * loading the next token's inputs while the step of this one runs): its work
- * is linear in the tokens, each step a head's HEAD x HEAD values. A few
- * tokens (a decode step) take the update's inputs, the update and the head
- * norm as one dispatch. The CPU references are ref_layer_norm, ref_wkv7 and
+ * is linear in the tokens, each step a head's HEAD x HEAD values. More than a
+ * few tokens go in the chunked form of the delta rule instead: each chunk's
+ * parts that do not depend on its starting state (C x C matrices of its
+ * tokens' products, with the decays in them, and the inverse of the
+ * triangular one) for all chunks at once, then the chunks in order, each
+ * its tokens together: the state carried from chunk to chunk. A few tokens
+ * (a decode step) take the update's inputs, the update and the head norm as
+ * one dispatch. The CPU references are ref_layer_norm, ref_wkv7 and
  * ref_rwkv7_mix (ops/ref_ops.h). */
 #ifndef GLESLLM_OPS_RWKV_H
 #define GLESLLM_OPS_RWKV_H
@@ -29,8 +34,10 @@ typedef struct rwkv_shape {
 } rwkv_shape;
 
 typedef struct rwkv_kernels {
-    gpu_program norm, shift6, shift1, act, prep, scan, post, few;
+    gpu_program norm, shift6, shift1, act, prep, scan, post, few, cprep, cscan;
     rwkv_shape shape;
+    uint32_t chunk; /* the chunked form's tokens a chunk (0: the GPU's shared memory
+                       holds none; the update goes token by token) */
 } rwkv_kernels;
 
 glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *shape, rwkv_kernels *out);
@@ -68,10 +75,14 @@ glesllm_status rwkv_record_norm(gpu_queue *q, const rwkv_kernels *k, const gpu_b
 typedef struct rwkv_io {
     const gpu_buffer *par, *act, *state;
     uint64_t stride, x, mix, block, r, k, v, first, y, g, lw, la, lv;
+    uint64_t chunks; /* room for rwkv_chunk_floats of the pass's tokens */
     uint64_t src, dst;
     bool zero;
     float eps;
 } rwkv_io;
+
+/* Floats of act the chunked form takes for n tokens (0 without it). */
+uint64_t rwkv_chunk_floats(const rwkv_kernels *k, uint32_t n);
 
 /* The norm and token-shift mixes of the time mix (channel: the channel
  * mix's), n tokens. */
