@@ -30,7 +30,7 @@
 //   1 act, 2 the layer's state.
 // Defines: PHASE, WG_SIZE (a power of two); PHASE 0: N_EMBD, NMIX; PHASE 2 to
 //   7: HEAD (WG_SIZE >= HEAD); PHASE 6, 7: CHUNK, RWKV_CHUNK_FLOATS (a
-//   chunk's data: 4 CHUNK HEAD + HEAD + 4 CHUNK^2).
+//   chunk's data: 4 CHUNK HEAD + HEAD + 4 CHUNK^2); PHASE 7: QT.
 #include "common.glsl"
 
 layout(local_size_x = WG_SIZE) in;
@@ -317,17 +317,19 @@ void main()
 #elif PHASE == 6
 // The chunked form's parts of a chunk of CHUNK tokens that do not depend on
 // the state it starts from, a work group a (head, chunk). With L_t the
-// chunk's cumulative log decay through token t (L_-1 = 0) and e the last
+// chunk's cumulative log decay through token t (L_-1 = 0) and e its last
 // token: ǎ_t = a_t exp(L_(t-1)), ř_t = r_t exp(L_t), b̃_m = b_m exp(L_e -
 // L_m), k̃_m = k_m exp(L_e - L_m), the decay through the chunk exp(L_e), and
 // the C x C matrices Bm[t][m] = b_m . a_t exp(L_(t-1) - L_m) and Km (k_m in
 // b_m's place) for m < t, Br[t][m] = b_m . r_t exp(L_t - L_m) and Kr for m
-// <= t, T = (I - Bm)^-1 (every exponent at most 0: no ratio above 1).
+// <= t, T = (I - Bm)^-1. The vectors are scaled first (b_m exp(-L_m): a
+// chunk of 16 decays of at least exp(-0.606531) each keeps it below 2e4),
+// every product of them a ratio of at most 1.
 // Params: 0 tokens n, 1 the rows' stride, 2 / 3 / 4 / 5 / 6 r's, w's
 //   (decays), k's, a's and b's offsets, 7 the chunks' data's offset.
 // Work groups: x: heads, y: chunks.
-shared float cv[4][CHUNK][HEAD]; // r, a, b, k of the chunk's tokens
-shared float cl[CHUNK][HEAD];    // L_t
+#define CP (HEAD + 1) // (rows one float apart in banks)
+shared float cv[4][CHUNK][CP]; // ř, ǎ, b^ = b exp(-L), k^ = k exp(-L)
 shared float cm[5][CHUNK][CHUNK]; // Bm, Km, Br, Kr, T
 
 void main()
@@ -338,15 +340,17 @@ void main()
     bool on = j < uint(HEAD);
     uint c = h * uint(HEAD) + (on ? j : 0u);
     float L = 0.0;
-    for (uint t = 0u; t < cn; t++) {
-        uint row = (t0 + t) * PARAM_U(1) + c;
-        if (on) {
+    for (int t = 0; t < CHUNK; t++) {
+        bool in_chunk = on && uint(t) < cn;
+        uint row = (t0 + (in_chunk ? uint(t) : 0u)) * PARAM_U(1) + c;
+        float lp = L;
+        if (in_chunk)
             L += log(a[PARAM_U(3) + row]);
-            cl[t][j] = L;
-            cv[0][t][j] = a[PARAM_U(2) + row];
-            cv[1][t][j] = a[PARAM_U(5) + row];
-            cv[2][t][j] = a[PARAM_U(6) + row];
-            cv[3][t][j] = a[PARAM_U(4) + row];
+        if (on) {
+            cv[0][t][j] = in_chunk ? a[PARAM_U(2) + row] * exp(L) : 0.0;
+            cv[1][t][j] = in_chunk ? a[PARAM_U(5) + row] * exp(lp) : 0.0;
+            cv[2][t][j] = in_chunk ? a[PARAM_U(6) + row] * exp(-L) : 0.0;
+            cv[3][t][j] = in_chunk ? a[PARAM_U(4) + row] * exp(-L) : 0.0;
         }
     }
     memoryBarrierShared();
@@ -354,15 +358,12 @@ void main()
     // the matrices: entry e of 4 C^2, a (t, m) of one of them each
     for (uint e = j; e < 4u * uint(CHUNK * CHUNK); e += uint(WG_SIZE)) {
         uint q = e / uint(CHUNK * CHUNK), t = (e / uint(CHUNK)) % uint(CHUNK), m = e % uint(CHUNK);
-        bool rq = q >= 2u; // Br, Kr: against r_t, m <= t
+        bool rq = q >= 2u; // Br, Kr: against ř_t, m <= t
+        uint vm = q % 2u == 0u ? 2u : 3u, vt = rq ? 0u : 1u; // b^ or k^; ř or ǎ
         float sum = 0.0;
-        if (t < cn && (rq ? m <= t : m < t)) {
-            uint vm = q % 2u == 0u ? 2u : 3u; // b_m or k_m
-            for (uint i = 0u; i < uint(HEAD); i++) {
-                float lt = rq ? cl[t][i] : (t > 0u ? cl[t - 1u][i] : 0.0);
-                sum += cv[vm][m][i] * cv[rq ? 0u : 1u][t][i] * exp(lt - cl[m][i]);
-            }
-        }
+        if (rq ? m <= t : m < t)
+            for (int i = 0; i < HEAD; i++)
+                sum += cv[vm][m][i] * cv[vt][t][i];
         cm[q][t][m] = sum;
     }
     memoryBarrierShared();
@@ -378,20 +379,18 @@ void main()
         memoryBarrierShared();
         barrier();
     }
-    // the chunk's data: ǎ, ř, b̃, k̃ (CHUNK rows of HEAD), exp(L_e), then
-    // Bm's place unused, Km, Br, Kr, T (CHUNK x CHUNK each)
+    // the chunk's data: ǎ, ř, b~ = b^ exp(L_e), k~ (CHUNK rows of HEAD),
+    // exp(L_e), then Km, Br, Kr, T (CHUNK x CHUNK each)
     uint o = PARAM_U(7) + (ch * gl_NumWorkGroups.x + h) * uint(RWKV_CHUNK_FLOATS);
     if (on) {
-        float le = cl[cn - 1u][j];
-        for (uint t = 0u; t < uint(CHUNK); t++) {
-            bool in_chunk = t < cn;
-            float lt = in_chunk ? cl[t][j] : 0.0, lp = t > 0u && in_chunk ? cl[t - 1u][j] : 0.0;
-            a[o + (0u * uint(CHUNK) + t) * uint(HEAD) + j] = in_chunk ? cv[1][t][j] * exp(lp) : 0.0;
-            a[o + (1u * uint(CHUNK) + t) * uint(HEAD) + j] = in_chunk ? cv[0][t][j] * exp(lt) : 0.0;
-            a[o + (2u * uint(CHUNK) + t) * uint(HEAD) + j] = in_chunk ? cv[2][t][j] * exp(le - lt) : 0.0;
-            a[o + (3u * uint(CHUNK) + t) * uint(HEAD) + j] = in_chunk ? cv[3][t][j] * exp(le - lt) : 0.0;
+        float de = exp(L);
+        for (int t = 0; t < CHUNK; t++) {
+            a[o + (0u * uint(CHUNK) + uint(t)) * uint(HEAD) + j] = cv[1][t][j];
+            a[o + (1u * uint(CHUNK) + uint(t)) * uint(HEAD) + j] = cv[0][t][j];
+            a[o + (2u * uint(CHUNK) + uint(t)) * uint(HEAD) + j] = cv[2][t][j] * de;
+            a[o + (3u * uint(CHUNK) + uint(t)) * uint(HEAD) + j] = cv[3][t][j] * de;
         }
-        a[o + 4u * uint(CHUNK * HEAD) + j] = exp(le);
+        a[o + 4u * uint(CHUNK * HEAD) + j] = de;
     }
     uint mo = o + 4u * uint(CHUNK * HEAD) + uint(HEAD);
     for (uint e = j; e < 4u * uint(CHUNK * CHUNK); e += uint(WG_SIZE)) {
@@ -401,80 +400,103 @@ void main()
 }
 
 #elif PHASE == 7
-// The chunked form's update, a work group a head going through the chunks
-// in order, invocation i holding the state's row i: from the chunk's data
-// (PHASE 6) and its tokens' v,
-//   u_t = sum_m T[t][m] (s . ǎ_m + sum_(l < m) Km[m][l] v_l)   (u = S_(t-1) a_t)
+// The chunked form's update, a work group a head going through its chunks
+// in order: QT invocations a state row i, each holding its columns q, q +
+// QT, ... of the row; from the chunk's data (PHASE 6) and its tokens' v,
+//   w_t = s . ǎ_t + sum_(l < t) Km[t][l] v_l, u = T w     (u_t = S_(t-1) a_t)
 //   y_t = s . ř_t + sum_(m <= t) (Br[t][m] u_m + Kr[t][m] v_m)
 //   s   = s exp(L_e) + sum_m (u_m b̃_m + v_m k̃_m)
-// Params: 0 tokens n, 1 the rows' stride, 2 v's offset, 3 y's offset, 4 the
-//   chunks' data's offset, 5 / 6 the source's and destination's float offsets
-//   in the state, 7 not 0: no source (zeros).
+// the dot products of s summed across the row's invocations in shared
+// memory. Params: 0 tokens n, 1 the rows' stride, 2 v's offset, 3 y's
+// offset, 4 the chunks' data's offset, 5 / 6 the source's and destination's
+// float offsets in the state, 7 not 0: no source (zeros).
+// Defines: QT (WG_SIZE = HEAD QT).
 // Work groups: x: heads.
-shared float dv[4][CHUNK][HEAD]; // ǎ, ř, b̃, k̃
+#define DP (HEAD + 1)
+#define COLS (HEAD / QT)
+shared float dv[4][CHUNK][DP]; // ǎ, ř, b̃, k̃
 shared float dl[HEAD];
 shared float dm[4][CHUNK][CHUNK]; // Km, Br, Kr, T
+shared float vs[CHUNK][DP];       // the chunk's v, [token][row]
+shared float red[HEAD][QT][CHUNK + 1];
 
 void main()
 {
-    uint i = gl_LocalInvocationIndex, h = gl_WorkGroupID.x, n = PARAM_U(0);
-    bool on = i < uint(HEAD);
-    uint c = h * uint(HEAD) + (on ? i : 0u), srow = c * uint(HEAD);
-    float s[HEAD];
-    for (int j = 0; j < HEAD; j++)
-        s[j] = PARAM_U(7) != 0u || !on ? 0.0 : st[PARAM_U(5) + srow + uint(j)];
+    uint tid = gl_LocalInvocationIndex, h = gl_WorkGroupID.x, n = PARAM_U(0);
+    uint i = tid / uint(QT), q = tid % uint(QT);
+    uint srow = (h * uint(HEAD) + i) * uint(HEAD);
+    float s[COLS];
+    for (int jj = 0; jj < COLS; jj++)
+        s[jj] = PARAM_U(7) != 0u ? 0.0 : st[PARAM_U(5) + srow + q + uint(QT * jj)];
     uint n_chunks = (n + uint(CHUNK) - 1u) / uint(CHUNK);
     for (uint ch = 0u; ch < n_chunks; ch++) {
         uint t0 = ch * uint(CHUNK), cn = min(uint(CHUNK), n - t0);
         uint o = PARAM_U(4) + (ch * gl_NumWorkGroups.x + h) * uint(RWKV_CHUNK_FLOATS);
-        for (uint e = i; e < 4u * uint(CHUNK * HEAD); e += uint(WG_SIZE))
+        for (uint e = tid; e < 4u * uint(CHUNK * HEAD); e += uint(WG_SIZE))
             dv[e / uint(CHUNK * HEAD)][(e / uint(HEAD)) % uint(CHUNK)][e % uint(HEAD)] = a[o + e];
-        if (on)
-            dl[i] = a[o + 4u * uint(CHUNK * HEAD) + i];
+        for (uint e = tid; e < uint(HEAD); e += uint(WG_SIZE))
+            dl[e] = a[o + 4u * uint(CHUNK * HEAD) + e];
         uint mo = o + 4u * uint(CHUNK * HEAD) + uint(HEAD);
-        for (uint e = i; e < 4u * uint(CHUNK * CHUNK); e += uint(WG_SIZE))
+        for (uint e = tid; e < 4u * uint(CHUNK * CHUNK); e += uint(WG_SIZE))
             dm[e / uint(CHUNK * CHUNK)][(e / uint(CHUNK)) % uint(CHUNK)][e % uint(CHUNK)] = a[mo + e];
+        for (uint e = tid; e < uint(CHUNK * HEAD); e += uint(WG_SIZE)) {
+            uint t = e / uint(HEAD), r = e % uint(HEAD);
+            vs[t][r] = t < cn ? a[PARAM_U(2) + (t0 + t) * PARAM_U(1) + h * uint(HEAD) + r] : 0.0;
+        }
         memoryBarrierShared();
         barrier();
-        float v[CHUNK], u[CHUNK];
-        for (uint t = 0u; t < uint(CHUNK); t++)
-            v[t] = on && t < cn ? a[PARAM_U(2) + (t0 + t) * PARAM_U(1) + c] : 0.0;
-        // w_m = s . ǎ_m + sum_(l < m) Km[m][l] v_l, then u = T w
-        float w[CHUNK];
-        for (uint t = 0u; t < uint(CHUNK); t++) {
-            float x = 0.0;
-            for (int j = 0; j < HEAD; j++)
-                x += s[j] * dv[0][t][j];
-            for (uint l = 0u; l < t; l++)
-                x += dm[0][t][l] * v[l];
-            w[t] = x;
+        // s . ǎ_t, then s . ř_t, each a sum over the row's invocations
+        float w[CHUNK], r0[CHUNK], u[CHUNK];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int t = 0; t < CHUNK; t++) {
+                float x = 0.0;
+                for (int jj = 0; jj < COLS; jj++)
+                    x += s[jj] * dv[pass][t][q + uint(QT * jj)];
+                red[i][q][t] = x;
+            }
+            memoryBarrierShared();
+            barrier();
+            for (int t = 0; t < CHUNK; t++) {
+                float x = 0.0;
+                for (int qq = 0; qq < QT; qq++)
+                    x += red[i][qq][t];
+                if (pass == 0)
+                    w[t] = x;
+                else
+                    r0[t] = x;
+            }
+            memoryBarrierShared();
+            barrier();
         }
-        for (uint t = 0u; t < uint(CHUNK); t++) {
+        // (every invocation of the row makes w, u and y; the first writes y)
+        for (int t = 0; t < CHUNK; t++)
+            for (int l = 0; l < CHUNK; l++)
+                w[t] += dm[0][t][l] * vs[l][i];
+        for (int t = 0; t < CHUNK; t++) {
             float x = 0.0;
-            for (uint m = 0u; m <= t; m++)
+            for (int m = 0; m < CHUNK; m++)
                 x += dm[3][t][m] * w[m];
             u[t] = x;
         }
-        for (uint t = 0u; t < cn; t++) {
-            float y = 0.0;
-            for (int j = 0; j < HEAD; j++)
-                y += s[j] * dv[1][t][j];
-            for (uint m = 0u; m <= t; m++)
-                y += dm[1][t][m] * u[m] + dm[2][t][m] * v[m];
-            if (on)
-                a[PARAM_U(3) + (t0 + t) * PARAM_U(1) + c] = y;
-        }
-        for (int j = 0; j < HEAD; j++) {
-            float x = s[j] * dl[j];
-            for (uint m = 0u; m < uint(CHUNK); m++)
-                x += u[m] * dv[2][m][j] + v[m] * dv[3][m][j];
-            s[j] = x;
+        if (q == 0u)
+            for (int t = 0; t < CHUNK; t++) {
+                float y = r0[t];
+                for (int m = 0; m < CHUNK; m++)
+                    y += dm[1][t][m] * u[m] + dm[2][t][m] * vs[m][i];
+                if (uint(t) < cn)
+                    a[PARAM_U(3) + (t0 + uint(t)) * PARAM_U(1) + h * uint(HEAD) + i] = y;
+            }
+        for (int jj = 0; jj < COLS; jj++) {
+            uint j = q + uint(QT * jj);
+            float x = s[jj] * dl[j];
+            for (int m = 0; m < CHUNK; m++)
+                x += u[m] * dv[2][m][j] + vs[m][i] * dv[3][m][j];
+            s[jj] = x;
         }
         memoryBarrierShared();
         barrier();
     }
-    if (on)
-        for (int j = 0; j < HEAD; j++)
-            st[PARAM_U(6) + srow + uint(j)] = s[j];
+    for (int jj = 0; jj < COLS; jj++)
+        st[PARAM_U(6) + srow + q + uint(QT * jj)] = s[jj];
 }
 #endif

@@ -18,11 +18,18 @@ static uint64_t align16(uint64_t n) { return (n + 15) / 16 * 16; }
 /* a chunk's data (glsl/rwkv.comp PHASE 6): ǎ, ř, b̃, k̃, the decay, Km, Br, Kr, T */
 static uint32_t chunk_floats(uint32_t c, uint32_t head) { return 4 * c * head + head + 4 * c * c; }
 
-/* the shared memory of PHASE 6 and 7 for chunks of c tokens */
-static uint32_t chunk_shared(uint32_t c, uint32_t head)
+/* the invocations a state row in the chunked update (PHASE 7's QT): 4, 2
+ * for heads of more than 64 (a work group of at most 256) */
+static uint32_t chunk_qt(uint32_t head) { return head > 64 ? 2 : 4; }
+
+/* the shared memory of PHASE 6 and 7 for chunks of c tokens (rows padded
+ * by a float; and reduce.glsl's partials) */
+static uint32_t chunk_shared(uint32_t c, uint32_t head, uint32_t wg6)
 {
-    uint32_t p6 = (5 * c * head + 5 * c * c) * 4, p7 = (4 * c * head + head + 4 * c * c) * 4;
-    return (p6 > p7 ? p6 : p7) + 4 * 128; /* (and a reduction's partials) */
+    uint32_t p = head + 1, qt = chunk_qt(head);
+    uint32_t p6 = (4 * c * p + 5 * c * c) * 4 + 4 * wg6;
+    uint32_t p7 = (5 * c * p + head + 4 * c * c + head * qt * (c + 1)) * 4 + 4 * head * qt;
+    return p6 > p7 ? p6 : p7;
 }
 
 /* a head's work group: its HEAD invocations, rounded up to a power of two */
@@ -45,10 +52,12 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
     out->shape = *s;
     /* the chunk: 16 tokens, 8 where the shared memory holds no more, none
      * where it holds not even that (GLESLLM_LIMITS=min: 16 KiB, heads of 128) */
-    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes;
-    out->chunk = chunk_shared(16, s->head) <= shared  ? 16
-                 : chunk_shared(8, s->head) <= shared ? 8
-                                                       : 0;
+    uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes, hw = head_wg(s);
+    bool fits_wg = s->head * chunk_qt(s->head) <= gpu_context_limits(ctx)->max_invocations;
+    out->chunk = !fits_wg                                 ? 0
+                 : chunk_shared(16, s->head, hw) <= shared ? 16
+                 : chunk_shared(8, s->head, hw) <= shared  ? 8
+                                                          : 0;
     char defs[200];
     struct {
         gpu_program *prog;
@@ -59,14 +68,17 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
                { &out->cscan, 7, 0 } };
     glesllm_status st = GLESLLM_OK;
     for (size_t i = 0; st == GLESLLM_OK && i < sizeof ph / sizeof ph[0]; i++) {
-        uint32_t wg = ph[i].phase == 0 ? RWKV_NORM_WG : ph[i].phase == 1 ? RWKV_ACT_WG : head_wg(s);
+        uint32_t wg = ph[i].phase == 0   ? RWKV_NORM_WG
+                      : ph[i].phase == 1 ? RWKV_ACT_WG
+                      : ph[i].phase == 7 ? s->head * chunk_qt(s->head)
+                                         : head_wg(s);
         if (ph[i].phase >= 6 && !out->chunk)
             continue;
         snprintf(defs, sizeof defs,
                  "WG_SIZE %u\nPHASE %d\nN_EMBD %u\nNMIX %d\nHEAD %u\nCHUNK %u\n"
-                 "RWKV_CHUNK_FLOATS %u",
+                 "RWKV_CHUNK_FLOATS %u\nQT %u",
                  wg, ph[i].phase, s->n_embd, ph[i].nmix, s->head, out->chunk ? out->chunk : 1,
-                 chunk_floats(out->chunk, s->head));
+                 chunk_floats(out->chunk, s->head), chunk_qt(s->head));
         st = gpu_program_build(ctx, "rwkv.comp", defs, ph[i].prog);
     }
     if (st)
