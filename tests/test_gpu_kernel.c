@@ -423,7 +423,7 @@ static void rwkv_shift_case(uint32_t D, uint32_t n, bool zero, uint64_t seed)
     test_rng rng = { seed };
     rwkv_shape sh = { D, 12 }; /* (the heads play no part here) */
     rwkv_kernels k;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &k), glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, NULL, &k), glesllm_last_error());
     rwkv_params pl = rwkv_params_layout(&sh);
     rwkv_slot sl = rwkv_slot_layout(&sh);
     uint64_t stride = D + 3, block = (uint64_t)n * stride, mix0 = block, total = 8 * block;
@@ -500,7 +500,10 @@ static void rwkv_mix_case(uint32_t D, uint32_t hs, uint32_t n, bool first, uint6
     test_rng rng = { seed };
     rwkv_shape sh = { D, hs };
     rwkv_kernels k;
-    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &k), glesllm_last_error());
+    tuning chunked = TUNING_DEFAULT; /* (the chunked form: GLESLLM_RWKV_CHUNK=1) */
+    chunked.rwkv_chunk = TUNE_ON;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, rwkv_build(ctx, &sh, &chunked, &k),
+                                  glesllm_last_error());
     rwkv_params pl = rwkv_params_layout(&sh);
     rwkv_slot sl = rwkv_slot_layout(&sh);
     uint64_t stride = D + 1, block = (uint64_t)n * stride;

@@ -843,8 +843,8 @@ static void test_mamba_matches_cpu(void)
  * low-rank paths, the state update and its head norm, bonus and gate, the
  * channel mix; steps, then prefills in small batches and chunks whose
  * states go on into the next pass (heads of 32 and of 64, where the state
- * row of an invocation is a register array of the head's size), and a
- * quantized file. */
+ * row of an invocation is a register array of the head's size; the update
+ * token by token and in the chunked form), and a quantized file. */
 static void test_rwkv7_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("rwkv7", GGML_TYPE_F32);
@@ -856,6 +856,9 @@ static void test_rwkv7_matches_cpu(void)
     check_against_reference(&q, 32, 12, 1);
     const uint32_t long_pieces[] = { 5, 50, 37 };
     check_prefill(&q, 64, -1, long_pieces, 3);
+    tune.rwkv_chunk = TUNE_ON; /* (the chunked form of the update, GLESLLM_RWKV_CHUNK=1) */
+    check_prefill(&q, 64, -1, long_pieces, 3);
+    tune.rwkv_chunk = TUNE_AUTO;
     /* a step's matvecs of one input each (r, k, v and the low-rank paths'
      * first matrices; their second ones) run without barriers between them:
      * 8 fewer a layer than dispatches would need */

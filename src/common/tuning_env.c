@@ -94,7 +94,10 @@ static glesllm_status read_env(tuning *t)
                    "subgroup's lanes a row, each for several: the default)",
                    &t->xg_vl)) ||
         (st = flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &t->fuse_norm)) ||
-        (st = flag("GLESLLM_PREFETCH", "0 or 1", &t->prefetch)))
+        (st = flag("GLESLLM_PREFETCH", "0 or 1", &t->prefetch)) ||
+        (st = flag("GLESLLM_RWKV_CHUNK",
+                   "0 (an RWKV prompt's state update token by token: the default) or 1 (in "
+                   "chunks)", &t->rwkv_chunk)))
         return st;
     const char *kv = getenv("GLESLLM_KV");
     if (kv && *kv) {

@@ -967,7 +967,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
         (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
-        (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->rwkv))) ||
+        (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->tune, &gm->rwkv))) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||

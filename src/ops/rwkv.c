@@ -41,7 +41,8 @@ static uint32_t head_wg(const rwkv_shape *s)
     return w;
 }
 
-glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *out)
+glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, const tuning *t,
+                          rwkv_kernels *out)
 {
     memset(out, 0, sizeof *out);
     if (!s->head || s->head % 4 || s->n_embd % s->head ||
@@ -54,7 +55,7 @@ glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *s, rwkv_kernels *o
      * where it holds not even that (GLESLLM_LIMITS=min: 16 KiB, heads of 128) */
     uint32_t shared = gpu_context_limits(ctx)->max_shared_bytes, hw = head_wg(s);
     bool fits_wg = s->head * chunk_qt(s->head) <= gpu_context_limits(ctx)->max_invocations;
-    out->chunk = !fits_wg                                 ? 0
+    out->chunk = tuning_or_default(t)->rwkv_chunk != TUNE_ON || !fits_wg ? 0
                  : chunk_shared(16, s->head, hw) <= shared ? 16
                  : chunk_shared(8, s->head, hw) <= shared  ? 8
                                                           : 0;

@@ -12,8 +12,9 @@
  * mix, the key, relu squared and the value. The update goes token by token
  * within the pass (each invocation holding a state row in registers,
  * loading the next token's inputs while the step of this one runs): its work
- * is linear in the tokens, each step a head's HEAD x HEAD values. More than a
- * few tokens go in the chunked form of the delta rule instead: each chunk's
+ * is linear in the tokens, each step a head's HEAD x HEAD values. With
+ * tuning.rwkv_chunk on, more than a few tokens go in the chunked form of the
+ * delta rule instead (slower on the H200 of bench/RESULTS.md "RWKV-7"): each chunk's
  * parts that do not depend on its starting state (C x C matrices of its
  * tokens' products, with the decays in them, and the inverse of the
  * triangular one) for all chunks at once, then the chunks in order, each
@@ -27,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/tuning.h"
 #include "gpu/gpu.h"
 
 typedef struct rwkv_shape {
@@ -40,7 +42,10 @@ typedef struct rwkv_kernels {
                        holds none; the update goes token by token) */
 } rwkv_kernels;
 
-glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *shape, rwkv_kernels *out);
+/* The chunked form where the tuning turns it on (tuning.rwkv_chunk) and the
+ * GPU's shared memory holds a chunk. */
+glesllm_status rwkv_build(gpu_context *ctx, const rwkv_shape *shape, const tuning *t,
+                          rwkv_kernels *out);
 void rwkv_destroy(rwkv_kernels *k);
 
 /* A layer's parameters, float offsets in its parameter buffer: the time
