@@ -38,9 +38,9 @@
  *                     others, 16 experts of 14336 ff, 2 a token, in every
  *                     second layer from the second, a FFN of 14336 in the
  *                     others; 65536 vocab
- *            rwkv7    RWKV-7 1.5B: 2048 hidden, 24 layers, heads of 64, 8192
- *                     ff, low-rank paths of 128 (decay, learning rate), 64
- *                     (value residual) and 256 (gate) kept F32 as llama.cpp
+ *            rwkv7    RWKV-7 2.9B: 2560 hidden, 32 layers, heads of 64, 10240
+ *                     ff, low-rank paths of 160 (decay, learning rate), 80
+ *                     (value residual) and 320 (gate) kept F32 as llama.cpp
  *                     keeps them, 65536 vocab
  *     TYPE   Q4_0 | Q8_0 | Q4_K_M (llama.cpp's choices for the embeddings and
  *            the output matrix, Q6_K for attn_v/ffn_down in Q4_K_M's layers)
@@ -140,9 +140,9 @@ int main(int argc, char **argv)
         s.attn_every = 8;
         s.dt_rank = 256;
     } else if (strcmp(argv[1], "rwkv7") == 0) {
-        s.name = "RWKV-7 1.5B shape, random weights";
+        s.name = "RWKV-7 2.9B shape, random weights";
         s.arch = "rwkv7";
-        s.n_layer = 24, s.n_embd = 2048, s.n_ff = 8192, s.head_dim = 64;
+        s.n_layer = 32, s.n_embd = 2560, s.n_ff = 10240, s.head_dim = 64;
         s.n_vocab = 65536, s.tied = false;
     } else {
         fprintf(stderr, "gen_model: unknown shape '%s' (smollm, mistral, mixtral, olmoe, qwen3, "
