@@ -217,6 +217,25 @@ static glesllm_status run_test(glesllm_context *c, uint32_t n_prompt, uint32_t n
     return GLESLLM_OK;
 }
 
+/* Samples more than 10% apart (slowest to fastest, over their mean) are
+ * said on stderr: the mean of such a set says little (bench/RESULTS.md
+ * "Current figures": whole runs of small-model prefill at a fraction of
+ * their speed). */
+static void warn_spread(const result *r)
+{
+    if (r->n < 2 || !(r->avg > 0.0))
+        return;
+    double lo = r->samples[0], hi = r->samples[0];
+    for (uint32_t i = 1; i < r->n; i++) {
+        lo = r->samples[i] < lo ? r->samples[i] : lo;
+        hi = r->samples[i] > hi ? r->samples[i] : hi;
+    }
+    if ((hi - lo) / r->avg > 0.10)
+        fprintf(stderr, "glesllm: %s: the %u samples disagree by %.0f%% of their mean (%.2f to "
+                "%.2f tokens/s): something else used the GPU, or its clocks changed; run "
+                "again, or with more -r\n", r->test, r->n, 100.0 * (hi - lo) / r->avg, lo, hi);
+}
+
 static void json_string(const char *s)
 {
     putchar('"');
@@ -355,6 +374,7 @@ int cmd_bench(int argc, char **argv)
             if (r.n) {
                 print_row(a.fmt, &d, ci.n_batch, &r, first);
                 first = false;
+                warn_spread(&r);
                 /* (decode reads the weights once a token: their bandwidth) */
                 uint64_t sb = glesllm_context_step_bytes(c);
                 if (ng && sb)
