@@ -38,8 +38,8 @@ typedef struct rwkv_shape {
 typedef struct rwkv_kernels {
     gpu_program norm, shift6, shift1, act, prep, scan, post, few, cprep, cscan;
     rwkv_shape shape;
-    uint32_t chunk; /* the chunked form's tokens a chunk (0: the GPU's shared memory
-                       holds none; the update goes token by token) */
+    uint32_t chunk; /* the chunked form's tokens a chunk (0: off, or the GPU's shared
+                       memory holds none; the update goes token by token) */
 } rwkv_kernels;
 
 /* The chunked form where the tuning turns it on (tuning.rwkv_chunk) and the
