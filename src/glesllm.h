@@ -259,6 +259,32 @@ GLESLLM_API glesllm_status glesllm_detokenize(const glesllm_model *m, const int3
                                               size_t n, unsigned flags, char *buf, size_t size,
                                               size_t *len);
 
+/* ---- chat templates ------------------------------------------------------------ */
+
+typedef struct glesllm_chat_message {
+    const char *role;    /* "system", "user", "assistant" (others as the template takes them) */
+    const char *content;
+} glesllm_chat_message;
+
+/* The built-in template that tmpl is: tmpl a built-in's name ("chatml",
+ * "llama3", ...) or a model's Jinja template (glesllm_model_chat_template),
+ * recognised by its markers as llama.cpp recognises it. NULL: neither. */
+GLESLLM_API const char *glesllm_chat_template_name(const char *tmpl);
+/* The built-in templates' names into names (room for cap); returns how
+ * many there are. */
+GLESLLM_API size_t glesllm_chat_builtin_templates(const char **names, size_t cap);
+/* The conversation msgs[0..n) as prompt text through the template tmpl (a
+ * name or a Jinja template, as above), followed by what opens the
+ * assistant's reply where add_assistant is nonzero; the same text as
+ * llama.cpp's llama_chat_apply_template. Into buf (NUL-terminated), its
+ * length into *len; GLESLLM_ERR_SMALL_BUFFER when it does not fit (*len
+ * the length needed), GLESLLM_ERR_UNSUPPORTED for a template that is not
+ * a built-in one. The text holds control tokens' text (<|im_start|>):
+ * tokenize it with GLESLLM_TOKENIZE_PARSE_SPECIAL. */
+GLESLLM_API glesllm_status glesllm_chat_apply(const char *tmpl, const glesllm_chat_message *msgs,
+                                              size_t n, int add_assistant, char *buf, size_t size,
+                                              size_t *len);
+
 /* ---- context: a KV cache of one model --------------------------------------- */
 
 typedef struct glesllm_context glesllm_context;
