@@ -12,10 +12,12 @@
 #include "glesllm.h"
 
 int cmd_bench(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 /* Set by SIGINT/SIGTERM between cli_catch_signals() and cli_release_signals(),

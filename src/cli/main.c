@@ -23,6 +23,8 @@ static void usage(FILE *f)
             "  tokenize -m MODEL   text to token ids with the model's vocabulary; see 'tokenize --help'\n"
             "  bench [-m MODEL]    prompt and generation tokens/s, like llama-bench; see 'bench --help'\n"
             "  perplexity -m MODEL -f TEXT   perplexity of a text, as llama.cpp computes it\n"
+            "  chat [-m MODEL]     talk to a model in the terminal, with its chat template\n"
+            "  serve [-m MODEL]    an HTTP server with OpenAI's API; see 'serve --help'\n"
             "\n"
             "environment:\n"
             "  GLESLLM_PLATFORM=gbm|device|surfaceless   force the EGL platform (default: first that works)\n"
@@ -63,6 +65,17 @@ static int dispatch(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "perplexity") == 0)
         return cmd_perplexity(argc - 1, argv + 1);
+    if (strcmp(cmd, "chat") == 0)
+        return cmd_chat(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0) {
+#ifdef GLESLLM_SERVER
+        return cmd_serve(argc - 1, argv + 1);
+#else
+        fprintf(stderr, "glesllm: this build has no server: install libmicrohttpd-dev and "
+                        "libcjson-dev (Debian, Ubuntu), run cmake again and rebuild\n");
+        return 1;
+#endif
+    }
     fprintf(stderr, "glesllm: unknown command '%s'; see 'glesllm --help'\n", cmd);
     return 2;
 }

@@ -1,0 +1,466 @@
+/* The server's GPU side: one thread, the only one that calls the backend,
+ * going round the busy slots: a prompt pass, or one token, for each. See
+ * serve.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+typedef struct slot {
+    glesllm_context *c;
+    serve_req *req; /* NULL: free */
+    uint32_t pos;   /* prompt tokens in the cache (the prompt pass's progress) */
+    bool generating;
+    char *gen; /* the reply's bytes, a stop string's included */
+    size_t n_gen, cap_gen, emitted;
+    double t0, t_gen;
+} slot;
+
+struct serve {
+    glesllm_model *m;
+    serve_params p;
+    slot *slots;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    serve_req *head, *tail; /* waiting for a slot */
+    bool started, stopping;
+    serve_metrics met; /* counters (the gauges are computed when read) */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint32_t serve_n_ctx(const serve *s) { return s->p.n_ctx; }
+
+serve_req *serve_req_new(void)
+{
+    serve_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->refs = 1;
+    r->n_predict = -1;
+    r->sampling = glesllm_sampling_default();
+    return r;
+}
+
+static void req_free(serve_req *r)
+{
+    free(r->prompt);
+    free(r->text);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void serve_req_release(serve *s, serve_req *r)
+{
+    pthread_mutex_lock(&s->mu);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        req_free(r);
+}
+
+static void refuse_locked(serve_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->finish = "stop";
+    r->err_status = 503;
+    snprintf(r->err, sizeof r->err, "the server is shutting down");
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void serve_submit(serve *s, serve_req *r)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        refuse_locked(r);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    r->refs++;
+    r->next = NULL;
+    if (s->tail)
+        s->tail->next = r;
+    else
+        s->head = r;
+    s->tail = r;
+    s->met.requests++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void serve_cancel(serve *s, serve_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->cancel = true;
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- a request's end --------------------------------------------------------- */
+
+static void append_locked(serve_req *r, const char *p, size_t n)
+{
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = (r->len + n + 1) * 2;
+        char *t = realloc(r->text, cap);
+        if (!t) {
+            r->err_status = 500;
+            snprintf(r->err, sizeof r->err, "the server ran out of memory");
+            return;
+        }
+        r->text = t;
+        r->cap = cap;
+    }
+    memcpy(r->text + r->len, p, n);
+    r->len += n;
+    r->text[r->len] = '\0';
+}
+
+/* The slot's request ends: its text up to `upto` bytes of the reply is
+ * given, the rest dropped; the slot is free again (its cache kept for a
+ * later prompt that starts the same). */
+static void finish(serve *s, slot *sl, const char *why, size_t upto, int status, const char *err)
+{
+    serve_req *r = sl->req;
+    pthread_mutex_lock(&r->mu);
+    if (upto > sl->emitted)
+        append_locked(r, sl->gen + sl->emitted, upto - sl->emitted);
+    r->finish = why;
+    if (status && !r->err_status) {
+        r->err_status = status;
+        snprintf(r->err, sizeof r->err, "%s", err);
+    }
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&s->mu);
+    s->met.predicted_s += sl->generating ? now() - sl->t_gen : 0.0;
+    sl->req = NULL;
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        req_free(r);
+}
+
+/* ---- the reply's text: stop strings and split characters --------------------- */
+
+/* Where gen[0..n) ends in the middle of a UTF-8 character, the length
+ * before that character. */
+static size_t utf8_complete(const char *g, size_t n)
+{
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)g[i - 1] & 0xC0) == 0x80)
+        i--, back++;
+    if (i == 0)
+        return n;
+    unsigned char lead = (unsigned char)g[i - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return back + 1 >= need ? n : i - 1;
+}
+
+/* After a new piece: 1 when a stop string is in the reply (*at its start),
+ * else 0 with as much of the reply given to the client as cannot be the
+ * start of one. */
+static int emit(slot *sl, size_t *at)
+{
+    serve_req *r = sl->req;
+    size_t n = utf8_complete(sl->gen, sl->n_gen);
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t k = strlen(r->stop[i]);
+        size_t from = sl->emitted;
+        for (size_t p = from; k && p + k <= sl->n_gen; p++)
+            if (!memcmp(sl->gen + p, r->stop[i], k)) {
+                *at = p;
+                return 1;
+            }
+    }
+    size_t hold = 0; /* the longest tail that a stop string starts with */
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t k = strlen(r->stop[i]);
+        for (size_t h = k > 0 ? k - 1 : 0; h > hold; h--)
+            if (h <= n && !memcmp(sl->gen + n - h, r->stop[i], h)) {
+                hold = h;
+                break;
+            }
+    }
+    if (n - hold > sl->emitted) {
+        pthread_mutex_lock(&r->mu);
+        append_locked(r, sl->gen + sl->emitted, n - hold - sl->emitted);
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        sl->emitted = n - hold;
+    }
+    return 0;
+}
+
+static bool add_piece(slot *sl, const glesllm_model *m, int32_t tok)
+{
+    char piece[256];
+    size_t k = glesllm_token_piece(m, tok, 0, piece, sizeof piece);
+    if (k > sizeof piece)
+        k = sizeof piece;
+    if (sl->n_gen + k > sl->cap_gen) {
+        size_t cap = (sl->n_gen + k) * 2 + 256;
+        char *g = realloc(sl->gen, cap);
+        if (!g)
+            return false;
+        sl->gen = g;
+        sl->cap_gen = cap;
+    }
+    memcpy(sl->gen + sl->n_gen, piece, k);
+    sl->n_gen += k;
+    return true;
+}
+
+/* ---- the worker --------------------------------------------------------------- */
+
+static uint32_t common_prefix(const glesllm_context *c, const int32_t *ids, uint32_t n)
+{
+    uint32_t k = 0, past = glesllm_context_n_past(c);
+    while (k < n && k < past && glesllm_context_token(c, k) == ids[k])
+        k++;
+    return k;
+}
+
+/* Under s->mu: the waiting requests into free slots, each into the one
+ * whose cache holds the longest start of its prompt. */
+static void admit(serve *s)
+{
+    while (s->head) {
+        serve_req *r = s->head;
+        slot *best = NULL;
+        uint32_t best_k = 0;
+        for (unsigned i = 0; i < s->p.n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->req)
+                continue;
+            uint32_t k = common_prefix(sl->c, r->prompt, r->n_prompt);
+            if (!best || k > best_k)
+                best = sl, best_k = k;
+        }
+        if (!best)
+            return;
+        s->head = r->next;
+        if (!s->head)
+            s->tail = NULL;
+        best->req = r;
+        /* at least the prompt's last token runs: its logits pick the first */
+        best->pos = best_k < r->n_prompt ? best_k : r->n_prompt - 1;
+        best->generating = false;
+        best->n_gen = best->emitted = 0;
+        best->t0 = now();
+        pthread_mutex_lock(&r->mu);
+        r->n_cached = best->pos;
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+static void fail_decode(serve *s, slot *sl, glesllm_status st)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "the GPU step failed: %s", glesllm_last_error());
+    finish(s, sl, "stop", sl->emitted, st == GLESLLM_ERR_CANCELLED ? 0 : 500, msg);
+}
+
+/* One round's work of a busy slot: a prompt pass, or one token. */
+static void step(serve *s, slot *sl)
+{
+    serve_req *r = sl->req;
+    pthread_mutex_lock(&r->mu);
+    bool cancel = r->cancel;
+    pthread_mutex_unlock(&r->mu);
+    if (cancel) {
+        finish(s, sl, "stop", sl->emitted, 0, "");
+        return;
+    }
+    glesllm_status st;
+    if (!sl->generating) {
+        uint32_t n = r->n_prompt - sl->pos;
+        if (n > s->p.n_batch)
+            n = s->p.n_batch;
+        if ((st = glesllm_set_sampling(sl->c, &r->sampling)) ||
+            (st = glesllm_decode(sl->c, r->prompt + sl->pos, n, sl->pos, 0))) {
+            fail_decode(s, sl, st);
+            return;
+        }
+        sl->pos += n;
+        pthread_mutex_lock(&s->mu);
+        s->met.prompt_tokens += n;
+        if (sl->pos == r->n_prompt) {
+            s->met.prompt_s += now() - sl->t0;
+            sl->generating = true;
+            sl->t_gen = now();
+        }
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    int32_t tok;
+    if ((st = glesllm_next_token(sl->c, &tok))) {
+        fail_decode(s, sl, st);
+        return;
+    }
+    if (glesllm_token_is_eog(s->m, tok)) {
+        finish(s, sl, "stop", sl->n_gen, 0, "");
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->n_gen++;
+    uint32_t n_gen = r->n_gen;
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&s->mu);
+    s->met.predicted_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    size_t at;
+    if (!add_piece(sl, s->m, tok)) {
+        finish(s, sl, "stop", sl->emitted, 500, "the server ran out of memory");
+        return;
+    }
+    if (emit(sl, &at)) {
+        finish(s, sl, "stop", at, 0, "");
+        return;
+    }
+    uint32_t past = glesllm_context_n_past(sl->c);
+    if ((r->n_predict >= 0 && n_gen >= (uint32_t)r->n_predict) || past + 1 > s->p.n_ctx) {
+        finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
+        return;
+    }
+    if ((st = glesllm_decode(sl->c, &tok, 1, past, 0)))
+        fail_decode(s, sl, st);
+}
+
+static void *worker(void *arg)
+{
+    serve *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        admit(s);
+        unsigned busy = 0;
+        for (unsigned i = 0; i < s->p.n_slots; i++)
+            busy += s->slots[i].req != NULL;
+        if (!busy) {
+            if (s->stopping)
+                break;
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (unsigned i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].req)
+                step(s, &s->slots[i]);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int serve_start(glesllm_model *m, const serve_params *p, serve **out)
+{
+    serve *s = calloc(1, sizeof *s);
+    if (!s || !(s->slots = calloc(p->n_slots, sizeof *s->slots))) {
+        free(s);
+        fprintf(stderr, "glesllm: serve: out of memory\n");
+        return 1;
+    }
+    s->m = m;
+    s->p = *p;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    glesllm_context_params cp = { p->n_ctx, p->n_batch, 0 };
+    for (unsigned i = 0; i < p->n_slots; i++) {
+        glesllm_status st = glesllm_context_create(m, &cp, &s->slots[i].c);
+        if (st) {
+            fprintf(stderr, "glesllm: serve: slot %u of %u (%u positions each): %s\n", i + 1,
+                    p->n_slots, p->n_ctx, glesllm_last_error());
+            serve_free(s);
+            return 1;
+        }
+    }
+    s->p.n_ctx = glesllm_context_n_ctx(s->slots[0].c);
+    if (pthread_create(&s->thread, NULL, worker, s)) {
+        fprintf(stderr, "glesllm: serve: cannot start the worker thread\n");
+        serve_free(s);
+        return 1;
+    }
+    s->started = true;
+    *out = s;
+    return 0;
+}
+
+void serve_stop(serve *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    bool running = s->started && !s->stopping;
+    s->stopping = true;
+    /* waiting requests end at once; running ones after their current token */
+    while (s->head) {
+        serve_req *r = s->head;
+        s->head = r->next;
+        refuse_locked(r);
+        if (--r->refs == 0)
+            req_free(r);
+    }
+    s->tail = NULL;
+    for (unsigned i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].req) {
+            pthread_mutex_lock(&s->slots[i].req->mu);
+            s->slots[i].req->cancel = true;
+            pthread_mutex_unlock(&s->slots[i].req->mu);
+        }
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (running)
+        pthread_join(s->thread, NULL);
+    for (unsigned i = 0; i < s->p.n_slots; i++) {
+        glesllm_context_free(s->slots[i].c);
+        s->slots[i].c = NULL;
+    }
+}
+
+void serve_free(serve *s)
+{
+    if (!s)
+        return;
+    serve_stop(s);
+    for (unsigned i = 0; i < s->p.n_slots; i++)
+        free(s->slots[i].gen);
+    free(s->slots);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+void serve_get_metrics(serve *s, serve_metrics *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->met;
+    out->slots = s->p.n_slots;
+    out->kv_size = (uint64_t)s->p.n_slots * s->p.n_ctx;
+    for (serve_req *r = s->head; r; r = r->next)
+        out->deferred++;
+    for (unsigned i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].req) {
+            out->slots_busy++;
+            out->kv_used += glesllm_context_n_past(s->slots[i].c);
+        }
+    out->processing = out->slots_busy;
+    pthread_mutex_unlock(&s->mu);
+}
