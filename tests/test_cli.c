@@ -16,17 +16,6 @@ void tearDown(void) {}
 static char out_path[256], err_path[256];
 static char out[16384], err[16384];
 
-static void slurp(const char *path, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    fclose(f);
-}
-
 /* Runs `env glesllm args` and returns its exit code; stdout and stderr land in out/err. */
 /* run with standard output into the file `to` (out: NULL) */
 static int run_to(const char *env, const char *args, const char *to)

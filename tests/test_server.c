@@ -31,17 +31,6 @@ static const char *cli(void)
     return c ? c : GLESLLM_CLI_PATH;
 }
 
-static void slurp(const char *path, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    fclose(f);
-}
-
 /* Starts the server with args; its stderr to err_path. The port it says. */
 static void start(const char *args)
 {
@@ -392,14 +381,21 @@ static void test_concurrent_clients(void)
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_deferred"));
 }
 
-/* A client that goes away mid-stream: its request stops, its slot frees. */
-static void test_client_drops(void)
+/* A streamed completion until the end of the context: its connection. */
+static int endless_stream(void)
 {
-    double before = metric("glesllm:tokens_predicted_total");
     int fd = connect_local();
     TEST_ASSERT_TRUE(fd >= 0);
     const char *body = "{\"prompt\": \"Hello\", \"max_tokens\": -1, \"stream\": true}";
     send_request(fd, "POST", "/v1/completions", KEY, body, strlen(body));
+    return fd;
+}
+
+/* A client that goes away mid-stream: its request stops, its slot frees. */
+static void test_client_drops(void)
+{
+    double before = metric("glesllm:tokens_predicted_total");
+    int fd = endless_stream();
     char buf[4096];
     ssize_t got = 0;
     for (int i = 0; i < 3 && got >= 0; i++) /* the headers and the first events */
@@ -480,10 +476,7 @@ static void test_bad_requests(void)
 /* SIGTERM while a stream runs: the stream ends with [DONE], exit 0. */
 static void test_sigterm(void)
 {
-    int fd = connect_local();
-    TEST_ASSERT_TRUE(fd >= 0);
-    const char *body = "{\"prompt\": \"Hello\", \"max_tokens\": -1, \"stream\": true}";
-    send_request(fd, "POST", "/v1/completions", KEY, body, strlen(body));
+    int fd = endless_stream();
     char buf[65536];
     size_t len = 0;
     ssize_t k = read(fd, buf, sizeof buf - 1);

@@ -27,6 +27,19 @@ static inline int test_exit_code(int failures)
 }
 
 /* Whether this machine has a DRM render node (the GBM platform's need). */
+/* A file's text into buf (NUL-terminated, at most n - 1 bytes; "" when it
+ * cannot be read). */
+static inline void slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
 static inline bool has_render_node(void)
 {
     DIR *d = opendir("/dev/dri");
