@@ -26,8 +26,8 @@ static int run_to(const char *env, const char *args, const char *to)
              cli ? cli : GLESLLM_CLI_PATH,
              args, to ? to : out_path, err_path);
     int rc = system(cmd);
-    slurp(to ? "/dev/null" : out_path, out, sizeof out);
-    slurp(err_path, err, sizeof err);
+    read_text_file(to ? "/dev/null" : out_path, out, sizeof out);
+    read_text_file(err_path, err, sizeof err);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
 }
 
@@ -48,8 +48,8 @@ static int run_signalled(const char *args, const char *ready, const char *sig)
              out_path, err_path, cli ? cli : GLESLLM_CLI_PATH, args, ready, sig, out_path,
              err_path);
     int rc = system(cmd);
-    slurp(out_path, out, sizeof out);
-    slurp(err_path, err, sizeof err);
+    read_text_file(out_path, out, sizeof out);
+    read_text_file(err_path, err, sizeof err);
     return rc;
 }
 
@@ -248,8 +248,8 @@ static void test_quantize_command(void)
     snprintf(cmd, sizeof cmd, "sh -c '\"%s\" %s' >'%s' 2>'%s'", cli ? cli : GLESLLM_CLI_PATH, args,
              out_path, err_path);
     int rc = system(cmd);
-    slurp(out_path, out, sizeof out);
-    slurp(err_path, err, sizeof err);
+    read_text_file(out_path, out, sizeof out);
+    read_text_file(err_path, err, sizeof err);
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(rc) && WEXITSTATUS(rc) == 130, err);
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "interrupted"), err);
     TEST_ASSERT_EQUAL_STRING("", out); /* ls found neither the file nor a temporary */
@@ -625,7 +625,7 @@ static void test_tokenize_command(void)
     snprintf(args, sizeof args, "\"%s\" tokenize -m %s/tokenizer/ggml-vocab-gpt-2.gguf --ids <'%s' >'%s' 2>'%s'",
              cli ? cli : GLESLLM_CLI_PATH, dir, path, out_path, err_path);
     int rc = system(args);
-    slurp(out_path, out, sizeof out);
+    read_text_file(out_path, out, sizeof out);
     TEST_ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
     TEST_ASSERT_EQUAL_STRING("15496 995\n", out);
     unlink(path);

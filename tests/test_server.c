@@ -46,7 +46,7 @@ static void start(const char *args)
     }
     char err[4096];
     for (int i = 0; i < 1200; i++) { /* the demo model's upload and compiles: up to 2 min */
-        slurp(err_path, err, sizeof err);
+        read_text_file(err_path, err, sizeof err);
         const char *p = strstr(err, "http://127.0.0.1:");
         if (p) {
             port = atoi(p + strlen("http://127.0.0.1:"));
@@ -239,7 +239,7 @@ static void test_greedy_matches_run(void)
     snprintf(cmd, sizeof cmd, "'%s' run -p 'Once upon a time' -n 24 --temp 0 >'%s' 2>/dev/null",
              cli(), out_path);
     TEST_ASSERT_EQUAL(0, system(cmd));
-    slurp(out_path, want, sizeof want);
+    read_text_file(out_path, want, sizeof want);
     remove(out_path);
     size_t n = strlen(want);
     if (n && want[n - 1] == '\n') /* (run ends the text with a newline) */
@@ -489,7 +489,7 @@ static void test_sigterm(void)
     close(fd);
     TEST_ASSERT_NOT_NULL(strstr(buf, "data: [DONE]"));
     char err[4096];
-    slurp(err_path, err, sizeof err);
+    read_text_file(err_path, err, sizeof err);
     TEST_ASSERT_NOT_NULL(strstr(err, "SIGTERM: stopping"));
     remove(err_path);
 }
@@ -507,10 +507,10 @@ static void test_chat_command(void)
     int st = system(cmd);
     char path[300];
     snprintf(path, sizeof path, "%s.out", out_path);
-    slurp(path, out, sizeof out);
+    read_text_file(path, out, sizeof out);
     remove(path);
     snprintf(path, sizeof path, "%s.err", out_path);
-    slurp(path, err, sizeof err);
+    read_text_file(path, err, sizeof err);
     remove(path);
     TEST_ASSERT_TRUE_MESSAGE(WIFEXITED(st) && WEXITSTATUS(st) == 0, err);
     int lines = 0;

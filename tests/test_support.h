@@ -29,7 +29,7 @@ static inline int test_exit_code(int failures)
 /* Whether this machine has a DRM render node (the GBM platform's need). */
 /* A file's text into buf (NUL-terminated, at most n - 1 bytes; "" when it
  * cannot be read). */
-static inline void slurp(const char *path, char *buf, size_t n)
+static inline void read_text_file(const char *path, char *buf, size_t n)
 {
     buf[0] = '\0';
     FILE *f = fopen(path, "rb");
