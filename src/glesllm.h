@@ -496,6 +496,19 @@ GLESLLM_API glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t 
                                               uint32_t max_chunks, glesllm_chunk_fn on_chunk,
                                               void *ud, glesllm_perplexity_result *result);
 
+/* glesllm_perplexity, and each scored position's logits (n_vocab floats,
+ * valid during the call) handed to on_logits in order, index from 0, with
+ * the token that follows the position: what a KL-divergence against
+ * another run compares. It runs inside the backend's lock: it must not
+ * call the backend. Nonzero from it stops the run (GLESLLM_ERR_CANCELLED). */
+typedef int (*glesllm_logits_fn)(void *ud, uint32_t index, const float *logits,
+                                 uint32_t n_vocab, int32_t next);
+GLESLLM_API glesllm_status glesllm_perplexity_logits(glesllm_context *c, const int32_t *ids,
+                                                     size_t n, uint32_t max_chunks,
+                                                     glesllm_chunk_fn on_chunk,
+                                                     glesllm_logits_fn on_logits, void *ud,
+                                                     glesllm_perplexity_result *result);
+
 /* Quantizing a GGUF model file as llama.cpp's llama-quantize does: the 2-D
  * weights to type (the output matrix Q6_K, except under Q8_0; Q4_K_M's
  * Q6_K layers as llama.cpp picks them), norms and 1-D tensors as they are.

@@ -568,6 +568,68 @@ static void test_perplexity_command(void)
     remove(text_path);
 }
 
+/* --kl-divergence-base saves a run's distributions; --kl-divergence
+ * compares another with them: nothing between a run and itself, something
+ * small for the same model in Q8_0. */
+static void test_perplexity_kl_divergence(void)
+{
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "perplexity -m x.gguf --kl-divergence"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "--kl-divergence-base"), err);
+    TEST_NEEDS_SHARED(dir);
+    char text_path[300], base[300], args[1024];
+    snprintf(text_path, sizeof text_path, "%s.txt", out_path);
+    snprintf(base, sizeof base, "%s.kld", out_path);
+    FILE *f = fopen(text_path, "w");
+    TEST_ASSERT_NOT_NULL(f);
+    for (int i = 0; i < 6; i++)
+        fputs("Once upon a time there was a little girl named Lily. She liked to play in the "
+              "garden with her dog, and one day they found a big red ball under the tree. ", f);
+    fclose(f);
+    const char *f32 = "tiny-spm-f32.gguf", *q8 = "tiny-spm-q8_0.gguf";
+    snprintf(args, sizeof args, "perplexity -m %s/models/%s -f %s -c 64 --kl-divergence-base %s",
+             dir, f32, text_path, base);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "saved to"), err);
+    TEST_ASSERT_EQUAL_INT(0, access(base, R_OK));
+    double kld[2], same[2];
+    const char *models[2] = { f32, q8 };
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "perplexity -m %s/models/%s -f %s -c 64 --kl-divergence-base %s --kl-divergence",
+                 dir, models[i], text_path, base);
+        TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+        const char *k = strstr(out, "Mean    KLD:"), *t = strstr(out, "Same top p :");
+        TEST_ASSERT_NOT_NULL_MESSAGE(k, out);
+        TEST_ASSERT_NOT_NULL_MESSAGE(t, out);
+        kld[i] = atof(k + strlen("Mean    KLD:"));
+        same[i] = atof(t + strlen("Same top p :"));
+    }
+    /* itself: the base's 2-byte rounding of log-probabilities moves nothing */
+    TEST_ASSERT_TRUE_MESSAGE(kld[0] < 1e-6, out);
+    TEST_ASSERT_TRUE_MESSAGE(same[0] == 100.0, out);
+    /* Q8_0: close, not the same (3e-4 on llvmpipe for this random-weight model) */
+    TEST_ASSERT_TRUE_MESSAGE(kld[1] > 1e-5 && kld[1] < 0.05, out);
+    TEST_ASSERT_TRUE_MESSAGE(same[1] > 50.0, out);
+    /* a base of another -c, a file that is no base, a base that cannot be written */
+    snprintf(args, sizeof args,
+             "perplexity -m %s/models/%s -f %s -c 32 --kl-divergence-base %s --kl-divergence", dir,
+             f32, text_path, base);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "saved from another run"), err);
+    snprintf(args, sizeof args,
+             "perplexity -m %s/models/%s -f %s -c 64 --kl-divergence-base %s --kl-divergence", dir,
+             f32, text_path, text_path);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "no KL-divergence base"), err);
+    snprintf(args, sizeof args,
+             "perplexity -m %s/models/%s -f %s -c 64 --kl-divergence-base /nonexistent/x.kld", dir,
+             f32, text_path);
+    TEST_ASSERT_EQUAL_INT(1, run(NULL, args));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "/nonexistent/x.kld"), err);
+    remove(base);
+    remove(text_path);
+}
+
 static void test_tokenize_command(void)
 {
     /* bad input first: no model, both -p and -f, unknown flags, missing files */
@@ -799,6 +861,7 @@ int main(void)
     RUN_TEST(test_tokenize_command);
     RUN_TEST(test_bench_command);
     RUN_TEST(test_perplexity_command);
+    RUN_TEST(test_perplexity_kl_divergence);
     int r = test_exit_code(UNITY_END());
     unlink(out_path);
     unlink(err_path);

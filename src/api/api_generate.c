@@ -188,6 +188,14 @@ glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t *ids, size_t
                                   uint32_t max_chunks, glesllm_chunk_fn on_chunk, void *ud,
                                   glesllm_perplexity_result *result)
 {
+    return glesllm_perplexity_logits(c, ids, n, max_chunks, on_chunk, NULL, ud, result);
+}
+
+glesllm_status glesllm_perplexity_logits(glesllm_context *c, const int32_t *ids, size_t n,
+                                         uint32_t max_chunks, glesllm_chunk_fn on_chunk,
+                                         glesllm_logits_fn on_logits, void *ud,
+                                         glesllm_perplexity_result *result)
+{
     glesllm_status st = api_check_context(c);
     if (st)
         return st;
@@ -206,7 +214,7 @@ glesllm_status glesllm_perplexity(glesllm_context *c, const int32_t *ids, size_t
                            n_vocab);
     const vocab *v = c->m->voc;
     ppl_options po = { n_ctx, v && vocab_adds_bos(v) ? vocab_bos(v) : -1, max_chunks, &c->cancel,
-                       on_chunk, ud };
+                       on_chunk, ud, on_logits };
     ppl_result r;
     api_call call;
     if ((st = api_enter(c->m->b, false, &call)))

@@ -82,6 +82,13 @@ glesllm_status engine_perplexity(gpu_model *gm, const int32_t *tokens, uint32_t 
                                  "norm epsilon) are broken", j, c + 1);
                     break;
                 }
+                if (o->logits &&
+                    o->logits(o->ud, count + wcount, logits + (size_t)(j - lo) * nv, nv, w[j + 1])) {
+                    st = err_set(GLESLLM_ERR_CANCELLED, "perplexity: stopped by the logits "
+                                                        "callback at scored position %u",
+                                 count + wcount);
+                    break;
+                }
                 wnll -= lp;
                 wnll2 += lp * lp;
                 wcount++;

@@ -22,6 +22,10 @@ typedef struct ppl_options {
     /* after each window: its number (from 1), the count, PPL so far */
     void (*progress)(void *ud, uint32_t chunk, uint32_t n_chunks, double ppl);
     void *ud;
+    /* each scored position's logits (nv floats) in order, index from 0, and
+     * the token after it; nonzero stops the run with GLESLLM_ERR_CANCELLED.
+     * May be NULL */
+    int (*logits)(void *ud, uint32_t index, const float *logits, uint32_t nv, int32_t next);
 } ppl_options;
 
 typedef struct ppl_result {
