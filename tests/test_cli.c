@@ -505,6 +505,14 @@ static void test_bench_command(void)
     TEST_ASSERT_EQUAL_INT(0, strncmp(out, "model_filename,", 15));
     TEST_ASSERT_NOT_NULL(strstr(out, ",\"pp8\","));
     TEST_ASSERT_NULL(strstr(out, "tg"));
+    /* -d: each test again after a prompt of that many tokens */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 8 -n 2 -d 0,16 -r 1 -o json"), err);
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"pp8\""));
+    TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"tg2\""));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"test\": \"pp8 @ d16\""), out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"test\": \"tg2 @ d16\""), out);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -d 1,x"));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "-d"), err);
     /* bad input */
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -o xml"));
     TEST_ASSERT_NOT_NULL(strstr(err, "'xml'"));

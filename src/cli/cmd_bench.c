@@ -16,8 +16,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: glesllm bench [-m MODEL.gguf]... [-p N[,N...]] [-n N[,N...]] [-r N]\n"
-            "                     [-b N] [-o md|json|csv]\n"
+            "usage: glesllm bench [-m MODEL.gguf]... [-p N[,N...]] [-n N[,N...]] [-d N[,N...]]\n"
+            "                     [-r N] [-b N] [-o md|json|csv]\n"
             "\n"
             "Measures prompt processing (ppN: N prompt tokens as one batched prefill) and\n"
             "generation (tgN: N greedy tokens one step at a time, each read back; as in\n"
@@ -29,6 +29,8 @@ static void usage(FILE *f)
             "  -m, --model FILE       a model; repeat, or separate with commas, for several\n"
             "  -p, --n-prompt N,...   prompt lengths (default 512; 0: none)\n"
             "  -n, --n-gen N,...      generation lengths (default 128; 0: none)\n"
+            "  -d, --n-depth N,...    run each test after a prompt of N tokens already in the\n"
+            "                         context, not timed (default 0): ppN @ dD, tgN @ dD\n"
             "  -r, --repetitions N    runs of each test after one warm-up run (default 5)\n"
             "  -b, --batch-size N     prefill batch (default 512)\n"
             "  -o, --output FORMAT    md (default), json or csv\n");
@@ -39,8 +41,8 @@ typedef enum out_format { OUT_MD, OUT_JSON, OUT_CSV } out_format;
 typedef struct bench_args {
     const char *models[MAX_LIST];
     uint32_t n_models;
-    long pp[MAX_LIST], tg[MAX_LIST];
-    uint32_t n_pp, n_tg;
+    long pp[MAX_LIST], tg[MAX_LIST], depth[MAX_LIST];
+    uint32_t n_pp, n_tg, n_depth;
     long reps, n_batch;
     out_format fmt;
 } bench_args;
@@ -64,7 +66,7 @@ static bool parse_list(const char *s, long *list, uint32_t *n, bool *cleared)
 
 /* the options that take a value */
 static const char *const value_options[] = {
-    "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-b",
+    "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-b",
     "--batch-size", "-o", "--output", NULL
 };
 
@@ -73,10 +75,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
     memset(a, 0, sizeof *a);
     a->pp[0] = 512;
     a->tg[0] = 128;
-    a->n_pp = a->n_tg = 1;
+    a->n_pp = a->n_tg = a->n_depth = 1;
     a->reps = 5;
     a->n_batch = 512;
-    bool pp_set = false, tg_set = false;
+    bool pp_set = false, tg_set = false, depth_set = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
@@ -106,6 +108,11 @@ static int parse_args(int argc, char **argv, bench_args *a)
             bool pp = strcmp(o, "-p") == 0 || strcmp(o, "--n-prompt") == 0;
             ok = parse_list(v, pp ? a->pp : a->tg, pp ? &a->n_pp : &a->n_tg,
                             pp ? &pp_set : &tg_set);
+            snprintf(buf, sizeof buf, " (at most %d comma-separated whole numbers from 0 to %ld)",
+                     MAX_LIST, LIST_MOST);
+            want = buf;
+        } else if (strcmp(o, "-d") == 0 || strcmp(o, "--n-depth") == 0) {
+            ok = parse_list(v, a->depth, &a->n_depth, &depth_set);
             snprintf(buf, sizeof buf, " (at most %d comma-separated whole numbers from 0 to %ld)",
                      MAX_LIST, LIST_MOST);
             want = buf;
@@ -156,53 +163,72 @@ static void describe(const char *path, glesllm_model *m, glesllm_backend *b, mod
 }
 
 typedef struct result {
-    char test[32];
-    uint32_t n_prompt, n_gen;
+    char test[48];
+    uint32_t n_prompt, n_gen, n_depth;
     double avg, sd;
     double samples[1000];
     uint32_t n;
 } result;
 
-/* one run of a test: seconds */
-static glesllm_status run_once(glesllm_context *c, uint32_t n_prompt, uint32_t n_gen,
-                               uint64_t *rng, int32_t *ids, double *secs)
+/* n random ids into ids */
+static void random_ids(int32_t *ids, uint32_t n, uint32_t nv, uint64_t *rng)
 {
-    uint32_t nv = glesllm_model_n_vocab(glesllm_context_model(c));
-    for (uint32_t i = 0; i < (n_prompt ? n_prompt : 1); i++) {
+    for (uint32_t i = 0; i < n; i++) {
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((*rng >> 33) % nv);
     }
-    glesllm_status st = glesllm_truncate(c, 0);
+}
+
+/* One run of a test after the depth's ids[0..depth), which the context
+ * keeps from run to run (run_test puts them there): seconds. */
+static glesllm_status run_once(glesllm_context *c, uint32_t depth, uint32_t n_prompt,
+                               uint32_t n_gen, uint64_t *rng, int32_t *ids, double *secs)
+{
+    uint32_t nv = glesllm_model_n_vocab(glesllm_context_model(c));
+    random_ids(ids + depth, n_prompt ? n_prompt : 1, nv, rng);
+    glesllm_status st = glesllm_truncate(c, depth);
     if (st)
         return st;
     if (n_prompt) {
         double t0 = cli_now();
-        st = glesllm_decode(c, ids, n_prompt, 0, 0);
+        st = glesllm_decode(c, ids + depth, n_prompt, depth, 0);
         *secs = cli_now() - t0;
         return st;
     }
-    /* generation from a one-token context, each token the argmax of the
-     * step before, the steps pipelined as `run` does: the seconds from the
-     * first token on, n_gen steps */
+    /* generation after one more token, each token the argmax of the step
+     * before, the steps pipelined as `run` does: the seconds from the first
+     * token on, n_gen steps (the depth is in the cache: only the one token
+     * runs before them) */
     glesllm_generate_params gp = { (int32_t)n_gen + 1, 1, 0 };
     glesllm_generate_result r;
-    st = glesllm_generate_tokens(c, ids, 1, &gp, NULL, NULL, &r);
+    st = glesllm_generate_tokens(c, ids, depth + 1, &gp, NULL, NULL, &r);
     *secs = r.gen_s;
     return st;
 }
 
-static glesllm_status run_test(glesllm_context *c, uint32_t n_prompt, uint32_t n_gen,
-                               uint32_t reps, int32_t *ids, result *r)
+static glesllm_status run_test(glesllm_context *c, uint32_t depth, uint32_t n_prompt,
+                               uint32_t n_gen, uint32_t reps, int32_t *ids, result *r)
 {
     memset(r, 0, sizeof *r);
     r->n_prompt = n_prompt;
     r->n_gen = n_gen;
-    snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u", n_prompt ? n_prompt : n_gen);
+    r->n_depth = depth;
+    int k = snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u",
+                     n_prompt ? n_prompt : n_gen);
+    if (depth)
+        snprintf(r->test + k, sizeof r->test - (size_t)k, " @ d%u", depth);
     uint64_t rng = 12345 + n_prompt * 31 + n_gen;
+    /* the depth: once a test, not timed */
+    glesllm_status st = glesllm_truncate(c, 0);
+    if (!st && depth) {
+        random_ids(ids, depth, glesllm_model_n_vocab(glesllm_context_model(c)), &rng);
+        st = glesllm_decode(c, ids, depth, 0, 0);
+    }
     double s, sum = 0.0;
-    glesllm_status st = run_once(c, n_prompt, n_gen, &rng, ids, &s); /* warm-up */
+    if (!st)
+        st = run_once(c, depth, n_prompt, n_gen, &rng, ids, &s); /* warm-up */
     for (uint32_t i = 0; st == GLESLLM_OK && i < reps && !cli_interrupted; i++) {
-        if ((st = run_once(c, n_prompt, n_gen, &rng, ids, &s)))
+        if ((st = run_once(c, depth, n_prompt, n_gen, &rng, ids, &s)))
             break;
         r->samples[r->n] = (n_prompt + n_gen) / s;
         sum += r->samples[r->n++];
@@ -264,12 +290,12 @@ static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, con
                  d->params >= 1000000000ull ? d->params / 1e9 : d->params / 1e6,
                  d->params >= 1000000000ull ? "B" : "M");
         snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg, r->sd);
-        printf("| %-30s | %10s | %10s | %-12s | %-24.24s | %8s | %20s |\n", d->name, size, params,
+        printf("| %-30s | %10s | %10s | %-12s | %-24.24s | %14s | %20s |\n", d->name, size, params,
                d->quant, d->gpu, r->test, ts);
     } else if (fmt == OUT_CSV) {
-        printf("\"%s\",%llu,%llu,\"%s\",\"%s\",%u,%u,%u,\"%s\",%.3f,%.3f,%.3f\n", d->name,
+        printf("\"%s\",%llu,%llu,\"%s\",\"%s\",%u,%u,%u,%u,\"%s\",%.3f,%.3f,%.3f\n", d->name,
                (unsigned long long)d->bytes, (unsigned long long)d->params, d->quant, d->gpu,
-               n_batch, r->n_prompt, r->n_gen, r->test, ms, r->avg, r->sd);
+               n_batch, r->n_prompt, r->n_gen, r->n_depth, r->test, ms, r->avg, r->sd);
     } else {
         printf("%s  {\"model_filename\": ", first ? "" : ",\n");
         json_string(d->name);
@@ -278,9 +304,10 @@ static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, con
         json_string(d->quant);
         printf(", \"gpu_info\": ");
         json_string(d->gpu);
-        printf(", \"n_batch\": %u, \"n_prompt\": %u, \"n_gen\": %u, \"test\": \"%s\", "
-               "\"avg_ms\": %.3f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"samples_ts\": [",
-               n_batch, r->n_prompt, r->n_gen, r->test, ms, r->avg, r->sd);
+        printf(", \"n_batch\": %u, \"n_prompt\": %u, \"n_gen\": %u, \"n_depth\": %u, "
+               "\"test\": \"%s\", \"avg_ms\": %.3f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, "
+               "\"samples_ts\": [",
+               n_batch, r->n_prompt, r->n_gen, r->n_depth, r->test, ms, r->avg, r->sd);
         for (uint32_t i = 0; i < r->n; i++)
             printf("%s%.3f", i ? ", " : "", r->samples[i]);
         printf("]}");
@@ -295,16 +322,19 @@ int cmd_bench(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     uint32_t n_tests = 0;
-    long need_ctx = 1;
+    long need_ctx = 1, max_depth = 0;
+    for (uint32_t i = 0; i < a.n_depth; i++)
+        max_depth = a.depth[i] > max_depth ? a.depth[i] : max_depth;
     for (uint32_t i = 0; i < a.n_pp; i++)
         if (a.pp[i]) {
             n_tests++;
-            need_ctx = a.pp[i] > need_ctx ? a.pp[i] : need_ctx;
+            need_ctx = max_depth + a.pp[i] > need_ctx ? max_depth + a.pp[i] : need_ctx;
         }
     for (uint32_t i = 0; i < a.n_tg; i++)
         if (a.tg[i]) {
             n_tests++;
-            need_ctx = a.tg[i] + 1 > need_ctx ? a.tg[i] + 1 : need_ctx; /* (and its first token) */
+            /* (and its first token) */
+            need_ctx = max_depth + a.tg[i] + 1 > need_ctx ? max_depth + a.tg[i] + 1 : need_ctx;
         }
     if (!n_tests) {
         fprintf(stderr, "glesllm bench: nothing to measure: every -p and -n value is 0\n");
@@ -332,13 +362,13 @@ int cmd_bench(int argc, char **argv)
     static result r;
     bool first = true;
     if (a.fmt == OUT_MD) {
-        printf("| %-30s | %10s | %10s | %-12s | %-24s | %8s | %20s |\n", "model", "size", "params",
+        printf("| %-30s | %10s | %10s | %-12s | %-24s | %14s | %20s |\n", "model", "size", "params",
                "quant", "gpu", "test", "t/s");
         printf("| ------------------------------ | ---------: | ---------: | ------------ | "
-               "------------------------ | -------: | -------------------: |\n");
+               "------------------------ | -------------: | -------------------: |\n");
     } else if (a.fmt == OUT_CSV) {
         printf("model_filename,model_size,model_n_params,quant,gpu_info,n_batch,n_prompt,n_gen,"
-               "test,avg_ms,avg_ts,stddev_ts\n");
+               "n_depth,test,avg_ms,avg_ts,stddev_ts\n");
     } else {
         printf("[\n");
     }
@@ -359,12 +389,14 @@ int cmd_bench(int argc, char **argv)
         glesllm_context_get_info(c, &ci);
         fprintf(stderr, "glesllm: %s loaded in %.2f s\n", name, cli_now() - t0);
         cli_catch_signals(c);
-        for (uint32_t k = 0; k < a.n_pp + a.n_tg && !rc && !cli_interrupted; k++) {
-            uint32_t np = k < a.n_pp ? (uint32_t)a.pp[k] : 0;
-            uint32_t ng = k < a.n_pp ? 0 : (uint32_t)a.tg[k - a.n_pp];
+        uint32_t n_kinds = a.n_pp + a.n_tg;
+        for (uint32_t k = 0; k < n_kinds * a.n_depth && !rc && !cli_interrupted; k++) {
+            uint32_t kind = k % n_kinds, depth = (uint32_t)a.depth[k / n_kinds];
+            uint32_t np = kind < a.n_pp ? (uint32_t)a.pp[kind] : 0;
+            uint32_t ng = kind < a.n_pp ? 0 : (uint32_t)a.tg[kind - a.n_pp];
             if (!np && !ng)
                 continue;
-            glesllm_status st = run_test(c, np, ng, (uint32_t)a.reps, ids, &r);
+            glesllm_status st = run_test(c, depth, np, ng, (uint32_t)a.reps, ids, &r);
             if (st == GLESLLM_ERR_CANCELLED && cli_interrupted)
                 break; /* (a long prompt stopped between its passes: exit 130 below) */
             if (st) {
