@@ -44,11 +44,12 @@ typedef struct ppl_ud {
 
 /* ---- KL-divergence -------------------------------------------------------------- */
 
-/* The base file: a header, then a record a scored position: each
- * vocabulary entry's log-probability lp as round(-lp / KLD_RANGE * 65535)
- * (lp below -KLD_RANGE as -KLD_RANGE: a probability under 4e-18). The
- * rounding (±3e-4 in lp) is unbiased: it moves a mean KLD by about 1e-8. */
-#define KLD_MAGIC "GLESKLD1"
+/* The base file: a header, then a record a scored position: the next
+ * token's log-probability (float, for the base's perplexity) and each
+ * vocabulary entry's lp as round(-lp / KLD_RANGE * 65535) (lp below
+ * -KLD_RANGE as -KLD_RANGE: a probability under 4e-18). The rounding
+ * (±3e-4 in lp) is unbiased: it moves a mean KLD by about 1e-8. */
+#define KLD_MAGIC "GLESKLD2"
 #define KLD_RANGE 40.0
 typedef struct kld_header {
     char magic[8];
@@ -103,7 +104,9 @@ static int kld_logits(void *ud, uint32_t index, const float *logits, uint32_t nv
             double q = -k->lp[i] / KLD_RANGE * 65535.0;
             k->rec[i] = (uint16_t)(q > 65535.0 ? 65535 : q < 0 ? 0 : lround(q));
         }
-        if (fwrite(k->rec, sizeof *k->rec, nv, k->f) != nv) {
+        float next_lp = (float)k->lp[next];
+        if (fwrite(&next_lp, sizeof next_lp, 1, k->f) != 1 ||
+            fwrite(k->rec, sizeof *k->rec, nv, k->f) != nv) {
             snprintf(k->err, sizeof k->err, "writing the base: %s", strerror(errno));
             return 1;
         }
@@ -116,7 +119,9 @@ static int kld_logits(void *ud, uint32_t index, const float *logits, uint32_t nv
                  "same -c and --chunks as the base", k->h.n_scored);
         return 1;
     }
-    if (fread(k->rec, sizeof *k->rec, nv, k->f) != nv) {
+    float base_next;
+    if (fread(&base_next, sizeof base_next, 1, k->f) != 1 ||
+        fread(k->rec, sizeof *k->rec, nv, k->f) != nv) {
         snprintf(k->err, sizeof k->err, "the base ends early (at position %u): it is damaged",
                  index);
         return 1;
@@ -140,7 +145,7 @@ static int kld_logits(void *ud, uint32_t index, const float *logits, uint32_t nv
     k->kld2 += kl * kl;
     k->klds[index] = kl;
     k->same_top += base_top == top;
-    k->nll_base -= -(double)k->rec[next] / 65535.0 * KLD_RANGE - lsum;
+    k->nll_base -= base_next;
     k->nll -= k->lp[next];
     k->n = index + 1;
     return 0;
