@@ -362,6 +362,20 @@ static void *client(void *arg)
     return NULL;
 }
 
+static void *draft_client(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    resp r = request("POST", "/v1/completions", KEY,
+                     "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0}");
+    cJSON *j = r.status == 200 ? cJSON_Parse(r.body) : NULL;
+    cJSON *t = j ? cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text")
+                 : NULL;
+    client_text[i] = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+    cJSON_Delete(j);
+    free(r.body);
+    return NULL;
+}
+
 /* 8 clients at once on 4 slots: all get the whole greedy text. */
 static void test_concurrent_clients(void)
 {
@@ -494,6 +508,47 @@ static void test_sigterm(void)
     remove(err_path);
 }
 
+/* --draft: every slot drafts with a small model of the same vocabulary;
+ * greedy, the text is the model's alone (`glesllm run --temp 0`), for two
+ * clients at once. */
+static void test_draft(void)
+{
+    TEST_NEEDS_SHARED(dir);
+    char cmd[1024], want[8192], args[1024], out_path[256];
+    snprintf(out_path, sizeof out_path, "/tmp/glesllm_test_server_%d.out", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "'%s' run -m '%s/models/tiny-spm-q8_0.gguf' -p 'Once upon a time' -n 40 --temp 0 "
+             ">'%s' 2>/dev/null",
+             cli(), dir, out_path);
+    TEST_ASSERT_EQUAL(0, system(cmd));
+    read_text_file(out_path, want, sizeof want);
+    remove(out_path);
+    size_t n = strlen(want);
+    if (n && want[n - 1] == '\n')
+        want[n - 1] = '\0';
+    snprintf(args, sizeof args,
+             "-m '%s/models/tiny-spm-q8_0.gguf' --draft '%s/models/tiny-spm-q4_0.gguf' "
+             "--draft-max 4 --draft-min 1 -np 2 -c 1024 --api-key " KEY,
+             dir, dir);
+    start(args);
+    for (int i = 0; i < N_CLIENTS; i++)
+        client_text[i] = NULL;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, draft_client, (void *)(intptr_t)i);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    /* the draft did draft, and some of it was kept */
+    TEST_ASSERT_TRUE(metric("glesllm:tokens_drafted_total") > 0);
+    TEST_ASSERT_TRUE(metric("glesllm:tokens_drafted_accepted_total") > 0);
+    TEST_ASSERT_EQUAL(0, stop());
+    for (int i = 0; i < 2; i++) {
+        TEST_ASSERT_NOT_NULL(client_text[i]);
+        TEST_ASSERT_EQUAL_STRING(want, client_text[i]);
+        free(client_text[i]);
+    }
+}
+
 /* glesllm chat: two turns from standard input; the second runs only its
  * own message (the first turn and its reply stay in the context). */
 static void test_chat_command(void)
@@ -536,7 +591,9 @@ static void test_bad_options(void)
 {
     char cmd[1024];
     const char *bad[] = { "--port 70000", "-np 0", "--chat-template nonsense",
-                          "-c 16 -np 4", "--draft x.gguf", "--host no.such.host.invalid" };
+                          "-c 16 -np 4", "--draft /nonexistent/x.gguf", "--draft-max 0",
+                          "--draft-max 2 --draft-min 3",
+                          "--host no.such.host.invalid" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' serve %s >/dev/null 2>&1 </dev/null", cli(), bad[i]);
         int st = system(cmd);
@@ -561,6 +618,7 @@ int main(void)
         stop();
     RUN_TEST(test_bad_options);
     RUN_TEST(test_chat_command);
+    RUN_TEST(test_draft);
     return UNITY_END();
 }
 

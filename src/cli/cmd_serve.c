@@ -42,6 +42,12 @@ static void usage(FILE *f)
             "                          the model's own, recognised by its markers; chatml\n"
             "                          where the model has none); names: see below\n"
             "  --max-body BYTES        the largest request body (default 1048576)\n"
+            "  --draft FILE            speculative decoding: a small model with the same\n"
+            "                          vocabulary drafts tokens that the model checks in one\n"
+            "                          pass, in every slot (greedy: the same text as without)\n"
+            "  --draft-max N           most tokens drafted a round (default 8)\n"
+            "  --draft-min N           fewest tokens drafted a round (default 0: plain steps\n"
+            "                          where drafting does not pay)\n"
             "\n"
             "chat templates:");
     const char *names[64];
@@ -52,14 +58,16 @@ static void usage(FILE *f)
 }
 
 typedef struct serve_args {
-    const char *model, *alias, *host, *api_key, *chat_template;
-    long port, n_slots, n_ctx, n_batch, max_body;
+    const char *model, *alias, *host, *api_key, *chat_template, *draft;
+    long port, n_slots, n_ctx, n_batch, max_body, draft_max, draft_min;
 } serve_args;
 
 static const char *const value_options[] = { "-m", "--model", "-a", "--alias", "--host",
                                              "--port", "-np", "--parallel", "-c", "--ctx-size",
                                              "-b", "--batch-size", "--api-key",
-                                             "--chat-template", "--max-body", NULL };
+                                             "--chat-template", "--max-body", "--draft", "-md",
+                                             "--model-draft", "--draft-max", "--draft-min",
+                                             NULL };
 
 static int parse_args(int argc, char **argv, serve_args *a)
 {
@@ -68,16 +76,12 @@ static int parse_args(int argc, char **argv, serve_args *a)
     a->port = 8080;
     a->n_slots = 4;
     a->max_body = 1 << 20;
+    a->draft_max = 8;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return -1;
-        }
-        if (!strcmp(o, "--draft") || !strcmp(o, "-md")) {
-            fprintf(stderr, "glesllm serve: %s: the server does no speculative decoding yet; "
-                            "use 'glesllm run --draft'\n", o);
-            return 2;
         }
         int rc = cli_option_value("serve", argc, argv, i, value_options);
         if (rc)
@@ -94,6 +98,12 @@ static int parse_args(int argc, char **argv, serve_args *a)
             a->api_key = v;
         else if (!strcmp(o, "--chat-template"))
             a->chat_template = v;
+        else if (!strcmp(o, "--draft") || !strcmp(o, "-md") || !strcmp(o, "--model-draft"))
+            a->draft = v;
+        else if (!strcmp(o, "--draft-max"))
+            ok = cli_parse_long(v, 1, GLESLLM_DRAFT_MAX, &a->draft_max);
+        else if (!strcmp(o, "--draft-min"))
+            ok = cli_parse_long(v, 0, GLESLLM_DRAFT_MAX, &a->draft_min);
         else if (!strcmp(o, "--port"))
             ok = cli_parse_long(v, 0, 65535, &a->port);
         else if (!strcmp(o, "-np") || !strcmp(o, "--parallel"))
@@ -112,6 +122,11 @@ static int parse_args(int argc, char **argv, serve_args *a)
     }
     if (a->api_key && !a->api_key[0]) {
         fprintf(stderr, "glesllm serve: --api-key is empty\n");
+        return 2;
+    }
+    if (a->draft_min > a->draft_max) {
+        fprintf(stderr, "glesllm serve: --draft-min %ld is over --draft-max %ld\n", a->draft_min,
+                a->draft_max);
         return 2;
     }
     if (a->n_ctx && a->n_ctx / a->n_slots < 8) {
@@ -177,12 +192,20 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     glesllm_backend *b = NULL;
-    glesllm_model *m = NULL;
+    glesllm_model *m = NULL, *dm = NULL;
     serve *s = NULL;
     serve_http *h = NULL;
     rc = 1;
     if (cli_open_backend(&b) || cli_open_model(b, a.model, &m))
         goto done;
+    if (a.draft) {
+        glesllm_model_params mp = { NULL, NULL, 0, NULL, NULL };
+        glesllm_status st = glesllm_model_open(b, a.draft, &mp, &dm);
+        if (st) {
+            cli_fail("the draft model", st);
+            goto done;
+        }
+    }
     const char *tmpl = pick_template(&a, m);
     if (!tmpl)
         goto done;
@@ -193,7 +216,8 @@ int cmd_serve(int argc, char **argv)
     serve_params sp = { (unsigned)a.n_slots,
                         a.n_ctx ? (uint32_t)(a.n_ctx / a.n_slots)
                                 : (n_train && n_train < 4096 ? n_train : 4096),
-                        a.n_batch ? (uint32_t)a.n_batch : 512 };
+                        a.n_batch ? (uint32_t)a.n_batch : 512, dm, (uint32_t)a.draft_max,
+                        (uint32_t)a.draft_min, 0 };
     if (serve_start(m, &sp, &s))
         goto done;
     serve_http_params hp = { id, a.api_key, (size_t)a.max_body, 256, (long long)time(NULL) };
@@ -203,9 +227,10 @@ int cmd_serve(int argc, char **argv)
         goto done;
     }
     fprintf(stderr, "glesllm: serving %s on http://%s%s%s:%u (%u slots of %u positions, chat "
-                    "template %s)\n",
+                    "template %s%s%s)\n",
             id, ai->ai_family == AF_INET6 ? "[" : "", a.host, ai->ai_family == AF_INET6 ? "]" : "",
-            serve_http_port(h), sp.n_slots, serve_n_ctx(s), tmpl);
+            serve_http_port(h), sp.n_slots, serve_n_ctx(s), tmpl, a.draft ? ", draft " : "",
+            a.draft ? a.draft : "");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "glesllm: %s: stopping (no new connections; running requests cancelled)\n",
@@ -216,6 +241,7 @@ int cmd_serve(int argc, char **argv)
 done:
     serve_http_stop(h);
     serve_free(s);
+    glesllm_model_close(dm);
     glesllm_model_close(m);
     glesllm_backend_close(b);
     freeaddrinfo(ai);

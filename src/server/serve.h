@@ -2,8 +2,9 @@
  *
  * HTTP threads (libmicrohttpd, a thread a connection) parse requests and
  * tokenize; one worker thread owns the GPU and advances every admitted
- * request a token a round, each in a slot: a context of its own (-np of
- * them, the -c positions split between them). A request that finds every
+ * request a few tokens a round (a drafting round with --draft), each in a
+ * slot: a context of its own (-np of them, the -c positions split between
+ * them), and its draft's. A request that finds every
  * slot busy waits in a queue (the metrics' deferred requests). The two
  * sides meet in a serve_req under its lock. */
 #ifndef GLESLLM_SERVE_H
@@ -49,6 +50,10 @@ typedef struct serve_params {
     unsigned n_slots;
     uint32_t n_ctx;   /* positions a slot */
     uint32_t n_batch; /* prompt tokens a pass */
+    glesllm_model *draft; /* speculative decoding's draft model (NULL: none) */
+    uint32_t draft_max;   /* its most tokens drafted a round */
+    uint32_t draft_min;   /* its fewest (0: plain steps where drafting does not pay) */
+    uint32_t round;       /* (set by serve_start) tokens a slot's turn at most */
 } serve_params;
 
 /* Makes n_slots contexts of m and starts the worker. 0, or 1 after saying why. */
@@ -71,7 +76,7 @@ void serve_cancel(serve *s, serve_req *r);
 void serve_req_release(serve *s, serve_req *r);
 
 typedef struct serve_metrics {
-    uint64_t prompt_tokens, predicted_tokens, requests;
+    uint64_t prompt_tokens, predicted_tokens, requests, drafted, accepted;
     double prompt_s, predicted_s;
     unsigned processing, deferred, slots, slots_busy;
     uint64_t kv_used, kv_size; /* positions held by busy slots, and in all */

@@ -748,6 +748,12 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "# HELP glesllm:tokens_predicted_seconds_total Seconds of generation.\n"
              "# TYPE glesllm:tokens_predicted_seconds_total counter\n"
              "glesllm:tokens_predicted_seconds_total %.3f\n"
+             "# HELP glesllm:tokens_drafted_total Tokens the draft model proposed (--draft).\n"
+             "# TYPE glesllm:tokens_drafted_total counter\n"
+             "glesllm:tokens_drafted_total %llu\n"
+             "# HELP glesllm:tokens_drafted_accepted_total Of them, the tokens the model kept.\n"
+             "# TYPE glesllm:tokens_drafted_accepted_total counter\n"
+             "glesllm:tokens_drafted_accepted_total %llu\n"
              "# HELP glesllm:requests_total Requests handed to the worker.\n"
              "# TYPE glesllm:requests_total counter\n"
              "glesllm:requests_total %llu\n"
@@ -768,6 +774,7 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "glesllm:kv_cache_size %llu\n",
              (unsigned long long)mt.prompt_tokens, mt.prompt_s,
              (unsigned long long)mt.predicted_tokens, mt.predicted_s,
+             (unsigned long long)mt.drafted, (unsigned long long)mt.accepted,
              (unsigned long long)mt.requests, mt.processing, mt.deferred, mt.slots,
              (unsigned long long)mt.kv_used, (unsigned long long)mt.kv_size);
     return reply(conn, 200, "text/plain; version=0.0.4", b);

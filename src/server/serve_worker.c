@@ -1,6 +1,7 @@
 /* The server's GPU side: one thread, the only one that calls the backend,
- * going round the busy slots: a prompt pass, or one token, for each. See
- * serve.h. */
+ * going round the busy slots: a prompt pass, or a round of a few tokens
+ * (glesllm_generate_tokens, its steps pipelined; with a draft model, one
+ * drafting round), for each. See serve.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,16 @@
 #include "serve.h"
 
 typedef struct slot {
-    glesllm_context *c;
+    glesllm_context *c, *draft; /* draft: NULL without --draft */
     serve_req *req; /* NULL: free */
     uint32_t pos;   /* prompt tokens in the cache (the prompt pass's progress) */
     bool generating;
+    int32_t *ids; /* the prompt, then the tokens generated (n_ctx + 1 of room) */
+    uint32_t n_ids;
+    /* a round's end: a stop string's start in gen (stop_at), or the request
+     * cancelled */
+    bool stopped, cancelled;
+    size_t stop_at;
     char *gen; /* the reply's bytes, a stop string's included */
     size_t n_gen, cap_gen, emitted;
     double t0, t_gen;
@@ -252,6 +259,10 @@ static void admit(serve *s)
             if (sl->req)
                 continue;
             uint32_t k = common_prefix(sl->c, r->prompt, r->n_prompt);
+            if (sl->draft) { /* (both caches hold what the prompt passes skip) */
+                uint32_t d = common_prefix(sl->draft, r->prompt, r->n_prompt);
+                k = d < k ? d : k;
+            }
             if (!best || k > best_k)
                 best = sl, best_k = k;
         }
@@ -261,8 +272,11 @@ static void admit(serve *s)
         if (!s->head)
             s->tail = NULL;
         best->req = r;
-        /* at least the prompt's last token runs: its logits pick the first */
-        best->pos = best_k < r->n_prompt ? best_k : r->n_prompt - 1;
+        /* the prompt passes run all but its last token, which the first
+         * round runs (its logits pick the first token) */
+        best->pos = best_k < r->n_prompt - 1 ? best_k : r->n_prompt - 1;
+        memcpy(best->ids, r->prompt, sizeof *r->prompt * r->n_prompt);
+        best->n_ids = r->n_prompt;
         best->generating = false;
         best->n_gen = best->emitted = 0;
         best->t0 = now();
@@ -279,12 +293,43 @@ static void fail_decode(serve *s, slot *sl, glesllm_status st)
     finish(s, sl, "stop", sl->emitted, st == GLESLLM_ERR_CANCELLED ? 0 : 500, msg);
 }
 
-/* One round's work of a busy slot: a prompt pass, or one token. */
+/* A generated token, from glesllm_generate_tokens: its text into the
+ * reply; nonzero stops the round (a stop string, or a cancelled request). */
+static int on_token(void *ud, int32_t tok, const char *text, size_t len)
+{
+    (void)text, (void)len; /* (the slot joins split characters itself: add_piece) */
+    void **a = ud;
+    serve *s = a[0];
+    slot *sl = a[1];
+    if (tok < 0)
+        return 0;
+    serve_req *r = sl->req;
+    if (sl->n_ids > s->p.n_ctx) /* (the context is full: the round ends there) */
+        return sl->cancelled = true, 1;
+    sl->ids[sl->n_ids++] = tok;
+    pthread_mutex_lock(&r->mu);
+    r->n_gen++;
+    bool cancel = r->cancel;
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&s->mu);
+    s->met.predicted_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    if (!add_piece(sl, s->m, tok))
+        return sl->cancelled = true, 1;
+    if (emit(sl, &sl->stop_at))
+        return sl->stopped = true, 1;
+    if (cancel)
+        return sl->cancelled = true, 1;
+    return 0;
+}
+
+/* One round's work of a busy slot: a prompt pass, or a few tokens. */
 static void step(serve *s, slot *sl)
 {
     serve_req *r = sl->req;
     pthread_mutex_lock(&r->mu);
     bool cancel = r->cancel;
+    uint32_t n_gen = r->n_gen;
     pthread_mutex_unlock(&r->mu);
     if (cancel) {
         finish(s, sl, "stop", sl->emitted, 0, "");
@@ -292,18 +337,18 @@ static void step(serve *s, slot *sl)
     }
     glesllm_status st;
     if (!sl->generating) {
-        uint32_t n = r->n_prompt - sl->pos;
+        uint32_t n = r->n_prompt - 1 - sl->pos;
         if (n > s->p.n_batch)
             n = s->p.n_batch;
-        if ((st = glesllm_set_sampling(sl->c, &r->sampling)) ||
-            (st = glesllm_decode(sl->c, r->prompt + sl->pos, n, sl->pos, 0))) {
+        if (n && ((st = glesllm_decode(sl->c, r->prompt + sl->pos, n, sl->pos, 0)) ||
+                  (sl->draft && (st = glesllm_decode(sl->draft, r->prompt + sl->pos, n, sl->pos, 0))))) {
             fail_decode(s, sl, st);
             return;
         }
         sl->pos += n;
         pthread_mutex_lock(&s->mu);
-        s->met.prompt_tokens += n;
-        if (sl->pos == r->n_prompt) {
+        s->met.prompt_tokens += n + (sl->pos == r->n_prompt - 1); /* (the last: the first round's) */
+        if (sl->pos == r->n_prompt - 1) {
             s->met.prompt_s += now() - sl->t0;
             sl->generating = true;
             sl->t_gen = now();
@@ -311,38 +356,38 @@ static void step(serve *s, slot *sl)
         pthread_mutex_unlock(&s->mu);
         return;
     }
-    int32_t tok;
-    if ((st = glesllm_next_token(sl->c, &tok))) {
-        fail_decode(s, sl, st);
-        return;
-    }
-    if (glesllm_token_is_eog(s->m, tok)) {
-        finish(s, sl, "stop", sl->n_gen, 0, "");
-        return;
-    }
-    pthread_mutex_lock(&r->mu);
-    r->n_gen++;
-    uint32_t n_gen = r->n_gen;
-    pthread_mutex_unlock(&r->mu);
-    pthread_mutex_lock(&s->mu);
-    s->met.predicted_tokens++;
-    pthread_mutex_unlock(&s->mu);
-    size_t at;
-    if (!add_piece(sl, s->m, tok)) {
-        finish(s, sl, "stop", sl->emitted, 500, "the server ran out of memory");
-        return;
-    }
-    if (emit(sl, &at)) {
-        finish(s, sl, "stop", at, 0, "");
-        return;
-    }
-    uint32_t past = glesllm_context_n_past(sl->c);
-    if ((r->n_predict >= 0 && n_gen >= (uint32_t)r->n_predict) || past + 1 > s->p.n_ctx) {
+    uint32_t round = s->p.round;
+    if (r->n_predict >= 0 && (uint32_t)r->n_predict - n_gen < round)
+        round = (uint32_t)r->n_predict - n_gen;
+    if (!round) {
         finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
         return;
     }
-    if ((st = glesllm_decode(sl->c, &tok, 1, past, 0)))
+    /* a seed a round: glesllm_generate_tokens starts the sampling's random
+     * sequence from the seed each call */
+    glesllm_sampling sp = r->sampling;
+    sp.seed += (uint64_t)n_gen * 0x9e3779b97f4a7c15ull;
+    glesllm_generate_params gp = glesllm_generate_default();
+    gp.n_predict = (int32_t)round;
+    glesllm_generate_result res;
+    void *ud[2] = { s, sl };
+    sl->stopped = sl->cancelled = false;
+    if ((st = glesllm_set_sampling(sl->c, &sp)) ||
+        (st = glesllm_generate_tokens(sl->c, sl->ids, sl->n_ids, &gp, on_token, ud, &res))) {
         fail_decode(s, sl, st);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->met.drafted += res.n_drafted;
+    s->met.accepted += res.n_accepted;
+    pthread_mutex_unlock(&s->mu);
+    if (sl->stopped)
+        finish(s, sl, "stop", sl->stop_at, 0, "");
+    else if (sl->cancelled || res.stop == GLESLLM_STOP_EOG)
+        finish(s, sl, "stop", utf8_complete(sl->gen, sl->n_gen), 0, "");
+    else if (res.stop == GLESLLM_STOP_CONTEXT || sl->n_ids >= s->p.n_ctx ||
+             (r->n_predict >= 0 && n_gen + res.n_gen >= (uint32_t)r->n_predict))
+        finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
 }
 
 static void *worker(void *arg)
@@ -382,17 +427,25 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
     s->p = *p;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    glesllm_context_params cp = { p->n_ctx, p->n_batch, 0 };
+    glesllm_context_params cp = { p->n_ctx, p->n_batch, p->draft ? p->draft_max : 0 };
     for (unsigned i = 0; i < p->n_slots; i++) {
-        glesllm_status st = glesllm_context_create(m, &cp, &s->slots[i].c);
+        slot *sl = &s->slots[i];
+        glesllm_status st = glesllm_context_create(m, &cp, &sl->c);
+        if (!st && p->draft && !(st = glesllm_context_create(p->draft, &cp, &sl->draft)))
+            st = glesllm_set_draft(sl->c, sl->draft, p->draft_max, p->draft_min);
+        if (!st && !(sl->ids = malloc(sizeof *sl->ids * (glesllm_context_n_ctx(sl->c) + 1))))
+            st = GLESLLM_ERR_NO_MEMORY;
         if (st) {
-            fprintf(stderr, "glesllm: serve: slot %u of %u (%u positions each): %s\n", i + 1,
-                    p->n_slots, p->n_ctx, glesllm_last_error());
+            fprintf(stderr, "glesllm: serve: slot %u of %u (%u positions each%s): %s\n", i + 1,
+                    p->n_slots, p->n_ctx, p->draft ? ", and its draft's" : "",
+                    glesllm_last_error());
             serve_free(s);
             return 1;
         }
     }
     s->p.n_ctx = glesllm_context_n_ctx(s->slots[0].c);
+    /* a round: a drafting round's most tokens, else a few pipelined steps */
+    s->p.round = p->draft ? p->draft_max + 1 : 4;
     if (pthread_create(&s->thread, NULL, worker, s)) {
         fprintf(stderr, "glesllm: serve: cannot start the worker thread\n");
         serve_free(s);
@@ -431,7 +484,8 @@ void serve_stop(serve *s)
         pthread_join(s->thread, NULL);
     for (unsigned i = 0; i < s->p.n_slots; i++) {
         glesllm_context_free(s->slots[i].c);
-        s->slots[i].c = NULL;
+        glesllm_context_free(s->slots[i].draft);
+        s->slots[i].c = s->slots[i].draft = NULL;
     }
 }
 
@@ -440,8 +494,10 @@ void serve_free(serve *s)
     if (!s)
         return;
     serve_stop(s);
-    for (unsigned i = 0; i < s->p.n_slots; i++)
+    for (unsigned i = 0; i < s->p.n_slots; i++) {
         free(s->slots[i].gen);
+        free(s->slots[i].ids);
+    }
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
