@@ -543,6 +543,17 @@ static void test_bench_command(void)
     TEST_ASSERT_EQUAL_STRING("", out); /* checked before the table starts */
 }
 
+/* Six times the same two sentences of English (about 200 tokens). */
+static void write_story(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    TEST_ASSERT_NOT_NULL(f);
+    for (int i = 0; i < 6; i++)
+        fputs("Once upon a time there was a little girl named Lily. She liked to play in the "
+              "garden with her dog, and one day they found a big red ball under the tree. ", f);
+    fclose(f);
+}
+
 static void test_perplexity_command(void)
 {
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "perplexity"));
@@ -553,12 +564,7 @@ static void test_perplexity_command(void)
     TEST_NEEDS_SHARED(dir);
     char text_path[300], args[1024];
     snprintf(text_path, sizeof text_path, "%s.txt", out_path);
-    FILE *f = fopen(text_path, "w");
-    TEST_ASSERT_NOT_NULL(f);
-    for (int i = 0; i < 6; i++)
-        fputs("Once upon a time there was a little girl named Lily. She liked to play in the "
-              "garden with her dog, and one day they found a big red ball under the tree. ", f);
-    fclose(f);
+    write_story(text_path);
     snprintf(args, sizeof args, "perplexity -m %s/models/aidreams260K-f32.gguf -f %s -c 64 -b 32",
              dir, text_path);
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
@@ -587,12 +593,7 @@ static void test_perplexity_kl_divergence(void)
     char text_path[300], base[300], args[1024];
     snprintf(text_path, sizeof text_path, "%s.txt", out_path);
     snprintf(base, sizeof base, "%s.kld", out_path);
-    FILE *f = fopen(text_path, "w");
-    TEST_ASSERT_NOT_NULL(f);
-    for (int i = 0; i < 6; i++)
-        fputs("Once upon a time there was a little girl named Lily. She liked to play in the "
-              "garden with her dog, and one day they found a big red ball under the tree. ", f);
-    fclose(f);
+    write_story(text_path);
     const char *f32 = "tiny-spm-f32.gguf", *q8 = "tiny-spm-q8_0.gguf";
     snprintf(args, sizeof args, "perplexity -m %s/models/%s -f %s -c 64 --kl-divergence-base %s",
              dir, f32, text_path, base);

@@ -348,42 +348,44 @@ static void test_stop_string(void)
 
 #define N_CLIENTS 8
 static char *client_text[N_CLIENTS];
+/* a greedy completion of 40 tokens of this prompt, by client i */
+typedef struct client_job {
+    int i;
+    const char *prompt;
+} client_job;
 static void *client(void *arg)
 {
-    int i = (int)(intptr_t)arg;
-    resp r = request("POST", "/v1/completions", KEY,
-                     "{\"prompt\": \"Tell me a story\", \"max_tokens\": 40, \"temperature\": 0}");
+    const client_job *job = arg;
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"prompt\": \"%s\", \"max_tokens\": 40, \"temperature\": 0}", job->prompt);
+    resp r = request("POST", "/v1/completions", KEY, body);
     cJSON *j = r.status == 200 ? cJSON_Parse(r.body) : NULL;
     cJSON *t = j ? cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text")
                  : NULL;
-    client_text[i] = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+    client_text[job->i] = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
     cJSON_Delete(j);
     free(r.body);
     return NULL;
 }
 
-static void *draft_client(void *arg)
+/* n clients at once (at most N_CLIENTS), each's text into client_text */
+static void clients(int n, const char *prompt)
 {
-    int i = (int)(intptr_t)arg;
-    resp r = request("POST", "/v1/completions", KEY,
-                     "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0}");
-    cJSON *j = r.status == 200 ? cJSON_Parse(r.body) : NULL;
-    cJSON *t = j ? cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text")
-                 : NULL;
-    client_text[i] = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
-    cJSON_Delete(j);
-    free(r.body);
-    return NULL;
+    pthread_t th[N_CLIENTS];
+    client_job jobs[N_CLIENTS];
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (client_job){ i, prompt };
+        pthread_create(&th[i], NULL, client, &jobs[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
 }
 
 /* 8 clients at once on 4 slots: all get the whole greedy text. */
 static void test_concurrent_clients(void)
 {
-    pthread_t th[N_CLIENTS];
-    for (int i = 0; i < N_CLIENTS; i++)
-        pthread_create(&th[i], NULL, client, (void *)(intptr_t)i);
-    for (int i = 0; i < N_CLIENTS; i++)
-        pthread_join(th[i], NULL);
+    clients(N_CLIENTS, "Tell me a story");
     for (int i = 0; i < N_CLIENTS; i++) {
         TEST_ASSERT_NOT_NULL(client_text[i]);
         TEST_ASSERT_EQUAL_STRING(client_text[0], client_text[i]);
@@ -531,13 +533,7 @@ static void test_draft(void)
              "--draft-max 4 --draft-min 1 -np 2 -c 1024 --api-key " KEY,
              dir, dir);
     start(args);
-    for (int i = 0; i < N_CLIENTS; i++)
-        client_text[i] = NULL;
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        pthread_create(&th[i], NULL, draft_client, (void *)(intptr_t)i);
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
+    clients(2, "Once upon a time");
     /* the draft did draft, and some of it was kept */
     TEST_ASSERT_TRUE(metric("glesllm:tokens_drafted_total") > 0);
     TEST_ASSERT_TRUE(metric("glesllm:tokens_drafted_accepted_total") > 0);
