@@ -455,6 +455,7 @@ static void test_bad_requests(void)
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"max_tokens\": \"ten\"}", 400, "'max_tokens'");
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"temperature\": -1}", 400, "'temperature'");
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"stream\": \"yes\"}", 400, "'stream'");
+    expect("POST", c, KEY, "{\"prompt\": \"x\", \"ignore_eos\": 1}", 400, "'ignore_eos'");
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"stop\": [1]}", 400, "'stop'");
     expect("POST", c, KEY, "{\"prompt\": [1, 99999999]}", 400, "token ids");
     expect("POST", "/v1/chat/completions", KEY, "{\"messages\": []}", 400, "'messages'");

@@ -24,6 +24,7 @@ typedef struct serve_req {
     int32_t *prompt;
     uint32_t n_prompt;
     int32_t n_predict; /* < 0: until an end-of-generation token or a full context */
+    bool ignore_eos;   /* end-of-generation tokens do not stop it (llama-server's) */
     glesllm_sampling sampling;
     char *stop[SERVE_MAX_STOP];
     int n_stop;

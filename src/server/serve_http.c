@@ -177,6 +177,10 @@ static bool read_params(const cJSON *j, serve_req *r, bool *stream, params_error
     v = 1;
     if (!get_int(j, "n", 1, 1, &v, e))
         return bad(e, "'n' must be 1: one choice a request%s", "");
+    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(j, "ignore_eos");
+    if (ie && !cJSON_IsNull(ie) && !cJSON_IsBool(ie))
+        return bad(e, "'ignore_eos' must be true or false%s", "");
+    r->ignore_eos = cJSON_IsTrue(ie);
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stream");
     if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
         return bad(e, "'stream' must be true or false%s", "");

@@ -369,6 +369,7 @@ static void step(serve *s, slot *sl)
     sp.seed += (uint64_t)n_gen * 0x9e3779b97f4a7c15ull;
     glesllm_generate_params gp = glesllm_generate_default();
     gp.n_predict = (int32_t)round;
+    gp.ignore_eos = r->ignore_eos;
     glesllm_generate_result res;
     void *ud[2] = { s, sl };
     sl->stopped = sl->cancelled = false;
