@@ -30,7 +30,10 @@
 //         2 chunk slots a (query, head) in the partials, 3 output float
 //         offset of query 0, 4 partials float offset, 5 K and 6 V uint
 //         offsets, 7 Q float offset of query 0 (in the activations), 8 floats
-//         per query (Q and output), 9 the window (0: none).
+//         per query (Q and output), 9 the window (0: none); 10 nonzero: the
+//         queries are of different sequences (a batch over them), query q's
+//         entry (seq << 24) | position at 11 + q, its K/V rows from seq *
+//         param 10 on, and param 0 unused.
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -92,7 +95,13 @@ void main()
     // its chunks as a decode step's at this length (ops/attention.c
     // chunks, param 1 its chunks a head wanted), so that its
     // output is the step's to the bit
-    uint len = PARAM_U(0) + q, lo = first_seen(len, PARAM_U(9));
+    uint len = PARAM_U(0) + q, kvrow = 0u;
+    if (PARAM_U(10) != 0u) {
+        uint e = PARAM_U(11u + q);
+        len = (e & 0xffffffu) + 1u;
+        kvrow = (e >> 24) * PARAM_U(10);
+    }
+    uint lo = first_seen(len, PARAM_U(9));
     uint seen = len - lo, chunk = seen;
     if (seen > uint(ONE_CHUNK))
         chunk = clamp((seen + PARAM_U(1) - 1u) / PARAM_U(1), uint(CHUNK_MIN), uint(CHUNK_MAX));
@@ -104,7 +113,7 @@ void main()
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
         qs[i] = act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i];
 #else
-    uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2);
+    uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2), kvrow = 0u;
     uint lo = first_seen(len, PARAM_U(7));
     uint slot = h, out_ = PARAM_U(3) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
@@ -120,7 +129,7 @@ void main()
     float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
 #endif
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
-        uint kb = PARAM_U(5) + p * uint(KV_DIM / 2) + kvo;
+        uint kb = PARAM_U(5) + (kvrow + p) * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
 #if VEC == 8u
         for (uint j = 0u; j < uint(HEAD_DIM) / 8u; j++) {
@@ -158,7 +167,7 @@ void main()
     vec4 o0 = vec4(0.0), o1 = vec4(0.0);
     if (g < GROUPS)
         for (uint p = p0 + g; p < p1; p += GROUPS) {
-            uint vb = PARAM_U(6) + p * uint(KV_DIM / 2) + kvo;
+            uint vb = PARAM_U(6) + (kvrow + p) * uint(KV_DIM / 2) + kvo;
 #if VEC == 8u
             uvec4 v = lb4[vb / 4u + d];
             o0 += sc[p - p0] * vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));

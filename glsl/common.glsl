@@ -4,7 +4,7 @@
 precision highp float;
 precision highp int;
 
-uniform uint u_params[28];
+uniform uint u_params[32];
 
 #define PARAM_U(i) u_params[i]
 #define PARAM_I(i) int(u_params[i])

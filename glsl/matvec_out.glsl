@@ -12,14 +12,23 @@ void put_pair(uint row, uint t, float a, float b)
     a += x_at(PARAM_U(7) + g);
     b += x_at(PARAM_U(7) + g + 1u);
 #endif
+    // token t's RoPE row and K/V slot: t after the dispatch's first, or from
+    // its entry (seq << 24 | position) in a batch over sequences (param 21
+    // the positions a sequence, entries from param 22)
+    uint prow = t, kslot = t;
+    if (PARAM_U(21) != 0u) {
+        uint e = PARAM_U(22u + t);
+        prow = e & 0xffffffu;
+        kslot = (e >> 24) * PARAM_U(21) + prow;
+    }
     if (g < uint(Q_DIM + KV_DIM)) {
-        uint cs = PARAM_U(5) + t * uint(HEAD_DIM) + (g % uint(HEAD_DIM));  // pair j at 2j: cos, sin
+        uint cs = PARAM_U(5) + prow * uint(HEAD_DIM) + (g % uint(HEAD_DIM));  // pair j at 2j: cos, sin
         float c = x_at(cs), s = x_at(cs + 1u);
         float a2 = a * c - b * s;
         b = a * s + b * c;
         a = a2;
     }
-    uint kv = t * uint(KV_DIM / 2);
+    uint kv = kslot * uint(KV_DIM / 2);
     if (g < uint(Q_DIM)) {
 #if NT > 1
         uint i = PARAM_U(6) + t * ((uint(Q_DIM) + 31u) / 32u * 32u) + g;  // even

@@ -143,6 +143,120 @@ static void check_against_reference(const demo_spec *s, uint32_t n_ctx, uint32_t
 }
 
 
+/* Several sequences in one cache, stepped one token each in one pass
+ * (gpu_model_step_batch): each sequence's logits against its own CPU
+ * reference, and against a step of the sequence alone (the
+ * sequences at different lengths; single steps between the batches). */
+static void check_batch(const demo_spec *s, uint32_t n_seq)
+{
+    enum { N_CTX = 48, MAX_SEQ = 5 };
+    loaded L;
+    gpu_model_options opt = options(N_CTX);
+    opt.n_seq = n_seq;
+    fixture_load_demo(ctx, s, &opt, false, &L);
+    TEST_ASSERT_TRUE(gpu_model_batch_ok(L.gm));
+    uint32_t nv = L.m.hp.n_vocab;
+    ref_model *ref[MAX_SEQ];
+    for (uint32_t q = 0; q < n_seq; q++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L.m, N_CTX, &ref[q]));
+    float *gpu = malloc(sizeof(float) * nv), *cpu = malloc(sizeof(float) * nv);
+    /* prompts of 3 + 2q tokens, run as a step each by the sequence alone */
+    uint32_t past[MAX_SEQ];
+    int32_t next[MAX_SEQ];
+    for (uint32_t q = 0; q < n_seq; q++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(L.gm, q));
+        past[q] = 3 + 2 * q;
+        for (uint32_t pos = 0; pos < past[q]; pos++) {
+            int32_t tok = (int32_t)((pos * 37u + q * 101u + 5u) % nv);
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, pos, tok));
+            TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step(L.gm, pos, 0),
+                                          glesllm_last_error());
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[q], tok, pos, NULL));
+        }
+        next[q] = (int32_t)((q * 13u + 7u) % nv);
+    }
+    uint32_t seqs[MAX_SEQ];
+    int32_t picks[MAX_SEQ];
+    double worst = 0.0;
+    for (uint32_t round = 0; round < 6; round++) {
+        /* every sequence but one (in turn) in the batch, in a shuffled order */
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < n_seq; i++) {
+            uint32_t q = (i * 3u + round) % n_seq;
+            if (n_seq > 2 && q == round % n_seq)
+                continue;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(L.gm, q));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, past[q], next[q]));
+            seqs[n++] = q;
+        }
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(L.gm, n, seqs, picks),
+                                      glesllm_last_error());
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t q = seqs[i];
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, i, 1, gpu));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[q], next[q], past[q], cpu));
+            double md = 0.0, mx = 0.0;
+            for (uint32_t v = 0; v < nv; v++) {
+                md = fmax(md, fabs((double)gpu[v] - cpu[v]));
+                mx = fmax(mx, fabs((double)cpu[v]));
+            }
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s: sequence %u at %u in a batch of %u: max |gpu - cpu| "
+                     "/ max |cpu| = %.3g", s->arch, q, past[q], n, md / mx);
+            worst = fmax(worst, md / mx);
+            TEST_ASSERT_TRUE_MESSAGE(md / mx < ref_tol, msg);
+            /* the pick is the batch row's argmax, in the sequence's next slot */
+            TEST_ASSERT_EQUAL_INT_MESSAGE((int)argmax(gpu, nv), picks[i], msg);
+            TEST_ASSERT_EQUAL(past[q] + 1, gpu_model_seq_past(L.gm, q));
+            TEST_ASSERT_EQUAL_INT(picks[i], gpu_model_seq_token(L.gm, q, past[q] + 1));
+            past[q]++;
+            next[q] = picks[i];
+        }
+        /* the left-out sequence a step alone: its cache is its own */
+        if (n_seq > 2) {
+            uint32_t q = round % n_seq;
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(L.gm, q));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, past[q], next[q]));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(L.gm, past[q], GPU_STEP_LOGITS |
+                                                                              GPU_STEP_ARGMAX));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, gpu));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[q], next[q], past[q], cpu));
+            double md = 0.0, mx = 0.0;
+            for (uint32_t v = 0; v < nv; v++) {
+                md = fmax(md, fabs((double)gpu[v] - cpu[v]));
+                mx = fmax(mx, fabs((double)cpu[v]));
+            }
+            TEST_ASSERT_TRUE_MESSAGE(md / mx < ref_tol, "a step alone between batches");
+            past[q]++;
+            next[q] = gpu_model_get_token(L.gm, past[q]);
+        }
+    }
+    /* bad batches: a sequence twice, one out of range, too many tokens */
+    seqs[0] = seqs[1] = 0;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 2, seqs, NULL));
+    seqs[0] = n_seq;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 1, seqs, NULL));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_step_batch(L.gm, gpu_model_n_small(L.gm) + 1, seqs, NULL));
+    printf("%s %s, %u sequences: batches within %.3g of the CPU, %u dispatches a batch\n",
+           s->arch, ggml_type_name(s->type), n_seq, worst, gpu_model_last_dispatches(L.gm));
+    for (uint32_t q = 0; q < n_seq; q++)
+        ref_model_destroy(ref[q]);
+    free(gpu);
+    free(cpu);
+    fixture_unload(&L);
+}
+
+static void test_batch_over_sequences(void)
+{
+    demo_spec s = demo_spec_default();
+    s.type = GGML_TYPE_F32;
+    check_batch(&s, 5);
+    s.type = GGML_TYPE_Q4_0; /* (the quantized products, GQA) */
+    s.n_head_kv = s.n_head / 2;
+    check_batch(&s, 2);
+}
+
 static void test_f32_llama_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
@@ -1363,6 +1477,7 @@ int main(void)
     if (!ctx)
         return 1;
     RUN_TEST(test_f32_llama_matches_cpu);
+    RUN_TEST(test_batch_over_sequences);
     RUN_TEST(test_f32_qwen2_matches_cpu);
     RUN_TEST(test_experts_match_cpu);
     RUN_TEST(test_route_kernel);

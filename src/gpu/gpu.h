@@ -160,7 +160,7 @@ uint64_t gpu_context_allocated(const gpu_context *ctx);
 
 /* ---- programs ----------------------------------------------------------- */
 
-#define GPU_MAX_PARAMS 28
+#define GPU_MAX_PARAMS 32
 
 typedef struct gpu_program {
     unsigned id;

@@ -824,15 +824,17 @@ static glesllm_status create_caches(gpu_model *gm)
     }
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    uint64_t positions = (uint64_t)gm->n_seq * gm->n_ctx;
     gm->k_base = align64(q_dim);
-    gm->v_base = gm->k_base + align64(gm->n_ctx * kv_dim / 2);
-    uint64_t bytes = (gm->v_base + align64(gm->n_ctx * kv_dim / 2)) * 4;
+    gm->v_base = gm->k_base + align64(positions * kv_dim / 2);
+    uint64_t bytes = (gm->v_base + align64(positions * kv_dim / 2)) * 4;
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     if (bytes > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "one layer's KV cache at context %u needs %.1f MiB, over the GPU's "
-                       "storage-block limit of %.0f MiB; use a smaller -c",
-                       gm->n_ctx, bytes / 1048576.0, limit / 1048576.0);
+                       "one layer's KV cache at context %u%s needs %.1f MiB, over the GPU's "
+                       "storage-block limit of %.0f MiB; use a smaller -c%s",
+                       gm->n_ctx, gm->n_seq > 1 ? " a sequence" : "", bytes / 1048576.0,
+                       limit / 1048576.0, gm->n_seq > 1 ? " or fewer sequences" : "");
     /* dynamic: a session file is written back into them */
     unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
@@ -844,8 +846,10 @@ static glesllm_status create_caches(gpu_model *gm)
         if (st != GLESLLM_OK)
             return st;
     }
-    st = gpu_buffer_create(gm->ctx, (size_t)(gm->n_ctx + 1) * 4, NULL,
-                                          GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
+    /* each sequence's slots, then a batch's ids and picks */
+    gm->tok_scratch = gm->n_seq * (gm->n_ctx + 1);
+    st = gpu_buffer_create(gm->ctx, (size_t)(gm->tok_scratch + 2 * gm->n_small + 2) * 4, NULL,
+                           GPU_BUFFER_MAPPED, "token ids", &gm->tokens);
     if (st)
         return st;
     /* a counter a (query, head) */
@@ -922,6 +926,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_buffer_destroy(&gm->xt);
     gpu_buffer_destroy(&gm->tokens);
     gpu_buffer_destroy(&gm->attn_count);
+    free(gm->seq_past);
     free(gm);
 }
 
@@ -929,7 +934,7 @@ static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
 {
     const model_hparams *hp = &gm->m->hp;
     uint64_t n_attn = hp->n_layer - model_recurrent_layers(gm->m);
-    uint64_t kv = 2ull * n_attn * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
+    uint64_t kv = 2ull * n_attn * gm->n_seq * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
     if (avail && need > avail)
@@ -1043,6 +1048,18 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
     gm->share = opt->share;
     gm->tune = *t;
     gm->n_ctx = opt->n_ctx;
+    gm->n_seq = opt->n_seq ? opt->n_seq : 1;
+    if (gm->n_seq > 1 && (model_hp_recurrent(&m->hp) || gm->n_seq > 256 || opt->n_ctx >= (1u << 24))) {
+        free(gm);
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "%u sequences in one context: only for models whose layers are all "
+                       "attention, at most 256 of them and 16M positions each",
+                       opt->n_seq);
+    }
+    if (!(gm->seq_past = calloc(gm->n_seq, sizeof *gm->seq_past))) {
+        free(gm);
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    }
     gm->max_part_bytes = opt->max_part_bytes;
     gm->n_batch = opt->n_batch ? opt->n_batch : 512;
     if (gm->n_batch > opt->n_ctx)
@@ -1119,13 +1136,41 @@ glesllm_status gpu_model_set_token(gpu_model *gm, uint32_t pos, int32_t token)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "token id %d is outside the model's vocabulary of %u", token,
                        gm->m->hp.n_vocab);
-    ((uint32_t *)gm->tokens.mapped)[pos] = (uint32_t)token;
+    ((uint32_t *)gm->tokens.mapped)[gm_tok_base(gm) + pos] = (uint32_t)token;
     return GLESLLM_OK;
 }
 
 int32_t gpu_model_get_token(const gpu_model *gm, uint32_t pos)
 {
-    return pos <= gm->n_ctx ? (int32_t)((const uint32_t *)gm->tokens.mapped)[pos] : -1;
+    return pos <= gm->n_ctx
+               ? (int32_t)((const uint32_t *)gm->tokens.mapped)[gm_tok_base(gm) + pos]
+               : -1;
+}
+
+uint32_t gpu_model_n_seq(const gpu_model *gm) { return gm->n_seq; }
+
+glesllm_status gpu_model_select_seq(gpu_model *gm, uint32_t seq)
+{
+    if (seq >= gm->n_seq)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "sequence %u of %u", seq, gm->n_seq);
+    if (seq != gm->seq) {
+        gm->seq_past[gm->seq] = gm->n_past;
+        gm->n_past = gm->seq_past[seq];
+        gm->seq = seq;
+    }
+    return GLESLLM_OK;
+}
+
+uint32_t gpu_model_seq_past(const gpu_model *gm, uint32_t seq)
+{
+    return seq >= gm->n_seq ? 0 : seq == gm->seq ? gm->n_past : gm->seq_past[seq];
+}
+
+int32_t gpu_model_seq_token(const gpu_model *gm, uint32_t seq, uint32_t pos)
+{
+    if (seq >= gm->n_seq || pos > gm->n_ctx)
+        return -1;
+    return (int32_t)((const uint32_t *)gm->tokens.mapped)[seq * (gm->n_ctx + 1) + pos];
 }
 
 glesllm_status gpu_model_set_sampling(gpu_model *gm, uint32_t k, float penalty, uint32_t last_n)
@@ -1188,7 +1233,9 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
                        layer, pos, pos + n, gm->n_ctx);
     uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
     gpu_buffer *b = &gm->layers[layer].cache;
-    size_t ko = (size_t)(gm->k_base * 4 + pos * row), vo = (size_t)(gm->v_base * 4 + pos * row);
+    uint64_t shift = gm_kv_shift(gm) * 4;
+    size_t ko = (size_t)((gm->k_base * 4 + shift) + pos * row);
+    size_t vo = (size_t)((gm->v_base * 4 + shift) + pos * row);
     if (!write) {
         glesllm_status st = gpu_model_wait(gm);
         if (!st)

@@ -67,9 +67,14 @@ typedef struct gpu_model_options {
     /* weights in buffers of at most this many bytes (0: the storage-block
      * limit): tests split small weights so, experts whole */
     uint64_t max_part_bytes;
+    /* sequences the cache holds, each n_ctx positions (0: 1); more than one
+     * needs a model of attention layers only */
+    uint32_t n_seq;
 } gpu_model_options;
 
 #define GPU_SMALL_BATCH 8
+/* the most tokens of a small batch (gpu_model_options.n_small, the tuning) */
+#define GPU_SMALL_BATCH_MAX 64
 
 /* Uploads every tensor (repacked) and creates the cache. Checks the memory
  * it needs against what the driver says is free first. */
@@ -153,6 +158,24 @@ glesllm_status gpu_model_prepare_small(gpu_model *gm);
  * n_past, and set it to the end of what they computed (a step at an earlier
  * position drops the later ones: they were computed after another token). */
 uint32_t gpu_model_n_past(const gpu_model *gm);
+
+/* Sequences (gpu_model_options.n_seq): every call on positions, tokens and
+ * the cache is on the selected one (0 at first). Switching between
+ * sequences between calls is free. */
+uint32_t gpu_model_n_seq(const gpu_model *gm);
+glesllm_status gpu_model_select_seq(gpu_model *gm, uint32_t seq);
+uint32_t gpu_model_seq_past(const gpu_model *gm, uint32_t seq);
+int32_t gpu_model_seq_token(const gpu_model *gm, uint32_t seq, uint32_t pos);
+/* Whether this model can step several sequences in one batch. */
+bool gpu_model_batch_ok(const gpu_model *gm);
+/* One token of each of n distinct sequences seqs[0..n) (at most
+ * gpu_model_n_small) in one pass, the weights read once for all: each
+ * sequence's token in its slot n_past, as for gpu_model_step; afterwards
+ * each n_past is one more, the argmax of its logits in its next slot and
+ * in picks[i] (may be NULL), and the logits of token i readable as row i
+ * of gpu_model_read_logits_all. Waits for the GPU. */
+glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *seqs,
+                                    int32_t *picks);
 /* Rolls the cache back to its first n_past positions (n_past <= the current
  * one): no copy, the later entries are overwritten by the next steps. */
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);

@@ -153,6 +153,14 @@ struct gpu_model {
     uint64_t weight_bytes;
     uint32_t last_dispatches;
     uint32_t n_past; /* positions [0, n_past) of the cache are valid */
+    /* sequences (gpu_model_options.n_seq): the cache and the token slots hold
+     * n_seq runs of n_ctx positions (a run n_ctx + 1 token slots); seq is the
+     * one the single-sequence calls use, and n_past is its while selected
+     * (seq_past holds the others'); tok_scratch: a batch's token ids in, then
+     * its picks out (n_small slots each) */
+    uint32_t n_seq, seq;
+    uint32_t *seq_past;
+    uint32_t tok_scratch;
     /* Mamba blocks: their kernels; each layer's state buffer holds
      * SSM_SLOTS slots of the recurrent state, slot i the state after
      * slot_pos[i] tokens (slot_ok[i]: it holds one); float offsets in act of
@@ -237,11 +245,22 @@ typedef struct gpu_pass {
     /* the weight and kernels that last wrote x (NULL: the embedding, before
      * any): with the norm split, where its partial sums of squares come from */
     const gpu_linear *wrote_x;
+    /* a batch over sequences (gpu_model_step_batch): token t's (seq << 24) |
+     * position; NULL: the tokens are positions pos0.. of the selected one */
+    const uint32_t *seq_tab;
     /* Mamba blocks: the state slot the pass starts from (none: an empty
      * state) and the one it leaves its state in */
     uint32_t src, dst;
     bool zero;
 } gpu_pass;
+
+/* The selected sequence's first token slot, and its first K/V row (uints
+ * into a layer's K or V, as kv_half a position). */
+static inline uint32_t gm_tok_base(const gpu_model *gm) { return gm->seq * (gm->n_ctx + 1); }
+static inline uint64_t gm_kv_shift(const gpu_model *gm)
+{
+    return (uint64_t)gm->seq * gm->n_ctx * gm->m->hp.n_head_kv * gm->m->hp.head_dim / 2;
+}
 
 /* The ops of a transformer layer (pass.c). Each records what its pass kind
  * needs and leaves x (the residual stream) or the named output in act. */

@@ -18,9 +18,14 @@ static const model_hparams *hparams(const gpu_pass *p) { return &p->gm->m->hp; }
 
 static uint64_t kv_half(const model_hparams *hp) { return (uint64_t)hp->n_head_kv * hp->head_dim / 2; }
 
-static attn_io attention_io(const gpu_model *gm, const gpu_layer *l)
+/* The selected sequence's cache (a batch over sequences: the whole cache,
+ * each token's run given by its entry). */
+static attn_io attention_io(const gpu_pass *p, const gpu_layer *l)
 {
-    attn_io io = { &l->cache, &gm->act, &gm->attn_count, gm->k_base, gm->v_base, gm->partials };
+    const gpu_model *gm = p->gm;
+    uint64_t shift = p->seq_tab ? 0 : gm_kv_shift(gm);
+    attn_io io = { &l->cache, &gm->act, &gm->attn_count, gm->k_base + shift, gm->v_base + shift,
+                   gm->partials };
     return io;
 }
 
@@ -129,7 +134,11 @@ static glesllm_status record_multi(gpu_pass *p, const gpu_linear *l, const gpu_b
         const matvec_kernel *k = l->vk[gm_multi_set(gm, a.n_tok)];
         a.y_stride = y_stride;
         a.xp_off = gm->bxp;
-        if (qkv) {
+        if (qkv && p->seq_tab) { /* (the entries give each token's row and slot) */
+            a.seq_tab = p->seq_tab + t0;
+            a.seq_stride = gm->n_ctx;
+            a.q_off += t0 * q_stride;
+        } else if (qkv) {
             a.rope_off += (uint64_t)t0 * hp->head_dim;
             a.k_off += t0 * kv_half(hp);
             a.v_off += t0 * kv_half(hp);
@@ -198,7 +207,8 @@ glesllm_status pass_embed(gpu_pass *p)
     if (st)
         return st;
     p->wrote_x = NULL;
-    return get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, p->pos0, p->n, &gm->act,
+    uint32_t slot = p->seq_tab ? gm->tok_scratch : gm_tok_base(gm) + p->pos0;
+    return get_rows_record(gm->q, &gm->embed, &gm->tok_embd, &gm->tokens, slot, p->n, &gm->act,
                            p->kind == PASS_STEP ? gm->x : gm->bx, emb, hparams(p)->embd_scale);
 }
 
@@ -282,8 +292,11 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    uint64_t rope = l->rope + (uint64_t)p->pos0 * hp->head_dim;
-    uint64_t k_off = gm->k_base + p->pos0 * kv_half(hp), v_off = gm->v_base + p->pos0 * kv_half(hp);
+    /* (a batch over sequences: the table's rows and slots, from the cache's start) */
+    uint64_t at = p->seq_tab ? 0 : p->pos0, shift = p->seq_tab ? 0 : gm_kv_shift(gm);
+    uint64_t rope = l->rope + at * hp->head_dim;
+    uint64_t k_off = gm->k_base + shift + at * kv_half(hp);
+    uint64_t v_off = gm->v_base + shift + at * kv_half(hp);
     glesllm_status st = GLESLLM_OK;
     if (hp->qk_norm != MODEL_QK_NONE)
         return qkv_normed(p, l, rope, k_off, v_off);
@@ -323,10 +336,13 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    attn_io io = attention_io(gm, l);
+    attn_io io = attention_io(p, l);
     if (p->kind == PASS_STEP)
         return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
+    if (p->seq_tab)
+        return attn_record_seqs(gm->q, &gm->attn, &io, p->seq_tab, gm->n_ctx, p->n, l->window,
+                                gm->bq, gm->battn, q_stride);
     return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n, l->window,
                              p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
 }
@@ -704,7 +720,7 @@ static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
     glesllm_status st = GLESLLM_OK;
     if (gm->pen != 1.0f && window)
         st = sample_record_penalty(gm->q, &gm->sample, &gm->act, &gm->tokens, nv, gm->logits,
-                                   pos + 1 - window, window, gm->pen);
+                                   gm_tok_base(gm) + pos + 1 - window, window, gm->pen);
     if (!st)
         st = sample_record_topk(gm->q, &gm->sample, &gm->act, &gm->cand, nv, gm->logits,
                                 gm->lists, gm->cand_k);
@@ -716,7 +732,7 @@ static glesllm_status record_candidates(gpu_model *gm, uint32_t pos)
 static glesllm_status record_pick(gpu_model *gm, unsigned flags, uint32_t pos)
 {
     if (flags & GPU_STEP_ARGMAX)
-        return record_argmax_rows(gm, gm->logits, 1, pos + 1);
+        return record_argmax_rows(gm, gm->logits, 1, gm_tok_base(gm) + pos + 1);
     if (flags & GPU_STEP_CANDIDATES)
         return record_candidates(gm, pos);
     return GLESLLM_OK;
@@ -791,9 +807,12 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
             if (!st)
                 st = cap_logits(gm, &gm->act, gm->vlog, p->n);
             if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
-                st = record_argmax_rows(gm, gm->vlog, p->n, p->pos0 + 1);
+                st = record_argmax_rows(gm, gm->vlog, p->n,
+                                        p->seq_tab ? gm->tok_scratch + gm->n_small
+                                                   : gm_tok_base(gm) + p->pos0 + 1);
         }
-        return st ? st : record_last_logits(p, out_norm);
+        /* (a batch over sequences: its rows' logits and picks only) */
+        return st || p->seq_tab ? st : record_last_logits(p, out_norm);
     case PASS_CHUNK:
         if (p->flags & GPU_STEP_ALL_LOGITS) {
             uint64_t emb = act_stride(hp->n_embd);
@@ -926,6 +945,66 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
     if (!st) /* later positions were computed from another token at pos */
         gm->n_past = pos + 1;
     return st;
+}
+
+bool gpu_model_batch_ok(const gpu_model *gm)
+{
+    const model_hparams *hp = &gm->m->hp;
+    /* (per-head Q/K norms take RoPE in their own kernel, by position) */
+    return !model_hp_recurrent(hp) && hp->qk_norm == MODEL_QK_NONE && gm->n_small >= 1;
+}
+
+glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *seqs,
+                                    int32_t *picks)
+{
+    if (!gpu_model_batch_ok(gm))
+        return err_set(GLESLLM_ERR_UNSUPPORTED, "a batch over sequences: not for this model's "
+                                                "architecture (recurrent layers or Q/K norms)");
+    if (!n || n > gm->n_small || n > GPU_SMALL_BATCH_MAX)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "a batch over sequences of %u tokens: 1 to %u", n, gm->n_small);
+    uint32_t tab[GPU_SMALL_BATCH_MAX];
+    uint32_t *tok = gm->tokens.mapped;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = seqs[i];
+        if (s >= gm->n_seq)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "sequence %u of %u", s, gm->n_seq);
+        for (uint32_t j = 0; j < i; j++)
+            if (seqs[j] == s)
+                return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                               "sequence %u twice in one batch", s);
+        uint32_t pos = s == gm->seq ? gm->n_past : gm->seq_past[s];
+        if (pos >= gm->n_ctx)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "sequence %u is full: its context of %u positions", s, gm->n_ctx);
+        tab[i] = s << 24 | pos;
+        tok[gm->tok_scratch + i] = tok[s * (gm->n_ctx + 1) + pos];
+    }
+    uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
+    gpu_pass p = { gm, PASS_SMALL, 0, n, GPU_STEP_ARGMAX_ALL, true };
+    p.seq_tab = tab;
+    glesllm_status st = gm->graph(&p);
+    if (!st)
+        st = gpu_queue_submit(gm->q);
+    if (!st)
+        st = gpu_model_wait(gm);
+    gm->last_dispatches = (uint32_t)(gpu_queue_get_stats(gm->q).dispatches - before);
+    gm->last_small = true;
+    if (st)
+        return st;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = seqs[i], pos = tab[i] & 0xffffffu;
+        uint32_t pick = tok[gm->tok_scratch + gm->n_small + i];
+        /* the pick where a step's argmax goes: the sequence's next slot */
+        tok[s * (gm->n_ctx + 1) + pos + 1] = pick;
+        if (picks)
+            picks[i] = (int32_t)pick;
+        if (s == gm->seq)
+            gm->n_past = pos + 1;
+        else
+            gm->seq_past[s] = pos + 1;
+    }
+    return GLESLLM_OK;
 }
 
 static glesllm_status make_logits_all(gpu_model *gm)

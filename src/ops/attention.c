@@ -157,6 +157,42 @@ glesllm_status attn_record_step(gpu_queue *q, const attn_kernels *k, const attn_
     return gpu_queue_dispatch(q, &d);
 }
 
+glesllm_status attn_record_seqs(gpu_queue *q, const attn_kernels *k, const attn_io *io,
+                                const uint32_t *tab, uint32_t stride, uint32_t n, uint32_t window,
+                                uint64_t q_off, uint64_t out_off, uint32_t q_stride)
+{
+    /* `few`, each query its own length and rows (params 10 and on), in
+     * dispatches of at most 16 queries (the params' room; the partials are
+     * sized for at least that many: model/gpu_model_impl.h ATTN_FEW_N) */
+    enum { MOST = 16 };
+    for (uint32_t q0 = 0; q0 < n; q0 += MOST) {
+        uint32_t cnt = n - q0 < MOST ? n - q0 : MOST, chunk, n_chunks = 1;
+        for (uint32_t t = 0; t < cnt; t++) {
+            uint32_t nc;
+            glesllm_status st = chunks(k, seen((tab[q0 + t] & 0xffffffu) + 1, window), &chunk, &nc);
+            if (st != GLESLLM_OK)
+                return st;
+            n_chunks = nc > n_chunks ? nc : n_chunks;
+        }
+        uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
+        uint32_t p[GPU_MAX_PARAMS] = { 0, want, k->max_chunks,
+                                       (uint32_t)(out_off + (uint64_t)q0 * q_stride),
+                                       (uint32_t)io->partials, (uint32_t)io->k_base,
+                                       (uint32_t)io->v_base,
+                                       (uint32_t)(q_off + (uint64_t)q0 * q_stride), q_stride,
+                                       window, stride };
+        for (uint32_t t = 0; t < cnt; t++)
+            p[11 + t] = tab[q0 + t];
+        gpu_dispatch d = dispatch(k, io, &k->few, p, 11 + cnt, true);
+        d.groups[1] = n_chunks;
+        d.groups[2] = cnt;
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
+}
+
 glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn_io *io,
                                  uint32_t pos0, uint32_t n, uint32_t window, bool few,
                                  uint64_t q_off, uint64_t out_off, uint32_t q_stride)
@@ -176,8 +212,8 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
         uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
         uint32_t p[] = { pos0 + 1, want, k->max_chunks, (uint32_t)out_off,
                          (uint32_t)io->partials, (uint32_t)io->k_base, (uint32_t)io->v_base,
-                         (uint32_t)q_off, q_stride, window };
-        gpu_dispatch d = dispatch(k, io, &k->few, p, 10, true);
+                         (uint32_t)q_off, q_stride, window, 0 /* one sequence */ };
+        gpu_dispatch d = dispatch(k, io, &k->few, p, 11, true);
         d.groups[1] = n_chunks;
         d.groups[2] = n;
         return gpu_queue_dispatch(q, &d);

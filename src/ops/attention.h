@@ -66,4 +66,12 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
                                  uint32_t pos0, uint32_t n, uint32_t window, bool few,
                                  uint64_t q_off, uint64_t out_off, uint32_t q_stride);
 
+/* n queries of different sequences (a batch over them): query t's entry
+ * tab[t] = (seq << 24) | position, its K/V rows from seq * stride on, it
+ * sees position + 1 of them; Q and output as for attn_record_batch. Each as
+ * a step would. */
+glesllm_status attn_record_seqs(gpu_queue *q, const attn_kernels *k, const attn_io *io,
+                                const uint32_t *tab, uint32_t stride, uint32_t n, uint32_t window,
+                                uint64_t q_off, uint64_t out_off, uint32_t q_stride);
+
 #endif

@@ -809,6 +809,12 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
             slots += part_slots(k, p);
         }
         matvec_epilogue_params(e, &d); /* (and n_params) */
+        if (e == MATVEC_QKV) { /* matvec_out.glsl SEQ_PARAM */
+            d.params[21] = a->seq_tab ? a->seq_stride : 0;
+            for (uint32_t t = 0; a->seq_tab && t < n; t++)
+                d.params[22 + t] = a->seq_tab[t];
+            d.n_params = 22 + (a->seq_tab ? n : 0);
+        }
         weight_grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);
         if (st != GLESLLM_OK)

@@ -163,6 +163,13 @@ typedef struct matvec_args {
     /* matvec_kernel.xg: room in x's buffer (float offset, 16-byte aligned) for
      * the tokens' units, matvec_xg_floats of them */
     uint64_t xp_off;
+    /* QKV of several tokens of different sequences (a batch over them):
+     * token t's entry (seq << 24) | position gives its RoPE row (rope_off
+     * then the table's start) and its K/V slot seq * seq_stride + position
+     * (k_off, v_off then the cache's start); NULL: the rows and slots follow
+     * each other from rope_off, k_off and v_off */
+    const uint32_t *seq_tab;
+    uint32_t seq_stride;
 } matvec_args;
 
 /* Floats of x's buffer to leave for the units of x of n tokens of rows of
