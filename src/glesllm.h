@@ -331,6 +331,31 @@ GLESLLM_API glesllm_status glesllm_context_get_info(const glesllm_context *c,
  * share of the memory bandwidth. */
 GLESLLM_API uint64_t glesllm_context_step_bytes(const glesllm_context *c);
 
+/* ---- several sequences in one cache ------------------------------------------ */
+
+/* n contexts ("sequences", up to 256) that share one KV cache of n runs of
+ * params->n_ctx positions, its buffers and kernels: each is a context for
+ * every function of this header (its own positions, tokens, sampling,
+ * draft, state files), and glesllm_decode_batch runs one token of several
+ * of them in one pass that reads the weights once for all (a server's
+ * streams). A context's logits last until another of its sequences runs a
+ * pass. Free each with glesllm_context_free (the cache goes with the last).
+ * Only for models whose layers are all attention (not Mamba, Jamba, RWKV):
+ * GLESLLM_ERR_UNSUPPORTED else. out has room for n. */
+GLESLLM_API glesllm_status glesllm_context_create_seqs(glesllm_model *m,
+                                                       const glesllm_context_params *params,
+                                                       uint32_t n, glesllm_context **out);
+/* The most sequences glesllm_decode_batch takes a call on c's cache; 0:
+ * none (c is no such sequence, or its model's per-head Q/K norms take
+ * one sequence at a time: glesllm_decode each). */
+GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);
+/* tokens[i] at the next position of seqs[i] (distinct sequences of one
+ * cache, n at most glesllm_decode_batch_max), in one pass. Afterwards each
+ * is as after glesllm_decode of its one token: its logits (glesllm_get_logits
+ * with -1), glesllm_next_token by its own sampling. */
+GLESLLM_API glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
+                                                const int32_t *tokens);
+
 /* ---- sampling --------------------------------------------------------------- */
 
 typedef struct glesllm_sampling {

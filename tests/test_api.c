@@ -211,6 +211,87 @@ static void test_two_contexts_on_one_model_give_one_contexts_ids(void)
     glesllm_model_close(m);
 }
 
+/* Sequences of one cache: each alone gives an ordinary context's ids, and
+ * stepped together (glesllm_decode_batch) each gives its own greedy ids
+ * (the prompts of other lengths, the sequences in another order each step,
+ * one of them picking from its row on the CPU). */
+static void test_sequences_share_one_cache(void)
+{
+    enum { N = 3, STEPS = 16 };
+    glesllm_model *m = open_demo();
+    glesllm_context *plain = make_context(m, 128), *s[N];
+    glesllm_context_params p = { 128, 0, 0 };
+    OK(glesllm_context_create_seqs(m, &p, N, s));
+    TEST_ASSERT_TRUE(glesllm_decode_batch_max(s[0]) >= N);
+    TEST_ASSERT_EQUAL_UINT32(0, glesllm_decode_batch_max(plain));
+    static const uint32_t len[N] = { 8, 5, 7 };
+    collected want[N], got;
+    for (uint32_t i = 0; i < N; i++) {
+        OK(glesllm_truncate(plain, 0));
+        greedy_run(plain, prompt8, len[i], STEPS + 1, &want[i]);
+        greedy_run(s[i], prompt8, len[i], STEPS + 1, &got); /* alone */
+        TEST_ASSERT_EQUAL_INT32_ARRAY(want[i].ids, got.ids, STEPS + 1);
+    }
+    /* together: each prompt decoded alone, then a token of each a pass */
+    int32_t tok[N];
+    for (uint32_t i = 0; i < N; i++) {
+        OK(glesllm_truncate(s[i], 0));
+        OK(glesllm_decode(s[i], prompt8, len[i], 0, 0));
+        OK(glesllm_next_token(s[i], &tok[i]));
+        TEST_ASSERT_EQUAL_INT32(want[i].ids[0], tok[i]);
+    }
+    for (uint32_t step = 1; step <= STEPS; step++) {
+        glesllm_context *order[N];
+        int32_t toks[N];
+        for (uint32_t i = 0; i < N; i++) { /* another order each step */
+            uint32_t j = (i + step) % N;
+            order[i] = s[j];
+            toks[i] = tok[j];
+        }
+        OK(glesllm_decode_batch(order, N, toks));
+        for (uint32_t j = 0; j < N; j++) {
+            if (j == 1) { /* its pick from its row of logits, on the CPU */
+                float *l = malloc(sizeof(float) * glesllm_model_n_vocab(m));
+                OK(glesllm_get_logits(s[j], -1, l));
+                uint32_t best = 0;
+                for (uint32_t v = 1; v < glesllm_model_n_vocab(m); v++)
+                    best = l[v] > l[best] ? v : best;
+                free(l);
+                tok[j] = (int32_t)best;
+            } else {
+                OK(glesllm_next_token(s[j], &tok[j]));
+            }
+            char msg[96];
+            snprintf(msg, sizeof msg, "sequence %u, step %u", j, step);
+            TEST_ASSERT_EQUAL_INT32_MESSAGE(want[j].ids[step], tok[j], msg);
+            TEST_ASSERT_EQUAL_UINT32(len[j] + step, glesllm_context_n_past(s[j]));
+        }
+    }
+    /* misuse: another cache's context, a sequence twice, too many, logits
+     * another sequence's pass took */
+    glesllm_context *two[2] = { s[0], plain };
+    int32_t t2[2] = { 1, 2 };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_decode_batch(two, 2, t2));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_UNSUPPORTED, glesllm_decode_batch(&plain, 1, t2));
+    two[1] = s[0];
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_decode_batch(two, 2, t2));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          glesllm_decode_batch(s, glesllm_decode_batch_max(s[0]) + 1, t2));
+    OK(glesllm_decode(s[0], &tok[0], 1, glesllm_context_n_past(s[0]), 0));
+    int32_t x;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_next_token(s[2], &x));
+    TEST_ASSERT_NOT_NULL(strstr(glesllm_last_error(), "another sequence"));
+    OK(glesllm_next_token(s[0], &x));
+    /* freed in any order: the cache goes with the last */
+    glesllm_context_free(s[1]);
+    glesllm_context_free(plain);
+    OK(glesllm_decode(s[2], prompt8, 3, 0, 0));
+    glesllm_context_free(s[0]);
+    OK(glesllm_next_token(s[2], &x));
+    glesllm_context_free(s[2]);
+    glesllm_model_close(m);
+}
+
 static void test_state_saved_and_loaded_continues_as_uninterrupted(void)
 {
     glesllm_model *m = open_demo();
@@ -494,6 +575,7 @@ int main(void)
     RUN_TEST(test_a_closed_models_context_fails_until_freed);
     RUN_TEST(test_decode_steps_give_generates_ids);
     RUN_TEST(test_two_contexts_on_one_model_give_one_contexts_ids);
+    RUN_TEST(test_sequences_share_one_cache);
     RUN_TEST(test_state_saved_and_loaded_continues_as_uninterrupted);
     RUN_TEST(test_cancel_and_callback_stop_generation);
     RUN_TEST(test_cancel_from_another_thread);

@@ -382,17 +382,25 @@ static void clients(int n, const char *prompt)
         pthread_join(th[i], NULL);
 }
 
-/* 8 clients at once on 4 slots: all get the whole greedy text. */
+/* 8 clients at once on 4 slots: all get the whole greedy text, the one a
+ * client alone gets, though the slots generate it in shared passes. */
 static void test_concurrent_clients(void)
 {
+    double batched = metric("glesllm:tokens_batched_total");
+    clients(1, "Tell me a story");
+    char *alone = client_text[0];
+    TEST_ASSERT_NOT_NULL(alone);
     clients(N_CLIENTS, "Tell me a story");
     for (int i = 0; i < N_CLIENTS; i++) {
         TEST_ASSERT_NOT_NULL(client_text[i]);
         TEST_ASSERT_EQUAL_STRING(client_text[0], client_text[i]);
         TEST_ASSERT_TRUE(strlen(client_text[i]) > 40);
     }
+    TEST_ASSERT_EQUAL_STRING(alone, client_text[0]);
+    free(alone);
     for (int i = 0; i < N_CLIENTS; i++)
         free(client_text[i]);
+    TEST_ASSERT_TRUE(metric("glesllm:tokens_batched_total") > batched);
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_processing"));
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_deferred"));
 }

@@ -67,7 +67,21 @@ struct glesllm_context {
     uint32_t last_pos, last_n;
     bool last_all;
     unsigned last_pick;
+    /* glesllm_context_create_seqs: its sequence of the shared cache, the
+     * group's count of passes (each context's logits are its last pass's
+     * until another of the group runs one: pass_id), and the row of its
+     * logits in a glesllm_decode_batch (-1: none) */
+    uint32_t seq;
+    struct api_seq_group *group;
+    uint64_t pass_id;
+    int32_t batch_row;
 };
+
+/* The contexts sharing one cache (glesllm_context_create_seqs). */
+typedef struct api_seq_group {
+    uint32_t refs;
+    uint64_t passes;
+} api_seq_group;
 
 /* The backend's lock (GLESLLM_ERR_BUSY when another thread holds it, or
  * waiting for it when wait) and its context made current; api_leave
@@ -77,6 +91,11 @@ typedef struct api_call {
     gpu_current cur;
 } api_call;
 glesllm_status api_enter(glesllm_backend *b, bool wait, api_call *call);
+/* api_enter for a call on c: its checks, then the backend entered and c's
+ * sequence of a shared cache selected. */
+glesllm_status api_enter_context(glesllm_context *c, api_call *call);
+/* A pass on c's cache: the group's others' logits are gone. */
+void api_context_ran(glesllm_context *c);
 void api_leave(api_call *call);
 
 /* A message to a log callback (fn NULL: dropped). */

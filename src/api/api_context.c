@@ -44,15 +44,32 @@ glesllm_sampling glesllm_sampling_greedy(void)
     return s;
 }
 
-/* The context's call: its checks, then the backend entered. */
-static glesllm_status enter(const glesllm_context *c, api_call *call)
+glesllm_status api_enter_context(glesllm_context *c, api_call *call)
 {
     glesllm_status st = api_check_context(c);
-    return st ? st : api_enter(c->m->b, false, call);
+    if (st || (st = api_enter(c->m->b, false, call)))
+        return st;
+    if ((st = gpu_model_select_seq(c->gm, c->seq)))
+        api_leave(call);
+    return st;
 }
 
-glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_params *params,
-                                      glesllm_context **out)
+void api_context_ran(glesllm_context *c)
+{
+    c->batch_row = -1;
+    if (c->group)
+        c->pass_id = ++c->group->passes;
+}
+
+/* The context's call: its checks, then the backend entered. */
+static glesllm_status enter(glesllm_context *c, api_call *call) { return api_enter_context(c, call); }
+
+/* Positions c's sequence holds (its cache's, without sequences). */
+static uint32_t ctx_past(const glesllm_context *c) { return gpu_model_seq_past(c->gm, c->seq); }
+
+/* A context whose cache holds n_seq sequences (1: an ordinary one). */
+static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params *params,
+                                 uint32_t n_seq, glesllm_context **out)
 {
     if (!out)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -91,6 +108,7 @@ glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_pa
                              p.n_batch, n_small };
     mo.tuning = &m->b->tune;
     mo.share = m->weights;
+    mo.n_seq = n_seq;
     if (m->weights) /* (the weights are uploaded once) */
         mo.progress = NULL;
     st = gpu_model_create(m->b->gpu, &m->m, &mo, &c->gm);
@@ -113,7 +131,50 @@ glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_pa
     c->sampling = glesllm_sampling_greedy();
     sampler_params sp = api_sampler_params(&c->sampling);
     sampler_init(&c->smp, &sp);
+    c->batch_row = -1;
     *out = c;
+    return GLESLLM_OK;
+}
+
+glesllm_status glesllm_context_create(glesllm_model *m, const glesllm_context_params *params,
+                                      glesllm_context **out)
+{
+    return create_ctx(m, params, 1, out);
+}
+
+glesllm_status glesllm_context_create_seqs(glesllm_model *m, const glesllm_context_params *params,
+                                           uint32_t n, glesllm_context **out)
+{
+    if (!out || !n || n > 256)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "sequences: %u asked for (1 to 256), out %s", n, out ? "given" : "NULL");
+    memset(out, 0, sizeof *out * n);
+    api_seq_group *g = calloc(1, sizeof *g);
+    if (!g)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+    glesllm_status st = create_ctx(m, params, n, &out[0]);
+    if (st) {
+        free(g);
+        return st;
+    }
+    out[0]->group = g;
+    g->refs = 1;
+    for (uint32_t i = 1; i < n; i++) {
+        glesllm_context *c = calloc(1, sizeof *c);
+        if (!c) {
+            for (uint32_t j = 0; j < i; j++)
+                glesllm_context_free(out[j]);
+            memset(out, 0, sizeof *out * n);
+            return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
+        }
+        *c = *out[0]; /* (the model, its cache, default sampling) */
+        c->seq = i;
+        c->draft = NULL;
+        m->refs++;
+        m->n_contexts++;
+        g->refs++;
+        out[i] = c;
+    }
     return GLESLLM_OK;
 }
 
@@ -125,8 +186,12 @@ void glesllm_context_free(glesllm_context *c)
     c->tag = 0;
     api_call call;
     api_enter(m->b, true, &call); /* (waits: a free cannot fail) */
-    /* the weights' GPU model goes with the last context: others may read them */
-    if (c->gm != m->weights)
+    /* the weights' GPU model goes with the last context: others may read
+     * them; a shared cache with the last of its group */
+    bool last_of_group = !c->group || --c->group->refs == 0;
+    if (c->group && last_of_group)
+        free(c->group);
+    if (last_of_group && c->gm != m->weights)
         gpu_model_destroy(c->gm);
     if (--m->n_contexts == 0) {
         gpu_model_destroy(m->weights);
@@ -144,14 +209,14 @@ uint32_t glesllm_context_n_ctx(const glesllm_context *c)
 
 uint32_t glesllm_context_n_past(const glesllm_context *c)
 {
-    return api_check_context(c) ? 0 : gpu_model_n_past(c->gm);
+    return api_check_context(c) ? 0 : ctx_past(c);
 }
 
 int32_t glesllm_context_token(const glesllm_context *c, uint32_t pos)
 {
-    if (api_check_context(c) || pos >= gpu_model_n_past(c->gm))
+    if (api_check_context(c) || pos >= ctx_past(c))
         return -1;
-    return gpu_model_get_token(c->gm, pos);
+    return gpu_model_seq_token(c->gm, c->seq, pos);
 }
 
 glesllm_model *glesllm_context_model(const glesllm_context *c)
@@ -217,10 +282,10 @@ glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n
     uint32_t n_ctx = gpu_model_n_ctx(gm), n_vocab = gpu_model_n_vocab(gm);
     if (!ids || !n)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode: no tokens");
-    if (pos > gpu_model_n_past(gm))
+    if (pos > ctx_past(c))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "decode at position %u, but the cache holds only %u (positions go in "
-                       "order)", pos, gpu_model_n_past(gm));
+                       "order)", pos, ctx_past(c));
     if (n > n_ctx || pos > n_ctx - n)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "decode of %u tokens at position %u runs past the context of %u", n, pos,
@@ -236,9 +301,10 @@ glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "token %d (at %u) is outside the vocabulary of %u", ids[i], i, n_vocab);
     api_call call;
-    if ((st = api_enter(c->m->b, false, &call)))
+    if ((st = api_enter_context(c, &call)))
         return st;
     c->last_pick = 0;
+    api_context_ran(c);
     unsigned pick = pick_mode(c, &st);
     for (uint32_t i = 0; !st && i < n; i++)
         st = gpu_model_set_token(gm, pos + i, ids[i]);
@@ -272,6 +338,8 @@ glesllm_status glesllm_decode(glesllm_context *c, const int32_t *ids, uint32_t n
 
 static glesllm_status logits_of(glesllm_context *c, int32_t i, float *out)
 {
+    if (c->batch_row >= 0) /* (its row of the batch's) */
+        return gpu_model_read_logits_all(c->gm, (uint32_t)c->batch_row, 1, out);
     if (c->last_all)
         return gpu_model_read_logits_all(c->gm, i < 0 ? c->last_n - 1 : (uint32_t)i, 1, out);
     return gpu_model_read_logits(c->gm, out);
@@ -283,6 +351,10 @@ static glesllm_status check_logits(const glesllm_context *c, int32_t i)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "no logits: run glesllm_decode first (generate and state loads leave "
                        "none)");
+    if (c->group && c->pass_id != c->group->passes)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "no logits: another sequence of this context's cache ran since its last "
+                       "decode (read them, or pick, before that)");
     if (i >= (int32_t)c->last_n || i < -1 || (i >= 0 && i != (int32_t)c->last_n - 1 && !c->last_all))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "logits of token %d of a batch of %u asked for%s", i, c->last_n,
@@ -377,12 +449,91 @@ glesllm_status glesllm_truncate(glesllm_context *c, uint32_t n_past)
     glesllm_status st = api_check_context(c);
     if (st)
         return st;
-    if (n_past > gpu_model_n_past(c->gm))
+    if (n_past > ctx_past(c))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "truncate to %u positions, but the cache holds %u", n_past,
-                       gpu_model_n_past(c->gm));
+                       "truncate to %u positions, but the cache holds %u", n_past, ctx_past(c));
     c->last_pick = 0;
-    return gpu_model_truncate(c->gm, n_past);
+    if (!c->group)
+        return gpu_model_truncate(c->gm, n_past);
+    api_call call; /* (a shared cache: its sequence selected) */
+    if ((st = enter(c, &call)))
+        return st;
+    st = gpu_model_truncate(c->gm, n_past);
+    api_leave(&call);
+    return st;
+}
+
+uint32_t glesllm_decode_batch_max(const glesllm_context *c)
+{
+    if (api_check_context(c) || !c->group || !gpu_model_batch_ok(c->gm))
+        return 0;
+    uint32_t n = gpu_model_n_small(c->gm);
+    return n < GPU_SMALL_BATCH_MAX ? n : GPU_SMALL_BATCH_MAX;
+}
+
+glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
+                                    const int32_t *tokens)
+{
+    if (!seqs || !tokens || !n)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode_batch: no sequences or tokens");
+    glesllm_status st = api_check_context(seqs[0]);
+    if (st)
+        return st;
+    uint32_t most = glesllm_decode_batch_max(seqs[0]);
+    if (!most)
+        return err_set(GLESLLM_ERR_UNSUPPORTED,
+                       "decode_batch: %s", !seqs[0]->group
+                           ? "the context is no sequence of a shared cache "
+                             "(glesllm_context_create_seqs)"
+                           : "this model's architecture (recurrent layers, or per-head Q/K "
+                             "norms) steps its sequences one at a time: glesllm_decode each");
+    if (n > most)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "decode_batch of %u sequences: at most %u a call "
+                       "(glesllm_decode_batch_max)", n, most);
+    gpu_model *gm = seqs[0]->gm;
+    uint32_t ids[GPU_SMALL_BATCH_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        if ((st = api_check_context(seqs[i])))
+            return st;
+        if (seqs[i]->group != seqs[0]->group)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "decode_batch: sequence %u is of another cache", i);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= gpu_model_n_vocab(gm))
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "token %d (of sequence %u) is outside the vocabulary of %u", tokens[i],
+                           i, gpu_model_n_vocab(gm));
+        if (ctx_past(seqs[i]) >= gpu_model_n_ctx(gm))
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                           "decode_batch: sequence %u fills its context of %u", i,
+                           gpu_model_n_ctx(gm));
+        ids[i] = seqs[i]->seq;
+    }
+    api_call call;
+    if ((st = api_enter(seqs[0]->m->b, false, &call)))
+        return st;
+    uint32_t past[GPU_SMALL_BATCH_MAX];
+    for (uint32_t i = 0; !st && i < n; i++) {
+        past[i] = ctx_past(seqs[i]);
+        if (!(st = gpu_model_select_seq(gm, seqs[i]->seq)))
+            st = gpu_model_set_token(gm, past[i], tokens[i]);
+    }
+    if (!st)
+        st = gpu_model_step_batch(gm, n, ids, NULL);
+    /* (its pass leaves each one's argmax in its next token slot, and its
+     * logits in its row) */
+    seqs[0]->group->passes++;
+    for (uint32_t i = 0; i < n; i++) {
+        glesllm_context *c = seqs[i];
+        c->last_pick = st ? 0 : GPU_STEP_ARGMAX;
+        c->last_pos = past[i];
+        c->last_n = 1;
+        c->last_all = false;
+        c->pass_id = c->group->passes;
+        c->batch_row = st ? -1 : (int32_t)i;
+    }
+    api_leave(&call);
+    return st;
 }
 
 void glesllm_cancel(glesllm_context *c)

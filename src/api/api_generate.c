@@ -130,8 +130,9 @@ glesllm_status glesllm_generate_tokens(glesllm_context *c, const int32_t *prompt
         return err_prefix(st, "the draft: ");
     glesllm_generate_params gp = params ? *params : glesllm_generate_default();
     api_call call;
-    if ((st = api_enter(c->m->b, false, &call)))
+    if ((st = api_enter_context(c, &call)))
         return st;
+    api_context_ran(c);
     st = generate(c, prompt, n_prompt, &gp, on_piece, ud, result);
     api_leave(&call);
     return st;
@@ -217,9 +218,10 @@ glesllm_status glesllm_perplexity_logits(glesllm_context *c, const int32_t *ids,
                        on_chunk, ud, on_logits };
     ppl_result r;
     api_call call;
-    if ((st = api_enter(c->m->b, false, &call)))
+    if ((st = api_enter_context(c, &call)))
         return st;
     c->last_pick = 0;
+    api_context_ran(c);
     st = engine_perplexity(c->gm, ids, (uint32_t)n, &po, &r);
     api_leave(&call);
     if (!st) {

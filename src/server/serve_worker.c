@@ -1,7 +1,11 @@
 /* The server's GPU side: one thread, the only one that calls the backend,
- * going round the busy slots: a prompt pass, or a round of a few tokens
- * (glesllm_generate_tokens, its steps pipelined; with a draft model, one
- * drafting round), for each. See serve.h. */
+ * going round the busy slots: a prompt pass for each slot still in its
+ * prompt, then one token of every generating slot in one pass
+ * (glesllm_decode_batch: the slots are sequences of one cache). Where the
+ * model's sequences cannot share a pass (per-head Q/K norms, recurrent
+ * layers) or a draft model drafts, each generating slot takes a round of a
+ * few tokens instead (glesllm_generate_tokens: its steps pipelined, or one
+ * drafting round). See serve.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +18,9 @@ typedef struct slot {
     serve_req *req; /* NULL: free */
     uint32_t pos;   /* prompt tokens in the cache (the prompt pass's progress) */
     bool generating;
-    int32_t *ids; /* the prompt, then the tokens generated (n_ctx + 1 of room) */
+    /* the prompt, then the tokens generated (n_ctx + 1 of room): the cache
+     * holds all but the last, which the slot's next pass runs */
+    int32_t *ids;
     uint32_t n_ids;
     /* a round's end: a stop string's start in gen (stop_at), or the request
      * cancelled */
@@ -34,6 +40,7 @@ struct serve {
     pthread_cond_t cv;
     serve_req *head, *tail; /* waiting for a slot */
     bool started, stopping;
+    uint32_t batch_max; /* the slots' sequences per shared pass (0: rounds a slot) */
     serve_metrics met; /* counters (the gauges are computed when read) */
 };
 
@@ -293,16 +300,11 @@ static void fail_decode(serve *s, slot *sl, glesllm_status st)
     finish(s, sl, "stop", sl->emitted, st == GLESLLM_ERR_CANCELLED ? 0 : 500, msg);
 }
 
-/* A generated token, from glesllm_generate_tokens: its text into the
- * reply; nonzero stops the round (a stop string, or a cancelled request). */
-static int on_token(void *ud, int32_t tok, const char *text, size_t len)
+/* A generated token: its text into the reply; nonzero ends the slot's run
+ * (a stop string: sl->stopped, or a cancelled request or a full context:
+ * sl->cancelled). */
+static int take_token(serve *s, slot *sl, int32_t tok)
 {
-    (void)text, (void)len; /* (the slot joins split characters itself: add_piece) */
-    void **a = ud;
-    serve *s = a[0];
-    slot *sl = a[1];
-    if (tok < 0)
-        return 0;
     serve_req *r = sl->req;
     if (sl->n_ids > s->p.n_ctx) /* (the context is full: the round ends there) */
         return sl->cancelled = true, 1;
@@ -323,8 +325,17 @@ static int on_token(void *ud, int32_t tok, const char *text, size_t len)
     return 0;
 }
 
-/* One round's work of a busy slot: a prompt pass, or a few tokens. */
-static void step(serve *s, slot *sl)
+/* take_token for glesllm_generate_tokens */
+static int on_token(void *ud, int32_t tok, const char *text, size_t len)
+{
+    (void)text, (void)len; /* (the slot joins split characters itself: add_piece) */
+    void **a = ud;
+    return tok < 0 ? 0 : take_token(a[0], a[1], tok);
+}
+
+/* One round's work of a busy slot: a prompt pass, or a few tokens (unless
+ * batch_step runs it). */
+static void step(serve *s, slot *sl, bool batched)
 {
     serve_req *r = sl->req;
     pthread_mutex_lock(&r->mu);
@@ -337,6 +348,12 @@ static void step(serve *s, slot *sl)
     }
     glesllm_status st;
     if (!sl->generating) {
+        /* (a cache that holds more than the start it shares: the rest goes) */
+        if (glesllm_context_n_past(sl->c) > sl->pos &&
+            (st = glesllm_truncate(sl->c, sl->pos))) {
+            fail_decode(s, sl, st);
+            return;
+        }
         uint32_t n = r->n_prompt - 1 - sl->pos;
         if (n > s->p.n_batch)
             n = s->p.n_batch;
@@ -356,6 +373,8 @@ static void step(serve *s, slot *sl)
         pthread_mutex_unlock(&s->mu);
         return;
     }
+    if (batched)
+        return;
     uint32_t round = s->p.round;
     if (r->n_predict >= 0 && (uint32_t)r->n_predict - n_gen < round)
         round = (uint32_t)r->n_predict - n_gen;
@@ -391,6 +410,59 @@ static void step(serve *s, slot *sl)
         finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
 }
 
+/* One token of every generating slot, in passes of batch_max slots. */
+static void batch_step(serve *s)
+{
+    glesllm_context *seqs[256];
+    slot *sls[256];
+    int32_t toks[256];
+    uint32_t n = 0;
+    for (unsigned i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->req || !sl->generating)
+            continue;
+        serve_req *r = sl->req;
+        pthread_mutex_lock(&r->mu);
+        bool cancel = r->cancel;
+        uint32_t n_gen = r->n_gen;
+        pthread_mutex_unlock(&r->mu);
+        if (cancel) {
+            finish(s, sl, "stop", sl->emitted, 0, "");
+        } else if ((r->n_predict >= 0 && n_gen >= (uint32_t)r->n_predict) ||
+                   glesllm_context_n_past(sl->c) + 1 > s->p.n_ctx) {
+            finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
+        } else {
+            sls[n] = sl;
+            seqs[n] = sl->c;
+            toks[n++] = sl->ids[sl->n_ids - 1];
+        }
+    }
+    for (uint32_t b0 = 0; b0 < n; b0 += s->batch_max) {
+        uint32_t cnt = n - b0 < s->batch_max ? n - b0 : s->batch_max;
+        glesllm_status st = glesllm_decode_batch(seqs + b0, cnt, toks + b0);
+        if (!st && cnt > 1) {
+            pthread_mutex_lock(&s->mu);
+            s->met.batched += cnt;
+            pthread_mutex_unlock(&s->mu);
+        }
+        for (uint32_t i = b0; i < b0 + cnt; i++) {
+            slot *sl = sls[i];
+            serve_req *r = sl->req;
+            int32_t tok = -1;
+            if (st || (st = glesllm_next_token(sl->c, &tok))) {
+                fail_decode(s, sl, st);
+                continue;
+            }
+            sl->stopped = sl->cancelled = false;
+            if (glesllm_token_is_eog(s->m, tok) && !r->ignore_eos)
+                finish(s, sl, "stop", utf8_complete(sl->gen, sl->n_gen), 0, "");
+            else if (take_token(s, sl, tok))
+                finish(s, sl, "stop", sl->stopped ? sl->stop_at : utf8_complete(sl->gen, sl->n_gen),
+                       0, "");
+        }
+    }
+}
+
 static void *worker(void *arg)
 {
     serve *s = arg;
@@ -407,9 +479,17 @@ static void *worker(void *arg)
             continue;
         }
         pthread_mutex_unlock(&s->mu);
+        /* two or more generating slots share a pass; one alone takes a
+         * round of pipelined steps, which is faster for one */
+        unsigned gen = 0;
+        for (unsigned i = 0; i < s->p.n_slots; i++)
+            gen += s->slots[i].req && s->slots[i].generating;
+        bool batched = s->batch_max && gen >= 2;
         for (unsigned i = 0; i < s->p.n_slots; i++)
             if (s->slots[i].req)
-                step(s, &s->slots[i]);
+                step(s, &s->slots[i], batched);
+        if (batched)
+            batch_step(s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -429,9 +509,18 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     glesllm_context_params cp = { p->n_ctx, p->n_batch, p->draft ? p->draft_max : 0 };
+    /* the slots as sequences of one cache, stepped together, where the model
+     * lets them and no draft model drafts (else contexts of their own) */
+    glesllm_context *seqs[256];
+    if (!p->draft && p->n_slots <= 256 &&
+        glesllm_context_create_seqs(m, &cp, p->n_slots, seqs) == GLESLLM_OK) {
+        for (unsigned i = 0; i < p->n_slots; i++)
+            s->slots[i].c = seqs[i];
+        s->batch_max = glesllm_decode_batch_max(seqs[0]);
+    }
     for (unsigned i = 0; i < p->n_slots; i++) {
         slot *sl = &s->slots[i];
-        glesllm_status st = glesllm_context_create(m, &cp, &sl->c);
+        glesllm_status st = sl->c ? GLESLLM_OK : glesllm_context_create(m, &cp, &sl->c);
         if (!st && p->draft && !(st = glesllm_context_create(p->draft, &cp, &sl->draft)))
             st = glesllm_set_draft(sl->c, sl->draft, p->draft_max, p->draft_min);
         if (!st && !(sl->ids = malloc(sizeof *sl->ids * (glesllm_context_n_ctx(sl->c) + 1))))
