@@ -356,6 +356,12 @@ GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);
 GLESLLM_API glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
                                                 const int32_t *tokens);
 
+/* dst's cache becomes the first n positions of src's (two sequences of
+ * one cache; n at most src's n_past), copied on the GPU: a start of a
+ * prompt that another sequence ran (a system prompt) is not run again. */
+GLESLLM_API glesllm_status glesllm_copy_seq(glesllm_context *dst, const glesllm_context *src,
+                                            uint32_t n);
+
 /* ---- sampling --------------------------------------------------------------- */
 
 typedef struct glesllm_sampling {

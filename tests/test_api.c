@@ -292,6 +292,42 @@ static void test_sequences_share_one_cache(void)
     glesllm_model_close(m);
 }
 
+/* glesllm_copy_seq: a sequence takes another's prompt start and goes on as
+ * if it had run it (the cache reused, none of it run again). */
+static void test_a_sequence_copies_anothers_prompt(void)
+{
+    glesllm_model *m = open_demo();
+    glesllm_context *plain = make_context(m, 128), *s[2];
+    glesllm_context_params p = { 128, 0, 0 };
+    OK(glesllm_context_create_seqs(m, &p, 2, s));
+    collected want, a, b;
+    greedy_run(plain, prompt8, 8, 16, &want);
+    greedy_run(s[0], prompt8, 8, 16, &a); /* s[0] holds the prompt and 15 more */
+    TEST_ASSERT_EQUAL_INT32_ARRAY(want.ids, a.ids, 16);
+    OK(glesllm_copy_seq(s[1], s[0], 8));
+    TEST_ASSERT_EQUAL_UINT32(8, glesllm_context_n_past(s[1]));
+    for (uint32_t i = 0; i < 8; i++)
+        TEST_ASSERT_EQUAL_INT32(prompt8[i], glesllm_context_token(s[1], i));
+    memset(&b, 0, sizeof b);
+    glesllm_generate_params gp = glesllm_generate_default();
+    gp.n_predict = 16;
+    gp.ignore_eos = 1;
+    glesllm_generate_result r;
+    OK(glesllm_generate_tokens(s[1], prompt8, 8, &gp, collect, &b, &r));
+    TEST_ASSERT_EQUAL_UINT32(7, r.n_reused); /* (the last prompt token runs for its logits) */
+    TEST_ASSERT_EQUAL_INT32_ARRAY(want.ids, b.ids, 16);
+    /* the source unchanged by it */
+    TEST_ASSERT_EQUAL_UINT32(8 + 15, glesllm_context_n_past(s[0]));
+    /* misuse: more than the source holds, itself, a context of no cache */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_copy_seq(s[1], s[0], 24));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_copy_seq(s[0], s[0], 4));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, glesllm_copy_seq(plain, s[0], 4));
+    glesllm_context_free(s[0]);
+    glesllm_context_free(s[1]);
+    glesllm_context_free(plain);
+    glesllm_model_close(m);
+}
+
 static void test_state_saved_and_loaded_continues_as_uninterrupted(void)
 {
     glesllm_model *m = open_demo();
@@ -576,6 +612,7 @@ int main(void)
     RUN_TEST(test_decode_steps_give_generates_ids);
     RUN_TEST(test_two_contexts_on_one_model_give_one_contexts_ids);
     RUN_TEST(test_sequences_share_one_cache);
+    RUN_TEST(test_a_sequence_copies_anothers_prompt);
     RUN_TEST(test_state_saved_and_loaded_continues_as_uninterrupted);
     RUN_TEST(test_cancel_and_callback_stop_generation);
     RUN_TEST(test_cancel_from_another_thread);

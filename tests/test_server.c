@@ -415,6 +415,41 @@ static int endless_stream(void)
     return fd;
 }
 
+/* A prompt whose start another slot's cache holds (a shared system
+ * prompt): copied from there, not run again, and the text the same. */
+static void test_prompt_start_copied_from_another_slot(void)
+{
+    const char *prompt = "You are a helpful assistant who answers briefly and well. "
+                         "Question: what is the capital of France?";
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"prompt\": \"%s\", \"max_tokens\": 24, \"temperature\": 0}", prompt);
+    resp alone = request("POST", "/v1/completions", KEY, body);
+    TEST_ASSERT_EQUAL(200, alone.status);
+    /* a long stream of the same prompt in one slot... */
+    int fd = connect_local();
+    TEST_ASSERT_TRUE(fd >= 0);
+    char sbody[512];
+    snprintf(sbody, sizeof sbody,
+             "{\"prompt\": \"%s Answer:\", \"max_tokens\": -1, \"stream\": true}", prompt);
+    send_request(fd, "POST", "/v1/completions", KEY, sbody, strlen(sbody));
+    char buf[4096];
+    TEST_ASSERT_TRUE(read(fd, buf, sizeof buf) > 0); /* (its prompt has run) */
+    /* ...and the prompt again while it runs: another slot, which copies */
+    double copied = metric("glesllm:prompt_tokens_copied_total");
+    resp again = request("POST", "/v1/completions", KEY, body);
+    TEST_ASSERT_EQUAL(200, again.status);
+    TEST_ASSERT_TRUE_MESSAGE(metric("glesllm:prompt_tokens_copied_total") >= copied + 16,
+                             "no prompt tokens copied");
+    cJSON *a = json_of(&alone), *b = json_of(&again);
+    TEST_ASSERT_EQUAL_STRING(text_of(a), text_of(b));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(alone.body);
+    free(again.body);
+    close(fd);
+}
+
 /* A client that goes away mid-stream: its request stops, its slot frees. */
 static void test_client_drops(void)
 {
@@ -617,6 +652,7 @@ int main(void)
     RUN_TEST(test_stop_string);
     RUN_TEST(test_concurrent_clients);
     RUN_TEST(test_client_drops);
+    RUN_TEST(test_prompt_start_copied_from_another_slot);
     RUN_TEST(test_bad_requests);
     RUN_TEST(test_sigterm);
     if (server)

@@ -463,6 +463,28 @@ glesllm_status glesllm_truncate(glesllm_context *c, uint32_t n_past)
     return st;
 }
 
+glesllm_status glesllm_copy_seq(glesllm_context *dst, const glesllm_context *src, uint32_t n)
+{
+    glesllm_status st = api_check_context(dst);
+    if (st || (st = api_check_context(src)))
+        return st;
+    if (!dst->group || dst->group != src->group || dst == src)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "copy_seq: the two must be distinct sequences of one cache "
+                       "(glesllm_context_create_seqs)");
+    if (n > ctx_past(src))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "copy_seq of %u positions: the source holds %u", n, ctx_past(src));
+    api_call call;
+    if ((st = api_enter(dst->m->b, false, &call)))
+        return st;
+    st = gpu_model_seq_copy(dst->gm, src->seq, dst->seq, n);
+    dst->last_pick = 0;
+    dst->batch_row = -1;
+    api_leave(&call);
+    return st;
+}
+
 uint32_t glesllm_decode_batch_max(const glesllm_context *c)
 {
     if (api_check_context(c) || !c->group || !gpu_model_batch_ok(c->gm))

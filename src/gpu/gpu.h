@@ -144,6 +144,9 @@ glesllm_status gpu_buffer_create(gpu_context *ctx, size_t size, const void *data
                                  const char *what, gpu_buffer *out);
 void gpu_buffer_destroy(gpu_buffer *buf);
 glesllm_status gpu_buffer_write(gpu_buffer *buf, size_t offset, const void *data, size_t size);
+/* size bytes of buf from src to dst (the two ranges apart), after what the
+ * GPU has been given so far; later dispatches see them. */
+glesllm_status gpu_buffer_copy_within(gpu_buffer *buf, size_t src, size_t dst, size_t size);
 /* Slow path for tests and tools: waits for the GPU and copies through a
  * staging buffer. Never inside a decode step. */
 glesllm_status gpu_buffer_read(gpu_context *ctx, const gpu_buffer *buf, size_t offset, void *out,

@@ -157,3 +157,24 @@ glesllm_status gpu_buffer_read(gpu_context *ctx, const gpu_buffer *buf, size_t o
     GL_CHECK(glBindBuffer(GL_COPY_WRITE_BUFFER, 0));
     return GLESLLM_OK;
 }
+
+glesllm_status gpu_buffer_copy_within(gpu_buffer *buf, size_t src, size_t dst, size_t size)
+{
+    if (src > buf->size || size > buf->size - src || dst > buf->size || size > buf->size - dst ||
+        (src < dst + size && dst < src + size))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "copy of %zu bytes from %zu to %zu within a %zu-byte buffer: out of it, "
+                       "or overlapping", size, src, dst, buf->size);
+    if (!size)
+        return GLESLLM_OK;
+    gpu_gl_clear_errors();
+    /* (the shaders' writes before it, visible to the copy) */
+    GL_CHECK(glMemoryBarrier(GL_ALL_BARRIER_BITS));
+    GL_CHECK(glBindBuffer(GL_COPY_READ_BUFFER, buf->id));
+    GL_CHECK(glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id));
+    GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)src,
+                                 (GLintptr)dst, (GLsizeiptr)size));
+    GL_CHECK(glBindBuffer(GL_COPY_READ_BUFFER, 0));
+    GL_CHECK(glBindBuffer(GL_COPY_WRITE_BUFFER, 0));
+    return GLESLLM_OK;
+}

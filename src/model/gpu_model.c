@@ -1161,6 +1161,38 @@ glesllm_status gpu_model_select_seq(gpu_model *gm, uint32_t seq)
     return GLESLLM_OK;
 }
 
+glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n)
+{
+    if (src >= gm->n_seq || dst >= gm->n_seq || src == dst || n > gpu_model_seq_past(gm, src))
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "copying %u positions of sequence %u to sequence %u (of %u): the source "
+                       "holds %u", n, src, dst, gm->n_seq, gpu_model_seq_past(gm, src));
+    const model_hparams *hp = &gm->m->hp;
+    uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes a position: F16 */
+    glesllm_status st = gpu_model_wait(gm);
+    for (uint32_t i = 0; !st && i < hp->n_layer; i++) {
+        if (gm->m->layers[i].recurrent)
+            continue;
+        gpu_buffer *b = &gm->layers[i].cache;
+        uint64_t s = (uint64_t)src * gm->n_ctx * row, d = (uint64_t)dst * gm->n_ctx * row;
+        st = gpu_buffer_copy_within(b, (size_t)(gm->k_base * 4 + s), (size_t)(gm->k_base * 4 + d),
+                                    (size_t)(n * row));
+        if (!st)
+            st = gpu_buffer_copy_within(b, (size_t)(gm->v_base * 4 + s),
+                                        (size_t)(gm->v_base * 4 + d), (size_t)(n * row));
+    }
+    if (st)
+        return st;
+    uint32_t *tok = gm->tokens.mapped;
+    memcpy(tok + (size_t)dst * (gm->n_ctx + 1), tok + (size_t)src * (gm->n_ctx + 1),
+           sizeof *tok * n);
+    if (dst == gm->seq)
+        gm->n_past = n;
+    else
+        gm->seq_past[dst] = n;
+    return GLESLLM_OK;
+}
+
 uint32_t gpu_model_seq_past(const gpu_model *gm, uint32_t seq)
 {
     return seq >= gm->n_seq ? 0 : seq == gm->seq ? gm->n_past : gm->seq_past[seq];

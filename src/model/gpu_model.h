@@ -166,6 +166,9 @@ uint32_t gpu_model_n_seq(const gpu_model *gm);
 glesllm_status gpu_model_select_seq(gpu_model *gm, uint32_t seq);
 uint32_t gpu_model_seq_past(const gpu_model *gm, uint32_t seq);
 int32_t gpu_model_seq_token(const gpu_model *gm, uint32_t seq, uint32_t pos);
+/* Sequence dst's cache becomes the first n positions of src's (copied on
+ * the GPU): a prompt start that another sequence ran, not run again. */
+glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
 /* Whether this model can step several sequences in one batch. */
 bool gpu_model_batch_ok(const gpu_model *gm);
 /* One token of each of n distinct sequences seqs[0..n) (at most

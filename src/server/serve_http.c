@@ -758,6 +758,9 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "# HELP glesllm:tokens_drafted_accepted_total Of them, the tokens the model kept.\n"
              "# TYPE glesllm:tokens_drafted_accepted_total counter\n"
              "glesllm:tokens_drafted_accepted_total %llu\n"
+             "# HELP glesllm:prompt_tokens_copied_total Prompt tokens copied from another slot's cache.\n"
+             "# TYPE glesllm:prompt_tokens_copied_total counter\n"
+             "glesllm:prompt_tokens_copied_total %llu\n"
              "# HELP glesllm:tokens_batched_total Tokens generated in passes shared by slots.\n"
              "# TYPE glesllm:tokens_batched_total counter\n"
              "glesllm:tokens_batched_total %llu\n"
@@ -782,7 +785,7 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              (unsigned long long)mt.prompt_tokens, mt.prompt_s,
              (unsigned long long)mt.predicted_tokens, mt.predicted_s,
              (unsigned long long)mt.drafted, (unsigned long long)mt.accepted,
-             (unsigned long long)mt.batched,
+             (unsigned long long)mt.shared, (unsigned long long)mt.batched,
              (unsigned long long)mt.requests, mt.processing, mt.deferred, mt.slots,
              (unsigned long long)mt.kv_used, (unsigned long long)mt.kv_size);
     return reply(conn, 200, "text/plain; version=0.0.4", b);

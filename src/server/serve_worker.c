@@ -41,6 +41,7 @@ struct serve {
     serve_req *head, *tail; /* waiting for a slot */
     bool started, stopping;
     uint32_t batch_max; /* the slots' sequences per shared pass (0: rounds a slot) */
+    bool shared;        /* the slots are sequences of one cache (glesllm_copy_seq) */
     serve_metrics met; /* counters (the gauges are computed when read) */
 };
 
@@ -275,6 +276,21 @@ static void admit(serve *s)
         }
         if (!best)
             return;
+        /* a longer start of the prompt in another slot's cache (a shared
+         * system prompt): copied, not run again */
+        slot *from = NULL;
+        uint32_t from_k = best_k;
+        for (unsigned i = 0; s->shared && i < s->p.n_slots; i++) {
+            slot *sl = &s->slots[i];
+            uint32_t k = sl == best ? 0 : common_prefix(sl->c, r->prompt, r->n_prompt);
+            if (k > from_k)
+                from = sl, from_k = k;
+        }
+        if (from && from_k >= best_k + 16 &&
+            glesllm_copy_seq(best->c, from->c, from_k) == GLESLLM_OK) {
+            s->met.shared += from_k - best_k;
+            best_k = from_k;
+        }
         s->head = r->next;
         if (!s->head)
             s->tail = NULL;
@@ -517,6 +533,7 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
         for (unsigned i = 0; i < p->n_slots; i++)
             s->slots[i].c = seqs[i];
         s->batch_max = glesllm_decode_batch_max(seqs[0]);
+        s->shared = true;
     }
     for (unsigned i = 0; i < p->n_slots; i++) {
         slot *sl = &s->slots[i];
