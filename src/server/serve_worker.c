@@ -349,16 +349,23 @@ static int on_token(void *ud, int32_t tok, const char *text, size_t len)
     return tok < 0 ? 0 : take_token(a[0], a[1], tok);
 }
 
+/* Whether r was cancelled; its tokens so far into *n_gen. */
+static bool req_cancelled(serve_req *r, uint32_t *n_gen)
+{
+    pthread_mutex_lock(&r->mu);
+    bool cancel = r->cancel;
+    *n_gen = r->n_gen;
+    pthread_mutex_unlock(&r->mu);
+    return cancel;
+}
+
 /* One round's work of a busy slot: a prompt pass, or a few tokens (unless
  * batch_step runs it). */
 static void step(serve *s, slot *sl, bool batched)
 {
     serve_req *r = sl->req;
-    pthread_mutex_lock(&r->mu);
-    bool cancel = r->cancel;
-    uint32_t n_gen = r->n_gen;
-    pthread_mutex_unlock(&r->mu);
-    if (cancel) {
+    uint32_t n_gen;
+    if (req_cancelled(r, &n_gen)) {
         finish(s, sl, "stop", sl->emitted, 0, "");
         return;
     }
@@ -438,11 +445,8 @@ static void batch_step(serve *s)
         if (!sl->req || !sl->generating)
             continue;
         serve_req *r = sl->req;
-        pthread_mutex_lock(&r->mu);
-        bool cancel = r->cancel;
-        uint32_t n_gen = r->n_gen;
-        pthread_mutex_unlock(&r->mu);
-        if (cancel) {
+        uint32_t n_gen;
+        if (req_cancelled(r, &n_gen)) {
             finish(s, sl, "stop", sl->emitted, 0, "");
         } else if ((r->n_predict >= 0 && n_gen >= (uint32_t)r->n_predict) ||
                    glesllm_context_n_past(sl->c) + 1 > s->p.n_ctx) {
