@@ -500,6 +500,10 @@ static void test_bad_requests(void)
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"stream\": \"yes\"}", 400, "'stream'");
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"ignore_eos\": 1}", 400, "'ignore_eos'");
     expect("POST", c, KEY, "{\"prompt\": \"x\", \"stop\": [1]}", 400, "'stop'");
+    char long_stop[1200] = "{\"prompt\": \"x\", \"stop\": \"";
+    memset(long_stop + strlen(long_stop), 'a', 1100);
+    strcpy(long_stop + strlen(long_stop), "\"}");
+    expect("POST", c, KEY, long_stop, 400, "over 1024 bytes");
     expect("POST", c, KEY, "{\"prompt\": [1, 99999999]}", 400, "token ids");
     expect("POST", "/v1/chat/completions", KEY, "{\"messages\": []}", 400, "'messages'");
     expect("POST", "/v1/chat/completions", KEY, "{\"messages\": [{\"content\": \"x\"}]}", 400,

@@ -192,6 +192,8 @@ static bool read_params(const cJSON *j, serve_req *r, bool *stream, params_error
             return bad(e, "'stop' must be a string or an array of at most 4 strings%s", "");
         const cJSON *it;
         if (one) {
+            if (strlen(one->valuestring) > 1024)
+                return bad(e, "a 'stop' string is over 1024 bytes%s", "");
             if (!(r->stop[r->n_stop++] = strdup(one->valuestring)))
                 return bad(e, "out of memory%s", "");
         } else {
@@ -200,6 +202,8 @@ static bool read_params(const cJSON *j, serve_req *r, bool *stream, params_error
                 if (!cJSON_IsString(it))
                     return bad(e, "'stop' must be a string or an array of at most 4 strings%s",
                                "");
+                if (strlen(it->valuestring) > 1024)
+                    return bad(e, "a 'stop' string is over 1024 bytes%s", "");
                 if (!(r->stop[r->n_stop++] = strdup(it->valuestring)))
                     return bad(e, "out of memory%s", "");
             }
