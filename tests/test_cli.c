@@ -509,8 +509,13 @@ static void test_bench_command(void)
     TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 8 -n 2 -d 0,16 -r 1 -o json"), err);
     TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"pp8\""));
     TEST_ASSERT_NOT_NULL(strstr(out, "\"test\": \"tg2\""));
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"test\": \"pp8 @ d16\""), out);
-    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"test\": \"tg2 @ d16\""), out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"n_parallel\": 1, \"test\": \"pp8 @ d16\""), out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_depth\": 16, \"n_parallel\": 1, \"test\": \"tg2 @ d16\""), out);
+    /* -np: generation in several sequences at once */
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, "bench -p 0 -n 4 -np 1,3 -r 1 -o json"), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_parallel\": 3, \"test\": \"tg4 @ np3\""), out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "\"n_parallel\": 1, \"test\": \"tg4\""), out);
+    TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -np 0"));
     TEST_ASSERT_EQUAL_INT(2, run(NULL, "bench -d 1,x"));
     TEST_ASSERT_NOT_NULL_MESSAGE(strstr(err, "-d"), err);
     /* bad input */

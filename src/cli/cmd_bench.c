@@ -31,6 +31,9 @@ static void usage(FILE *f)
             "  -n, --n-gen N,...      generation lengths (default 128; 0: none)\n"
             "  -d, --n-depth N,...    run each test after a prompt of N tokens already in the\n"
             "                         context, not timed (default 0): ppN @ dD, tgN @ dD\n"
+            "  -np, --parallel N,...  also each generation test with N sequences at once, a\n"
+            "                         token of each a pass (glesllm_decode_batch), tokens/s of\n"
+            "                         all together: tgN @ npN (default 1: none)\n"
             "  -r, --repetitions N    runs of each test after one warm-up run (default 5)\n"
             "  -b, --batch-size N     prefill batch (default 512)\n"
             "  -o, --output FORMAT    md (default), json or csv\n");
@@ -41,8 +44,8 @@ typedef enum out_format { OUT_MD, OUT_JSON, OUT_CSV } out_format;
 typedef struct bench_args {
     const char *models[MAX_LIST];
     uint32_t n_models;
-    long pp[MAX_LIST], tg[MAX_LIST], depth[MAX_LIST];
-    uint32_t n_pp, n_tg, n_depth;
+    long pp[MAX_LIST], tg[MAX_LIST], depth[MAX_LIST], par[MAX_LIST];
+    uint32_t n_pp, n_tg, n_depth, n_par;
     long reps, n_batch;
     out_format fmt;
 } bench_args;
@@ -66,7 +69,8 @@ static bool parse_list(const char *s, long *list, uint32_t *n, bool *cleared)
 
 /* the options that take a value */
 static const char *const value_options[] = {
-    "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-b",
+    "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-np", "--parallel",
+    "-r", "--repetitions", "-b",
     "--batch-size", "-o", "--output", NULL
 };
 
@@ -75,10 +79,11 @@ static int parse_args(int argc, char **argv, bench_args *a)
     memset(a, 0, sizeof *a);
     a->pp[0] = 512;
     a->tg[0] = 128;
-    a->n_pp = a->n_tg = a->n_depth = 1;
+    a->n_pp = a->n_tg = a->n_depth = a->n_par = 1;
+    a->par[0] = 1;
     a->reps = 5;
     a->n_batch = 512;
-    bool pp_set = false, tg_set = false, depth_set = false;
+    bool pp_set = false, tg_set = false, depth_set = false, par_set = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
@@ -115,6 +120,13 @@ static int parse_args(int argc, char **argv, bench_args *a)
             ok = parse_list(v, a->depth, &a->n_depth, &depth_set);
             snprintf(buf, sizeof buf, " (at most %d comma-separated whole numbers from 0 to %ld)",
                      MAX_LIST, LIST_MOST);
+            want = buf;
+        } else if (strcmp(o, "-np") == 0 || strcmp(o, "--parallel") == 0) {
+            ok = parse_list(v, a->par, &a->n_par, &par_set);
+            for (uint32_t j = 0; ok && j < a->n_par; j++)
+                ok = a->par[j] >= 1 && a->par[j] <= 256;
+            snprintf(buf, sizeof buf, " (at most %d comma-separated whole numbers from 1 to 256)",
+                     MAX_LIST);
             want = buf;
         } else if (strcmp(o, "-r") == 0 || strcmp(o, "--repetitions") == 0) {
             ok = cli_parse_long(v, 1, 1000, &a->reps);
@@ -164,7 +176,7 @@ static void describe(const char *path, glesllm_model *m, glesllm_backend *b, mod
 
 typedef struct result {
     char test[48];
-    uint32_t n_prompt, n_gen, n_depth;
+    uint32_t n_prompt, n_gen, n_depth, n_par;
     double avg, sd;
     double samples[1000];
     uint32_t n;
@@ -243,6 +255,66 @@ static glesllm_status run_test(glesllm_context *c, uint32_t depth, uint32_t n_pr
     return GLESLLM_OK;
 }
 
+/* Generation in n_par sequences of one cache at once, a token of each a
+ * pass: the seconds of n_gen passes after a one-token prompt each. */
+static glesllm_status run_parallel_once(glesllm_context **seq, uint32_t n_par, uint32_t n_gen,
+                                        uint64_t *rng, double *secs)
+{
+    uint32_t nv = glesllm_model_n_vocab(glesllm_context_model(seq[0]));
+    uint32_t most = glesllm_decode_batch_max(seq[0]);
+    int32_t tok[256];
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t i = 0; !st && i < n_par; i++) {
+        random_ids(&tok[i], 1, nv, rng);
+        if (!(st = glesllm_truncate(seq[i], 0)) && !(st = glesllm_decode(seq[i], &tok[i], 1, 0, 0)))
+            st = glesllm_next_token(seq[i], &tok[i]);
+    }
+    double t0 = cli_now();
+    for (uint32_t step = 0; !st && step < n_gen && !cli_interrupted; step++)
+        for (uint32_t i0 = 0; !st && i0 < n_par; i0 += most ? most : 1) {
+            uint32_t cnt = most ? (n_par - i0 < most ? n_par - i0 : most) : 1;
+            st = most ? glesllm_decode_batch(seq + i0, cnt, tok + i0)
+                      : glesllm_decode(seq[i0], &tok[i0], 1, glesllm_context_n_past(seq[i0]), 0);
+            for (uint32_t i = i0; !st && i < i0 + cnt; i++)
+                st = glesllm_next_token(seq[i], &tok[i]);
+        }
+    *secs = cli_now() - t0;
+    return st;
+}
+
+static glesllm_status run_parallel(glesllm_model *m, uint32_t n_par, uint32_t n_gen, uint32_t reps,
+                                   result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n_gen = n_gen;
+    r->n_par = n_par;
+    snprintf(r->test, sizeof r->test, "tg%u @ np%u", n_gen, n_par);
+    glesllm_context *seq[256];
+    glesllm_context_params cp = { n_gen + 2, 0, 0 };
+    glesllm_status st = glesllm_context_create_seqs(m, &cp, n_par, seq);
+    if (st)
+        return st;
+    uint64_t rng = 777 + n_par;
+    double s, sum = 0.0;
+    st = run_parallel_once(seq, n_par, n_gen, &rng, &s); /* warm-up */
+    for (uint32_t i = 0; !st && i < reps && !cli_interrupted; i++) {
+        if ((st = run_parallel_once(seq, n_par, n_gen, &rng, &s)))
+            break;
+        r->samples[r->n] = (double)n_par * n_gen / s;
+        sum += r->samples[r->n++];
+    }
+    for (uint32_t i = 0; i < n_par; i++)
+        glesllm_context_free(seq[i]);
+    if (st || !r->n)
+        return st;
+    r->avg = sum / r->n;
+    double v = 0.0;
+    for (uint32_t i = 0; i < r->n; i++)
+        v += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
+    r->sd = r->n > 1 ? sqrt(v / (r->n - 1)) : 0.0;
+    return GLESLLM_OK;
+}
+
 /* Samples more than 10% apart (slowest to fastest, over their mean) are
  * said on stderr: the mean of such a set says little (bench/RESULTS.md
  * "Current figures": whole runs of small-model prefill at a fraction of
@@ -280,7 +352,9 @@ static void json_string(const char *s)
 static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, const result *r,
                       bool first)
 {
-    double ms = r->avg > 0 ? (r->n_prompt + r->n_gen) / r->avg * 1e3 : 0.0;
+    double ms = r->avg > 0 ? (r->n_prompt + (double)r->n_gen * (r->n_par ? r->n_par : 1)) /
+                                 r->avg * 1e3
+                           : 0.0;
     if (fmt == OUT_MD) {
         char size[32], params[32], ts[48];
         snprintf(size, sizeof size, "%.2f %s", d->bytes >= (1ull << 30) ? d->bytes / 1073741824.0
@@ -305,9 +379,10 @@ static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, con
         printf(", \"gpu_info\": ");
         json_string(d->gpu);
         printf(", \"n_batch\": %u, \"n_prompt\": %u, \"n_gen\": %u, \"n_depth\": %u, "
-               "\"test\": \"%s\", \"avg_ms\": %.3f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, "
-               "\"samples_ts\": [",
-               n_batch, r->n_prompt, r->n_gen, r->n_depth, r->test, ms, r->avg, r->sd);
+               "\"n_parallel\": %u, \"test\": \"%s\", \"avg_ms\": %.3f, \"avg_ts\": %.3f, "
+               "\"stddev_ts\": %.3f, \"samples_ts\": [",
+               n_batch, r->n_prompt, r->n_gen, r->n_depth, r->n_par ? r->n_par : 1, r->test, ms,
+               r->avg, r->sd);
         for (uint32_t i = 0; i < r->n; i++)
             printf("%s%.3f", i ? ", " : "", r->samples[i]);
         printf("]}");
@@ -415,6 +490,23 @@ int cmd_bench(int argc, char **argv)
                             sb / 1048576.0, ci.weight_bytes / 1048576.0, sb * r.avg / 1e9, r.avg);
             }
         }
+        /* generation in several sequences at once */
+        for (uint32_t pi = 0; pi < a.n_par && !rc && !cli_interrupted; pi++)
+            for (uint32_t k = 0; a.par[pi] > 1 && k < a.n_tg && !rc && !cli_interrupted; k++) {
+                if (!a.tg[k])
+                    continue;
+                glesllm_status st = run_parallel(m, (uint32_t)a.par[pi], (uint32_t)a.tg[k],
+                                                 (uint32_t)a.reps, &r);
+                if (st) {
+                    rc = cli_fail(name, st);
+                    break;
+                }
+                if (r.n) {
+                    print_row(a.fmt, &d, ci.n_batch, &r, first);
+                    first = false;
+                    warn_spread(&r);
+                }
+            }
         cli_release_signals();
         glesllm_context_free(c);
         glesllm_model_close(m);
