@@ -182,7 +182,7 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
         /* every sequence but one (in turn) in the batch, in a shuffled order */
         uint32_t n = 0;
         for (uint32_t i = 0; i < n_seq; i++) {
-            uint32_t q = (i * 3u + round) % n_seq;
+            uint32_t q = (round & 1u ? n_seq - 1 - i : i + round) % n_seq;
             if (n_seq > 2 && q == round % n_seq)
                 continue;
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(L.gm, q));
@@ -255,6 +255,20 @@ static void test_batch_over_sequences(void)
     s.type = GGML_TYPE_Q4_0; /* (the quantized products, GQA) */
     s.n_head_kv = s.n_head / 2;
     check_batch(&s, 2);
+    /* Gemma 2 (soft caps, norms after attention and the FFN, a window the
+     * sequences run past), Phi-3 (fused Q|K|V and a window), Qwen2 (biases) */
+    demo_spec g = fixture_small_spec("gemma2", GGML_TYPE_F32);
+    g.n_layer = 3;
+    g.n_embd = 128;
+    g.head_dim = 64;
+    g.window = 5;
+    g.tied = true;
+    check_batch(&g, 3);
+    demo_spec ph = fixture_small_spec("phi3", GGML_TYPE_Q8_0);
+    ph.window = 7;
+    check_batch(&ph, 3);
+    demo_spec q = fixture_small_spec("qwen2", GGML_TYPE_F32);
+    check_batch(&q, 3);
 }
 
 static void test_f32_llama_matches_cpu(void)
