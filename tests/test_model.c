@@ -143,6 +143,8 @@ static void check_against_reference(const demo_spec *s, uint32_t n_ctx, uint32_t
 }
 
 
+static demo_spec moe_spec(const char *arch, uint32_t type);
+
 /* Several sequences in one cache, stepped one token each in one pass
  * (gpu_model_step_batch): each sequence's logits against its own CPU
  * reference, and against a step of the sequence alone (the
@@ -269,6 +271,11 @@ static void test_batch_over_sequences(void)
     check_batch(&ph, 3);
     demo_spec q = fixture_small_spec("qwen2", GGML_TYPE_F32);
     check_batch(&q, 3);
+    /* experts (Mixtral-like, and Qwen2-MoE's shared expert): routed a token each */
+    demo_spec x = moe_spec("llama", GGML_TYPE_F32);
+    check_batch(&x, 3);
+    demo_spec qm = moe_spec("qwen2moe", GGML_TYPE_Q8_0);
+    check_batch(&qm, 2);
 }
 
 static void test_f32_llama_matches_cpu(void)
