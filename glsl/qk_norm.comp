@@ -13,7 +13,10 @@
 //   position: cos, sin a pair), 5 eps (float bits), 6 float offset of token
 //   0's Q in act and 7 floats a token (param 8 not 0: Q to the cache from
 //   uint 0 instead, one token), 9 / 10 uint offsets in the cache of token
-//   0's K and V (KV_DIM / 2 uints a token).
+//   0's K and V (KV_DIM / 2 uints a token); 11 nonzero: the tokens are of
+//   different sequences (a batch over them), token t's entry (seq << 24) |
+//   position at 12 + t gives its RoPE row and its K/V slot seq * param 11 +
+//   position (params 4, 9 and 10 then the table's and the cache's start).
 // Rows of Q and K come with the pairs RoPE rotates adjacent (NeoX models'
 // rows and norm weights reordered at upload, gpu_model.c source_row).
 // Work groups: x: Q's spans, then K's, then V in K_SPAN pieces; y: token.
@@ -46,7 +49,13 @@ void main()
         scale = inversesqrt(wg_reduce_sum(ss) / float(span) + PARAM_F(5));
     }
     uint w = is_q ? PARAM_U(2) : PARAM_U(3);
-    uint kv = t * uint(KV_DIM / 2);
+    uint prow = t, kslot = t;
+    if (PARAM_U(11) != 0u) {
+        uint e = PARAM_U(12u + t);
+        prow = e & 0xffffffu;
+        kslot = (e >> 24) * PARAM_U(11) + prow;
+    }
+    uint kv = kslot * uint(KV_DIM / 2);
     for (uint p = gl_LocalInvocationIndex; p < span / 2u; p += uint(WG_SIZE)) {
         uint i = first + 2u * p;  // in Q, K or V
         float x0 = a[src + 2u * p], x1 = a[src + 2u * p + 1u];
@@ -56,7 +65,7 @@ void main()
         }
         x0 = x0 * scale * a[w + 2u * p];
         x1 = x1 * scale * a[w + 2u * p + 1u];
-        uint cs = PARAM_U(4) + t * uint(HEAD_DIM) + (i % uint(HEAD_DIM));  // pair j at 2j
+        uint cs = PARAM_U(4) + prow * uint(HEAD_DIM) + (i % uint(HEAD_DIM));  // pair j at 2j
         float co = a[cs], si = a[cs + 1u];
         float r0 = x0 * co - x1 * si, r1 = x0 * si + x1 * co;
         if (is_k) {

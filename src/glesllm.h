@@ -346,8 +346,7 @@ GLESLLM_API glesllm_status glesllm_context_create_seqs(glesllm_model *m,
                                                        const glesllm_context_params *params,
                                                        uint32_t n, glesllm_context **out);
 /* The most sequences glesllm_decode_batch takes a call on c's cache; 0:
- * none (c is no such sequence, or its model's per-head Q/K norms take
- * one sequence at a time: glesllm_decode each). */
+ * none (c is no such sequence). */
 GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);
 /* tokens[i] at the next position of seqs[i] (distinct sequences of one
  * cache, n at most glesllm_decode_batch_max), in one pass. Afterwards each

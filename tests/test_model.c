@@ -276,6 +276,23 @@ static void test_batch_over_sequences(void)
     check_batch(&x, 3);
     demo_spec qm = moe_spec("qwen2moe", GGML_TYPE_Q8_0);
     check_batch(&qm, 2);
+    /* Q and K normalised before RoPE: each head (Qwen3; Gemma 3 with its
+     * windows and local RoPE), the whole width (OLMoE) */
+    demo_spec q3 = fixture_small_spec("qwen3", GGML_TYPE_F32);
+    q3.n_embd = 128;
+    q3.head_dim = 48;
+    check_batch(&q3, 3);
+    demo_spec g3 = fixture_small_spec("gemma3", GGML_TYPE_F32);
+    g3.n_layer = 7;
+    g3.n_embd = 128;
+    g3.head_dim = 64;
+    g3.window = 5;
+    g3.tied = true;
+    ref_tol = 5e-4; /* (test_gemma3_matches_cpu says why) */
+    check_batch(&g3, 3);
+    ref_tol = 1e-4;
+    demo_spec ol = moe_spec("olmoe", GGML_TYPE_F32);
+    check_batch(&ol, 2);
 }
 
 static void test_f32_llama_matches_cpu(void)

@@ -507,8 +507,8 @@ glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
                        "decode_batch: %s", !seqs[0]->group
                            ? "the context is no sequence of a shared cache "
                              "(glesllm_context_create_seqs)"
-                           : "this model's architecture (recurrent layers, or per-head Q/K "
-                             "norms) steps its sequences one at a time: glesllm_decode each");
+                           : "this model's architecture steps its sequences one at a time: "
+                             "glesllm_decode each");
     if (n > most)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "decode_batch of %u sequences: at most %u a call "

@@ -284,7 +284,8 @@ static glesllm_status qkv_normed(gpu_pass *p, const gpu_layer *l, uint64_t rope,
     qk_norm_args a = { .n_tok = p->n, .eps = hp->eps, .raw_off = gm->bqkv, .raw_stride = row,
                        .q_weight = l->q_norm, .k_weight = l->k_norm, .rope_off = rope,
                        .q_off = gm->bq, .q_stride = act_stride(q_dim),
-                       .q_to_cache = p->kind == PASS_STEP, .k_off = k_off, .v_off = v_off };
+                       .q_to_cache = p->kind == PASS_STEP, .k_off = k_off, .v_off = v_off,
+                       .seq_tab = p->seq_tab, .seq_stride = gm->n_ctx };
     return st ? st : norm_record_qk(gm->q, &gm->qk, &gm->act, &l->cache, &a);
 }
 
@@ -950,8 +951,7 @@ glesllm_status gpu_model_step(gpu_model *gm, uint32_t pos, unsigned flags)
 bool gpu_model_batch_ok(const gpu_model *gm)
 {
     const model_hparams *hp = &gm->m->hp;
-    /* (per-head Q/K norms take RoPE in their own kernel, by position) */
-    return !model_hp_recurrent(hp) && hp->qk_norm == MODEL_QK_NONE && gm->n_small >= 1;
+    return !model_hp_recurrent(hp) && gm->n_small >= 1;
 }
 
 glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *seqs,
@@ -959,7 +959,7 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
 {
     if (!gpu_model_batch_ok(gm))
         return err_set(GLESLLM_ERR_UNSUPPORTED, "a batch over sequences: not for this model's "
-                                                "architecture (recurrent layers or Q/K norms)");
+                                                "architecture (recurrent layers)");
     if (!n || n > gm->n_small || n > GPU_SMALL_BATCH_MAX)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "a batch over sequences of %u tokens: 1 to %u", n, gm->n_small);

@@ -134,19 +134,30 @@ glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_b
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "Q/K norm of %u tokens: past the end of the activations or the cache",
                        a->n_tok);
-    gpu_dispatch d = { 0 };
-    d.prog = &k->prog;
-    d.bindings[0] = (gpu_binding){ 0, act, 0, 0, a->q_to_cache ? GPU_READ : GPU_READ_WRITE };
-    d.bindings[1] = (gpu_binding){ 1, cache, 0, 0, GPU_WRITE };
-    d.n_bindings = 2;
-    uint32_t p[] = { (uint32_t)a->raw_off, (uint32_t)a->raw_stride, (uint32_t)a->q_weight,
-                     (uint32_t)a->k_weight, (uint32_t)a->rope_off, gpu_f2u(a->eps),
-                     (uint32_t)a->q_off, (uint32_t)a->q_stride, a->q_to_cache ? 1u : 0u,
-                     (uint32_t)a->k_off, (uint32_t)a->v_off };
-    memcpy(d.params, p, sizeof p);
-    d.n_params = sizeof p / sizeof p[0];
-    d.groups[0] = s->q_dim / s->q_span + 2 * (s->kv_dim / s->k_span);
-    d.groups[1] = a->n_tok;
-    d.groups[2] = 1;
-    return gpu_queue_dispatch(q, &d);
+    /* (a batch over sequences: dispatches of as many tokens as the params hold) */
+    enum { MOST = GPU_MAX_PARAMS - 12 };
+    for (uint32_t t0 = 0; t0 < a->n_tok; t0 += a->seq_tab ? MOST : a->n_tok) {
+        uint32_t n = a->seq_tab && a->n_tok - t0 > MOST ? MOST : a->n_tok - t0;
+        gpu_dispatch d = { 0 };
+        d.prog = &k->prog;
+        d.bindings[0] = (gpu_binding){ 0, act, 0, 0, a->q_to_cache ? GPU_READ : GPU_READ_WRITE };
+        d.bindings[1] = (gpu_binding){ 1, cache, 0, 0, GPU_WRITE };
+        d.n_bindings = 2;
+        uint32_t p[] = { (uint32_t)(a->raw_off + t0 * a->raw_stride), (uint32_t)a->raw_stride,
+                         (uint32_t)a->q_weight, (uint32_t)a->k_weight, (uint32_t)a->rope_off,
+                         gpu_f2u(a->eps), (uint32_t)(a->q_off + t0 * a->q_stride),
+                         (uint32_t)a->q_stride, a->q_to_cache ? 1u : 0u, (uint32_t)a->k_off,
+                         (uint32_t)a->v_off, a->seq_tab ? a->seq_stride : 0u };
+        memcpy(d.params, p, sizeof p);
+        d.n_params = sizeof p / sizeof p[0];
+        for (uint32_t t = 0; a->seq_tab && t < n; t++)
+            d.params[d.n_params++] = a->seq_tab[t0 + t];
+        d.groups[0] = s->q_dim / s->q_span + 2 * (s->kv_dim / s->k_span);
+        d.groups[1] = n;
+        d.groups[2] = 1;
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st)
+            return st;
+    }
+    return GLESLLM_OK;
 }

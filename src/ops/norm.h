@@ -72,6 +72,11 @@ typedef struct qk_norm_args {
     uint64_t raw_off, raw_stride, q_weight, k_weight, rope_off, q_off, q_stride;
     bool q_to_cache;
     uint64_t k_off, v_off;
+    /* a batch over sequences: token t's entry (seq << 24) | position, its
+     * RoPE row and its K/V slot seq * seq_stride + position (rope_off, k_off
+     * and v_off then the table's and the cache's start); NULL: none */
+    const uint32_t *seq_tab;
+    uint32_t seq_stride;
 } qk_norm_args;
 
 glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_buffer *act,

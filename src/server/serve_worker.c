@@ -2,8 +2,8 @@
  * going round the busy slots: a prompt pass for each slot still in its
  * prompt, then one token of every generating slot in one pass
  * (glesllm_decode_batch: the slots are sequences of one cache). Where the
- * model's sequences cannot share a pass (per-head Q/K norms, recurrent
- * layers) or a draft model drafts, each generating slot takes a round of a
+ * model's sequences cannot share a pass (recurrent layers: Mamba, Jamba,
+ * RWKV) or a draft model drafts, each generating slot takes a round of a
  * few tokens instead (glesllm_generate_tokens: its steps pipelined, or one
  * drafting round). See serve.h. */
 #include <stdio.h>
