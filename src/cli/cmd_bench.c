@@ -182,6 +182,16 @@ typedef struct result {
     uint32_t n;
 } result;
 
+/* The samples' mean (sum / n) and standard deviation into r. */
+static void sample_stats(result *r, double sum)
+{
+    r->avg = sum / r->n;
+    double v = 0.0;
+    for (uint32_t i = 0; i < r->n; i++)
+        v += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
+    r->sd = r->n > 1 ? sqrt(v / (r->n - 1)) : 0.0;
+}
+
 /* n random ids into ids */
 static void random_ids(int32_t *ids, uint32_t n, uint32_t nv, uint64_t *rng)
 {
@@ -247,11 +257,7 @@ static glesllm_status run_test(glesllm_context *c, uint32_t depth, uint32_t n_pr
     }
     if (st || !r->n)
         return st;
-    r->avg = sum / r->n;
-    double v = 0.0;
-    for (uint32_t i = 0; i < r->n; i++)
-        v += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
-    r->sd = r->n > 1 ? sqrt(v / (r->n - 1)) : 0.0;
+    sample_stats(r, sum);
     return GLESLLM_OK;
 }
 
@@ -307,11 +313,7 @@ static glesllm_status run_parallel(glesllm_model *m, uint32_t n_par, uint32_t n_
         glesllm_context_free(seq[i]);
     if (st || !r->n)
         return st;
-    r->avg = sum / r->n;
-    double v = 0.0;
-    for (uint32_t i = 0; i < r->n; i++)
-        v += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
-    r->sd = r->n > 1 ? sqrt(v / (r->n - 1)) : 0.0;
+    sample_stats(r, sum);
     return GLESLLM_OK;
 }
 
