@@ -83,6 +83,23 @@ static float top2_gap(const float *v, uint32_t n)
     return v[b] - second;
 }
 
+static double max_abs(const float *v, uint32_t n)
+{
+    double mx = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs((double)v[i]));
+    return mx;
+}
+
+/* max |gpu - cpu| over max |cpu|: logits' distance, relative to the largest */
+static double logit_error(const float *gpu, const float *cpu, uint32_t n)
+{
+    double md = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        md = fmax(md, fabs((double)gpu[i] - cpu[i]));
+    return md / max_abs(cpu, n);
+}
+
 /* The logits' agreement with the CPU reference, relative to their largest
  * magnitude: f32 accumulation on both sides, the same F16 rounding of K and
  * V (the matvecs' f16 products are off in this file: main). */
@@ -117,18 +134,13 @@ static void check_against_reference(const demo_spec *s, uint32_t n_ctx, uint32_t
         if (!check)
             continue;
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, gpu));
-        double md = 0.0, mx = 0.0;
-        for (uint32_t i = 0; i < n; i++) {
-            md = fmax(md, fabs((double)gpu[i] - cpu[i]));
-            mx = fmax(mx, fabs((double)cpu[i]));
-        }
-        double rel = md / mx;
+        double rel = logit_error(gpu, cpu, n);
         worst = fmax(worst, rel);
         char msg[160];
         snprintf(msg, sizeof msg, "%s %s pos %u: max |gpu - cpu| / max |cpu| = %.3g", s->arch,
                  ggml_type_name(s->type), pos, rel);
         TEST_ASSERT_TRUE_MESSAGE(rel < ref_tol, msg);
-        if (top2_gap(cpu, n) > 1e-3f * (float)mx) {
+        if (top2_gap(cpu, n) > 1e-3f * (float)max_abs(cpu, n)) {
             snprintf(msg, sizeof msg, "argmax at pos %u", pos);
             TEST_ASSERT_EQUAL_INT_MESSAGE((int)argmax(cpu, n), gpu_model_get_token(L.gm, pos + 1), msg);
         }
@@ -197,16 +209,12 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
             uint32_t q = seqs[i];
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, i, 1, gpu));
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[q], next[q], past[q], cpu));
-            double md = 0.0, mx = 0.0;
-            for (uint32_t v = 0; v < nv; v++) {
-                md = fmax(md, fabs((double)gpu[v] - cpu[v]));
-                mx = fmax(mx, fabs((double)cpu[v]));
-            }
+            double rel = logit_error(gpu, cpu, nv);
             char msg[160];
             snprintf(msg, sizeof msg, "%s: sequence %u at %u in a batch of %u: max |gpu - cpu| "
-                     "/ max |cpu| = %.3g", s->arch, q, past[q], n, md / mx);
-            worst = fmax(worst, md / mx);
-            TEST_ASSERT_TRUE_MESSAGE(md / mx < ref_tol, msg);
+                     "/ max |cpu| = %.3g", s->arch, q, past[q], n, rel);
+            worst = fmax(worst, rel);
+            TEST_ASSERT_TRUE_MESSAGE(rel < ref_tol, msg);
             /* the pick is the batch row's argmax, in the sequence's next slot */
             TEST_ASSERT_EQUAL_INT_MESSAGE((int)argmax(gpu, nv), picks[i], msg);
             TEST_ASSERT_EQUAL(past[q] + 1, gpu_model_seq_past(L.gm, q));
@@ -223,12 +231,8 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
                                                                               GPU_STEP_ARGMAX));
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(L.gm, gpu));
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[q], next[q], past[q], cpu));
-            double md = 0.0, mx = 0.0;
-            for (uint32_t v = 0; v < nv; v++) {
-                md = fmax(md, fabs((double)gpu[v] - cpu[v]));
-                mx = fmax(mx, fabs((double)cpu[v]));
-            }
-            TEST_ASSERT_TRUE_MESSAGE(md / mx < ref_tol, "a step alone between batches");
+            TEST_ASSERT_TRUE_MESSAGE(logit_error(gpu, cpu, nv) < ref_tol,
+                                     "a step alone between batches");
             past[q]++;
             next[q] = gpu_model_get_token(L.gm, past[q]);
         }
