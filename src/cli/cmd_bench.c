@@ -392,6 +392,15 @@ static void print_row(out_format fmt, const model_desc *d, uint32_t n_batch, con
     fflush(stdout);
 }
 
+/* A test's row, and its samples' spread where it is wide. */
+static void emit_row(out_format fmt, const model_desc *d, uint32_t n_batch, const result *r,
+                     bool *first)
+{
+    print_row(fmt, d, n_batch, r, *first);
+    *first = false;
+    warn_spread(r);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     bench_args a;
@@ -481,9 +490,7 @@ int cmd_bench(int argc, char **argv)
                 break;
             }
             if (r.n) {
-                print_row(a.fmt, &d, ci.n_batch, &r, first);
-                first = false;
-                warn_spread(&r);
+                emit_row(a.fmt, &d, ci.n_batch, &r, &first);
                 /* (decode reads the weights once a token: their bandwidth) */
                 uint64_t sb = glesllm_context_step_bytes(c);
                 if (ng && sb)
@@ -503,11 +510,8 @@ int cmd_bench(int argc, char **argv)
                     rc = cli_fail(name, st);
                     break;
                 }
-                if (r.n) {
-                    print_row(a.fmt, &d, ci.n_batch, &r, first);
-                    first = false;
-                    warn_spread(&r);
-                }
+                if (r.n)
+                    emit_row(a.fmt, &d, ci.n_batch, &r, &first);
             }
         cli_release_signals();
         glesllm_context_free(c);
