@@ -148,15 +148,21 @@ static void bind(gpu_dispatch *d, const gpu_buffer *par, const gpu_buffer *act,
     d->n_bindings = 3;
 }
 
+/* d runs prog with params p[0..n) */
+static void set_program(gpu_dispatch *d, const gpu_program *prog, const uint32_t *p, uint32_t n)
+{
+    d->prog = prog;
+    memcpy(d->params, p, n * sizeof *p);
+    d->n_params = n;
+}
+
 static glesllm_status norm_shift(gpu_queue *q, const gpu_program *prog, const gpu_buffer *par,
                                  const gpu_buffer *act, const gpu_buffer *state, const uint32_t *p,
                                  uint32_t slices, uint32_t n)
 {
     gpu_dispatch d = { 0 };
-    d.prog = prog;
+    set_program(&d, prog, p, 13);
     bind(&d, par, act, state);
-    memcpy(d.params, p, 13 * sizeof *p);
-    d.n_params = 13;
     d.groups[0] = slices;
     d.groups[1] = n;
     d.groups[2] = 1;
@@ -275,9 +281,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                            (uint32_t)pl.r_k,
                            (uint32_t)pl.ln_w,
                            (uint32_t)pl.ln_b };
-        d.prog = &k->few;
-        memcpy(d.params, few, sizeof few);
-        d.n_params = sizeof few / sizeof few[0];
+        set_program(&d, &k->few, few, sizeof few / sizeof few[0]);
         return gpu_queue_dispatch(q, &d);
     }
     /* the update's inputs */
@@ -295,9 +299,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                         (uint32_t)pl.k_k,
                         (uint32_t)pl.k_a,
                         first ? 1u : 0u };
-    d.prog = &k->prep;
-    memcpy(d.params, prep, sizeof prep);
-    d.n_params = sizeof prep / sizeof prep[0];
+    set_program(&d, &k->prep, prep, sizeof prep / sizeof prep[0]);
     d.groups[1] = n;
     glesllm_status st = gpu_queue_dispatch(q, &d);
     if (st)
@@ -313,9 +315,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                           (uint32_t)io->la,
                           (uint32_t)io->lv,
                           (uint32_t)io->chunks };
-        d.prog = &k->cprep;
-        memcpy(d.params, cp, sizeof cp);
-        d.n_params = sizeof cp / sizeof cp[0];
+        set_program(&d, &k->cprep, cp, sizeof cp / sizeof cp[0]);
         d.groups[1] = (n + k->chunk - 1) / k->chunk;
         if ((st = gpu_queue_dispatch(q, &d)))
             return st;
@@ -327,9 +327,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                           (uint32_t)(io->src + sl.wkv),
                           (uint32_t)(io->dst + sl.wkv),
                           io->zero ? 1u : 0u };
-        d.prog = &k->cscan;
-        memcpy(d.params, cs, sizeof cs);
-        d.n_params = sizeof cs / sizeof cs[0];
+        set_program(&d, &k->cscan, cs, sizeof cs / sizeof cs[0]);
         d.groups[1] = 1;
     } else { /* the update, token by token */
         uint32_t scan[] = { n,
@@ -344,9 +342,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                             (uint32_t)(io->src + sl.wkv),
                             (uint32_t)(io->dst + sl.wkv),
                             io->zero ? 1u : 0u };
-        d.prog = &k->scan;
-        memcpy(d.params, scan, sizeof scan);
-        d.n_params = sizeof scan / sizeof scan[0];
+        set_program(&d, &k->scan, scan, sizeof scan / sizeof scan[0]);
         d.groups[1] = 1;
     }
     if ((st = gpu_queue_dispatch(q, &d)))
@@ -362,9 +358,7 @@ glesllm_status rwkv_record_mix(gpu_queue *q, const rwkv_kernels *k, const rwkv_i
                         (uint32_t)pl.ln_w,
                         (uint32_t)pl.ln_b,
                         (uint32_t)pl.r_k };
-    d.prog = &k->post;
-    memcpy(d.params, post, sizeof post);
-    d.n_params = sizeof post / sizeof post[0];
+    set_program(&d, &k->post, post, sizeof post / sizeof post[0]);
     d.groups[1] = n;
     return gpu_queue_dispatch(q, &d);
 }
