@@ -148,6 +148,29 @@ static glesllm_status make_tensor(demo_model *d, uint64_t *seed, const char *nam
     return make_tensor_n(d, seed, name, type, 1, rows, cols, center, scale, reuse);
 }
 
+/* A tensor of a layer: its name after "blk.N.", format, shape and values'
+ * range (make_tensor's center and scale). */
+typedef struct layer_tensor {
+    const char *name;
+    uint32_t type;
+    uint64_t rows, cols;
+    float center, scale;
+} layer_tensor;
+
+/* Layer `layer`'s tensors t[0..n), each made anew. */
+static glesllm_status make_layer_tensors(demo_model *d, uint64_t *seed, uint32_t layer,
+                                         const layer_tensor *t, size_t n)
+{
+    glesllm_status st = GLESLLM_OK;
+    for (size_t k = 0; k < n && !st; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.%s", layer, t[k].name);
+        st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center, t[k].scale,
+                         NULL);
+    }
+    return st;
+}
+
 static glesllm_status make_vocab(demo_model *d, const demo_spec *s)
 {
     static const char *const cons[] = { "", "b", "d", "f", "g", "h", "k", "l", "m", "n",
@@ -379,12 +402,7 @@ static glesllm_status mamba_layers(demo_model *d, const demo_spec *s, uint64_t *
         bool attn = jamba_attention(s, i), moe = jamba && s->n_expert && i % 2 == 1;
         /* values of a trained model's ranges: small steps (softplus of about
          * -3), A = -exp(A_log) between -7.5 and -0.5, D about 1 */
-        const struct {
-            const char *name;
-            uint32_t type;
-            uint64_t rows, cols;
-            float center, scale;
-        } t[] = {
+        const layer_tensor t[] = {
             { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
             { "ssm_in.weight", s->type, 2ull * di, s->n_embd, 0.0f, se },
             { "ssm_conv1d.weight", GGML_TYPE_F32, di, 4, 0.0f, 0.5f },
@@ -450,12 +468,7 @@ static glesllm_status mamba2_layers(demo_model *d, const demo_spec *s, uint64_t 
     float se = 1.0f / sqrtf((float)s->n_embd), si = 1.0f / sqrtf((float)di);
     glesllm_status st = GLESLLM_OK;
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
-        const struct {
-            const char *name;
-            uint32_t type;
-            uint64_t rows, cols;
-            float center, scale;
-        } t[] = {
+        const layer_tensor t[] = {
             { "attn_norm.weight", GGML_TYPE_F32, 1, s->n_embd, 1.0f, 0.2f },
             { "ssm_in.weight", s->type, di + cw + nh, s->n_embd, 0.0f, se },
             { "ssm_conv1d.weight", GGML_TYPE_F32, cw, 4, 0.0f, 0.5f },
@@ -466,12 +479,7 @@ static glesllm_status mamba2_layers(demo_model *d, const demo_spec *s, uint64_t 
             { "ssm_norm.weight", GGML_TYPE_F32, ng, di / ng, 1.0f, 0.2f },
             { "ssm_out.weight", s->type, s->n_embd, di, 0.0f, si },
         };
-        for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
-            char name[64];
-            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
-            st = make_tensor(d, seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
-                             t[k].scale, NULL);
-        }
+        st = make_layer_tensors(d, seed, i, t, sizeof t / sizeof t[0]);
     }
     return st;
 }
@@ -547,12 +555,7 @@ static glesllm_status rwkv7_create(const demo_spec *s, demo_model *d)
     float se = 1.0f / sqrtf((float)D), sf = 1.0f / sqrtf((float)(s->n_ff ? s->n_ff : 1));
     for (uint32_t i = 0; i < s->n_layer && !st; i++) {
         uint32_t rv = i ? r[2] : r[1]; /* (layer 0's unused path: the learning rate's rank) */
-        const struct {
-            const char *name;
-            uint32_t type;
-            uint64_t rows, cols;
-            float center, scale;
-        } t[] = {
+        const layer_tensor t[] = {
             { "attn_norm.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
             { "attn_norm.bias", GGML_TYPE_F32, 1, D, 0.0f, 0.1f },
             { "attn_norm_2.weight", GGML_TYPE_F32, 1, D, 1.0f, 0.2f },
@@ -580,12 +583,7 @@ static glesllm_status rwkv7_create(const demo_spec *s, demo_model *d)
             { "channel_mix_key.weight", s->type, s->n_ff, D, 0.0f, se },
             { "channel_mix_value.weight", s->type, D, s->n_ff, 0.0f, sf },
         };
-        for (size_t k = 0; k < sizeof t / sizeof t[0] && !st; k++) {
-            char name[64];
-            snprintf(name, sizeof name, "blk.%u.%s", i, t[k].name);
-            st = make_tensor(d, &seed, name, t[k].type, t[k].rows, t[k].cols, t[k].center,
-                             t[k].scale, NULL);
-        }
+        st = make_layer_tensors(d, &seed, i, t, sizeof t / sizeof t[0]);
         /* the token-shift mixes, [n_embd, 1, 1, 6] and [n_embd, 1, 1] as
          * llama.cpp writes them */
         const struct {
