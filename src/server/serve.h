@@ -36,7 +36,7 @@ typedef struct serve_req {
     size_t len, cap;
     bool done;
     const char *finish; /* "stop" (end of generation, a stop string) or "length" */
-    uint32_t n_gen, n_cached; /* tokens generated; prompt tokens found in the slot's cache */
+    uint32_t n_gen; /* tokens generated */
     int err_status;           /* nonzero: an HTTP status, err the message */
     char err[256];
     bool cancel; /* the client went away, or the server stops */

@@ -303,9 +303,6 @@ static void admit(serve *s)
         best->generating = false;
         best->n_gen = best->emitted = 0;
         best->t0 = now();
-        pthread_mutex_lock(&r->mu);
-        r->n_cached = best->pos;
-        pthread_mutex_unlock(&r->mu);
     }
 }
 
