@@ -154,6 +154,12 @@ static void append_locked(serve_req *r, const char *p, size_t n)
 static void finish(serve *s, slot *sl, const char *why, size_t upto, int status, const char *err)
 {
     serve_req *r = sl->req;
+    /* the slot free before the client hears of its end: /metrics never
+     * counts a request answered as still processing */
+    pthread_mutex_lock(&s->mu);
+    s->met.predicted_s += sl->generating ? now() - sl->t_gen : 0.0;
+    sl->req = NULL;
+    pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&r->mu);
     if (upto > sl->emitted)
         append_locked(r, sl->gen + sl->emitted, upto - sl->emitted);
@@ -166,8 +172,6 @@ static void finish(serve *s, slot *sl, const char *why, size_t upto, int status,
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&s->mu);
-    s->met.predicted_s += sl->generating ? now() - sl->t_gen : 0.0;
-    sl->req = NULL;
     bool last = --r->refs == 0;
     pthread_mutex_unlock(&s->mu);
     if (last)
