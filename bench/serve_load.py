@@ -6,12 +6,18 @@ once; the aggregate is the tokens of all over the wall time from the first
 start to the last end; time to first token per stream. Python's standard
 library only, loopback only.
 
-    serve_load.py URL [--streams 1,4,8] [--n-gen 128] [--prompt TEXT] [--key KEY]
+    serve_load.py URL [--streams 1,4,8] [--n-gen 128] [--prompt TEXT | --prompt-ids 1,2,3]
+                  [--key KEY]
+
+Each count of streams runs once unmeasured first (a server's first pass of
+that many sequences may build its kernels).
 """
 import argparse
 import json
+import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -24,7 +30,13 @@ def one_stream(url, key, prompt, n_gen, out, i):
         req.add_header("Authorization", "Bearer " + key)
     t0 = time.monotonic()
     first, tokens = None, 0
-    with urllib.request.urlopen(req, timeout=600) as r:
+    try:
+        r = urllib.request.urlopen(req, timeout=600)
+    except urllib.error.HTTPError as e:
+        print(f"serve_load: {url}: HTTP {e.code}: {e.read().decode('utf-8', 'replace')}",
+              file=sys.stderr)
+        return
+    with r:
         for raw in r:
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -49,6 +61,8 @@ def run(url, key, prompt, n_gen, streams):
         t.start()
     for t in threads:
         t.join()
+    if None in out:
+        sys.exit("serve_load: a stream failed (above)")
     start = min(o[0] for o in out)
     end = max(o[2] for o in out)
     tokens = sum(o[3] for o in out)
@@ -62,13 +76,17 @@ def main():
     ap.add_argument("--streams", default="1,4,8")
     ap.add_argument("--n-gen", type=int, default=128)
     ap.add_argument("--prompt", default="Once upon a time, in a land far away, there lived")
+    ap.add_argument("--prompt-ids", default=None,
+                    help="the prompt as token ids (a file whose vocabulary a server cannot "
+                         "tokenize with)")
     ap.add_argument("--key", default=None)
     a = ap.parse_args()
-    run(a.url, a.key, a.prompt, 8, 1)  # warm-up
+    prompt = [int(x) for x in a.prompt_ids.split(",")] if a.prompt_ids else a.prompt
     print("| streams | tokens | seconds | aggregate tokens/s | per stream | TTFT median / max ms |")
     print("|---|---|---|---|---|---|")
     for n in [int(x) for x in a.streams.split(",")]:
-        tokens, sec, ttft = run(a.url, a.key, a.prompt, a.n_gen, n)
+        run(a.url, a.key, prompt, 8, n)  # warm-up
+        tokens, sec, ttft = run(a.url, a.key, prompt, a.n_gen, n)
         print(f"| {n} | {tokens} | {sec:.2f} | {tokens / sec:.1f} | {tokens / sec / n:.1f} | "
               f"{ttft[len(ttft) // 2]:.0f} / {ttft[-1]:.0f} |", flush=True)
 

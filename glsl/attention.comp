@@ -8,14 +8,16 @@
 // finish (counted with an atomic) merges them into the head's output:
 // o = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c.
 // Bindings: 0 the layer's buffer (uint[]: Q as f32 bits at 0, K and V as
-//           packed halves, [position][kv head][HEAD_DIM]),
-//           1 activations (float[]: the output and the partials),
+//           packed halves, [cache row][kv head][HEAD_DIM], a position's row
+//           through the page table: common.glsl KV_ROW),
+//           1 activations (float[]: the page table, the output and the
+//           partials),
 //           2 a counter per head (uint[], 0 between dispatches: the merging
 //           work group puts it back).
 // Params: 0 kv length, 1 positions per chunk (<= CHUNK_MAX), 2 chunks (of
 //         the positions seen), 3 output float offset (one chunk), 4 partials
 //         float offset ([head][chunk][max, sum, HEAD_DIM values]), 5 K uint
-//         offset, 6 V uint offset, 7 the window (0: none).
+//         offset, 6 V uint offset, 7 the window (0: none), 8 the sequence.
 // Defines: WG_SIZE (>= HEAD_DIM / 2), HEAD_DIM (even; a multiple of 8 reads K and V
 // as uvec4), GROUP, KV_DIM, CHUNK_MAX; SCORE_SCALE in place of 1 / sqrt(HEAD_DIM)
 // and SOFTCAP (a score s becomes SOFTCAP tanh(s / SOFTCAP)) where given (Gemma 2).
@@ -30,10 +32,10 @@
 //         2 chunk slots a (query, head) in the partials, 3 output float
 //         offset of query 0, 4 partials float offset, 5 K and 6 V uint
 //         offsets, 7 Q float offset of query 0 (in the activations), 8 floats
-//         per query (Q and output), 9 the window (0: none); 10 nonzero: the
-//         queries are of different sequences (a batch over them), query q's
-//         entry (seq << 24) | position at 11 + q, its K/V rows from seq *
-//         param 10 on, and param 0 unused.
+//         per query (Q and output), 9 the window (0: none); 10 0: 11 the
+//         sequence; 10 nonzero: the queries are of different sequences (a
+//         batch over them), query q's entry (seq << 24) | position at 11 + q,
+//         and param 0 unused.
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -55,6 +57,8 @@ layout(std430, binding = 0) readonly buffer L4 { uvec4 lb4[]; };
 layout(std430, binding = 1) coherent restrict buffer A { float act[]; };
 layout(std430, binding = 2) coherent restrict buffer C { uint counter[]; };
 
+#define ACT_AT(i) act[i]
+
 #define LANES (uint(HEAD_DIM) / VEC)     // invocations per position in the V pass
 #define GROUPS (uint(WG_SIZE) / LANES)   // positions at a time in the V pass
 
@@ -62,6 +66,10 @@ shared float qs[HEAD_DIM];
 shared float sc[CHUNK_MAX];
 shared vec4 part[WG_SIZE * 2];
 shared bool merge_here;
+// the pages of this group's positions (read once from the table: a
+// position's row is then a shared-memory read away)
+#define PG_MAX (uint(CHUNK_MAX) / uint(KV_PAGE) + 2u)
+shared uint pgs[PG_MAX];
 
 #define STRIDE uint(HEAD_DIM + 2)
 
@@ -95,11 +103,11 @@ void main()
     // its chunks as a decode step's at this length (ops/attention.c
     // chunks, param 1 its chunks a head wanted), so that its
     // output is the step's to the bit
-    uint len = PARAM_U(0) + q, kvrow = 0u;
+    uint len = PARAM_U(0) + q, seq = PARAM_U(11);
     if (PARAM_U(10) != 0u) {
         uint e = PARAM_U(11u + q);
         len = (e & 0xffffffu) + 1u;
-        kvrow = (e >> 24) * PARAM_U(10);
+        seq = e >> 24;
     }
     uint lo = first_seen(len, PARAM_U(9));
     uint seen = len - lo, chunk = seen;
@@ -113,7 +121,7 @@ void main()
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
         qs[i] = act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i];
 #else
-    uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2), kvrow = 0u;
+    uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2), seq = PARAM_U(8);
     uint lo = first_seen(len, PARAM_U(7));
     uint slot = h, out_ = PARAM_U(3) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
@@ -121,6 +129,11 @@ void main()
 #endif
     uint p0 = lo + c * chunk, p1 = min(p0 + chunk, len);
     uint kvo = (h / uint(GROUP)) * uint(HEAD_DIM) / 2u;  // the KV head in a row, uints
+    uint pg0 = p0 / uint(KV_PAGE), tab = seq * uint(KV_PPS) + pg0;
+    uint n_pg = p1 > p0 ? (p1 - 1u) / uint(KV_PAGE) - pg0 + 1u : 0u;
+    for (uint i = t; i < n_pg; i += uint(WG_SIZE))
+        pgs[i] = floatBitsToUint(act[tab + i]);
+#define ROW(p) (pgs[(p) / uint(KV_PAGE) - pg0] * uint(KV_PAGE) + (p) % uint(KV_PAGE))
     barrier();
 
 #ifdef SCORE_SCALE
@@ -129,7 +142,7 @@ void main()
     float scale = inversesqrt(float(HEAD_DIM)), mx = -3.0e38;
 #endif
     for (uint p = p0 + t; p < p1; p += uint(WG_SIZE)) {
-        uint kb = PARAM_U(5) + (kvrow + p) * uint(KV_DIM / 2) + kvo;
+        uint kb = PARAM_U(5) + ROW(p) * uint(KV_DIM / 2) + kvo;
         float s = 0.0;
 #if VEC == 8u
         for (uint j = 0u; j < uint(HEAD_DIM) / 8u; j++) {
@@ -167,7 +180,7 @@ void main()
     vec4 o0 = vec4(0.0), o1 = vec4(0.0);
     if (g < GROUPS)
         for (uint p = p0 + g; p < p1; p += GROUPS) {
-            uint vb = PARAM_U(6) + (kvrow + p) * uint(KV_DIM / 2) + kvo;
+            uint vb = PARAM_U(6) + ROW(p) * uint(KV_DIM / 2) + kvo;
 #if VEC == 8u
             uvec4 v = lb4[vb / 4u + d];
             o0 += sc[p - p0] * vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));

@@ -6,12 +6,13 @@
 // Query i of the batch is at position pos0 + i and sees positions <= pos0 + i
 // (with a window W, the last W of them).
 // Bindings: 0 the layer's cache (uint[]: K and V as packed halves,
-//           [position][kv head][HEAD_DIM]), 1 activations (float[]: Q in,
-//           the output out).
+//           [cache row][kv head][HEAD_DIM], a position's row through the
+//           page table: common.glsl KV_ROW), 1 activations (float[]: the
+//           page table and Q in, the output out).
 // Params: 0 N queries, 1 pos0, 2 float offset of query 0's Q (heads one
 //         after another, HEAD_DIM each), 3 float offset of query 0's output,
 //         4 floats per query in both, 5 K uint offset, 6 V uint offset,
-//         7 the window (0: none).
+//         7 the window (0: none), 8 the sequence.
 // Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
 // KV_DIM, BQ, BKV (powers of two, BKV <= 2 WG_SIZE), LPQ (lanes per query:
 // BQ * LPQ <= WG_SIZE, LPQ divides HEAD_DIM / 2; lane l of a query owns
@@ -31,6 +32,8 @@ layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 0) readonly restrict buffer L { uint lb[]; };
 layout(std430, binding = 1) restrict buffer A { float act[]; };
+
+#define ACT_AT(i) act[i]
 
 #define H2I (HEAD_DIM / 2)
 #define KSI (H2I + 1)              // padded row of a K/V tile, uints
@@ -83,11 +86,19 @@ void main()
 
     for (uint p0 = kv_lo; p0 < kv_end; p0 += uint(BKV)) {
         barrier();  // the previous tile is consumed
+#if KV_PAGE % BKV == 0
+        // (tiles start at multiples of BKV: a tile lies in one page)
+        uint tile_row = KV_ROW(PARAM_U(8), p0);
+#endif
         for (uint i = t; i < uint(BKV) * H2; i += uint(WG_SIZE)) {
             uint j = i / H2, d2 = i % H2, p = p0 + j;
             uint kk = 0u, vv = 0u;
             if (p < kv_end) {
-                uint off = p * uint(KV_DIM / 2) + kvo + d2;
+#if KV_PAGE % BKV == 0
+                uint off = (tile_row + j) * uint(KV_DIM / 2) + kvo + d2;
+#else
+                uint off = KV_ROW(PARAM_U(8), p) * uint(KV_DIM / 2) + kvo + d2;
+#endif
                 kk = lb[PARAM_U(5) + off];
                 vv = lb[PARAM_U(6) + off];
             }

@@ -27,3 +27,13 @@ uniform uint u_params[32];
 #else
 #define GLU_ACT(a) ((a) / (1.0 + exp(-(a))))
 #endif
+
+// The KV cache is a pool of pages of KV_PAGE positions (a power of two). The
+// page table lies at the start of the activations, KV_PPS entries a
+// sequence (uint bits; entry i: the page of its positions i KV_PAGE ..), so
+// that sequences take pages as they grow and share the pages of a common
+// start. KV_ROW is the cache row of position pos of sequence seq; the
+// kernel defines ACT_AT(i), its read of float i of the activations.
+#define KV_ROW(seq, pos)                                                            \
+    (floatBitsToUint(ACT_AT((seq) * uint(KV_PPS) + (pos) / uint(KV_PAGE))) * uint(KV_PAGE) + \
+     (pos) % uint(KV_PAGE))

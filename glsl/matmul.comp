@@ -12,7 +12,8 @@
 //         planes (weights.glsl). QKV only: 3 float offset of token 0's row of
 //         the RoPE table (HEAD_DIM floats per token), 7 float offset of the
 //         Q|K|V biases, 14 / 15 uint offsets of token 0's K / V in the cache
-//         (KV_DIM / 2 uints per token).
+//         (KV_DIM / 2 uints per token; with KV_PAGE the cache's K and V, and
+//         23 token 0's entry: kv_row).
 // Epilogues (as matvec.comp): none: y = result, or y += result (param 20,
 // Y_ADD in common.glsl); GLU: rows
 // interleave gate and up, y[t][g / 2] = silu(gate) * up for the global row
@@ -164,6 +165,21 @@ shared TVEC xs[BN * RS];
 #endif
 
 float x_at(uint i) { return xv[i >> 2][i & 3u]; }
+#ifdef QKV
+#define ACT_AT(i) x_at(i)
+// token tok's cache row: with pages, that of the entry (seq << 24 | position)
+// param 23 + tok (the chunk's positions are one sequence's, one after
+// another), else tok (params 14 and 15 token 0's K and V)
+uint kv_row(uint tok)
+{
+#ifdef KV_PAGE
+    uint e = PARAM_U(23) + tok;
+    return KV_ROW(e >> 24, e & 0xffffffu);
+#else
+    return tok;
+#endif
+}
+#endif
 
 #ifdef EXPERT
 // the tile's tokens: vec4 offset of each one's x, and its entry (y's row)
@@ -430,6 +446,9 @@ void main()
         uint tok = tok0 + tl;
         const float sc = 1.0;
 #endif
+#ifdef QKV
+        uint kvr = kv_row(tok);  // (once a token: the table read outside the row loop)
+#endif
 #ifdef PAIRS
         for (int i = 0; i < TM / 2; i++) {
             uint row = row0 + slot_row(tx + TX * uint(i));  // even; its pair is slot i + TM / 2
@@ -458,10 +477,10 @@ void main()
                 else
                     xv[f >> 2].zw = vec2(a, b);
             } else if (g < uint(Q_DIM + KV_DIM)) {
-                yu[PARAM_U(14) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM)) / 2u] =
+                yu[PARAM_U(14) + kvr * uint(KV_DIM / 2) + (g - uint(Q_DIM)) / 2u] =
                     packHalf2x16(vec2(a, b));
             } else {
-                yu[PARAM_U(15) + tok * uint(KV_DIM / 2) + (g - uint(Q_DIM + KV_DIM)) / 2u] =
+                yu[PARAM_U(15) + kvr * uint(KV_DIM / 2) + (g - uint(Q_DIM + KV_DIM)) / 2u] =
                     packHalf2x16(vec2(a, b));
             }
 #endif

@@ -13,10 +13,12 @@
 //   position: cos, sin a pair), 5 eps (float bits), 6 float offset of token
 //   0's Q in act and 7 floats a token (param 8 not 0: Q to the cache from
 //   uint 0 instead, one token), 9 / 10 uint offsets in the cache of token
-//   0's K and V (KV_DIM / 2 uints a token); 11 nonzero: the tokens are of
-//   different sequences (a batch over them), token t's entry (seq << 24) |
-//   position at 12 + t gives its RoPE row and its K/V slot seq * param 11 +
-//   position (params 4, 9 and 10 then the table's and the cache's start).
+//   0's K and V (KV_DIM / 2 uints a token); with KV_PAGE (common.glsl
+//   KV_ROW) param 11 1: the tokens are of different sequences (a batch over
+//   them), token t's entry (seq << 24) | position at 12 + t gives its RoPE
+//   row and its cache row (params 4, 9 and 10 then the table's and the
+//   cache's start); 2: a run of one sequence's positions, token t's cache
+//   row that of entry param 12 + t (9 and 10 the cache's start).
 // Rows of Q and K come with the pairs RoPE rotates adjacent (NeoX models'
 // rows and norm weights reordered at upload, gpu_model.c source_row).
 // Work groups: x: Q's spans, then K's, then V in K_SPAN pieces; y: token.
@@ -27,6 +29,8 @@ layout(local_size_x = WG_SIZE) in;
 
 layout(std430, binding = 0) restrict buffer A { float a[]; };
 layout(std430, binding = 1) writeonly restrict buffer C { uint c[]; };
+
+#define ACT_AT(i) a[i]
 
 #define NQ (uint(Q_DIM) / uint(Q_SPAN))
 #define NK (uint(KV_DIM) / uint(K_SPAN))
@@ -50,11 +54,14 @@ void main()
     }
     uint w = is_q ? PARAM_U(2) : PARAM_U(3);
     uint prow = t, kslot = t;
+#ifdef KV_PAGE
     if (PARAM_U(11) != 0u) {
-        uint e = PARAM_U(12u + t);
-        prow = e & 0xffffffu;
-        kslot = (e >> 24) * PARAM_U(11) + prow;
+        uint e = PARAM_U(11) == 1u ? PARAM_U(12u + t) : PARAM_U(12) + t;
+        if (PARAM_U(11) == 1u)
+            prow = e & 0xffffffu;
+        kslot = KV_ROW(e >> 24, e & 0xffffffu);
     }
+#endif
     uint kv = kslot * uint(KV_DIM / 2);
     for (uint p = gl_LocalInvocationIndex; p < span / 2u; p += uint(WG_SIZE)) {
         uint i = first + 2u * p;  // in Q, K or V

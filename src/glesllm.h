@@ -77,8 +77,10 @@ typedef enum glesllm_status {
     GLESLLM_ERR_SMALL_BUFFER = 12,    /* the caller's buffer is too small: the call said
                                          how much it needs */
     GLESLLM_ERR_CANCELLED = 13,       /* stopped by the caller's request */
-    GLESLLM_ERR_STATE_MISMATCH = 14   /* a saved state that is one, but damaged, of another
+    GLESLLM_ERR_STATE_MISMATCH = 14,  /* a saved state that is one, but damaged, of another
                                          version or written for another model */
+    GLESLLM_ERR_KV_FULL = 15          /* the KV cache's pages are all taken by sequences of
+                                         the same cache: free or truncate one, then retry */
 } glesllm_status;
 
 /* Short fixed description of a status code ("GPU out of memory"). */
@@ -294,6 +296,10 @@ typedef struct glesllm_context_params {
     uint32_t n_batch; /* prompt tokens a batched pass; 0: 512 */
     uint32_t draft_max; /* the most drafted tokens it checks a pass as the target of
                            speculative decoding (glesllm_set_draft); 0: 7 */
+    /* glesllm_context_create_seqs: positions of the pool of KV pages its
+     * sequences share, each taking pages as it grows up to n_ctx (0: room
+     * for every sequence's n_ctx) */
+    uint64_t kv_size;
 } glesllm_context_params;
 
 /* Makes a context (params NULL: the defaults). The model's weights are
@@ -333,8 +339,10 @@ GLESLLM_API uint64_t glesllm_context_step_bytes(const glesllm_context *c);
 
 /* ---- several sequences in one cache ------------------------------------------ */
 
-/* n contexts ("sequences", up to 256) that share one KV cache of n runs of
- * params->n_ctx positions, its buffers and kernels: each is a context for
+/* n contexts ("sequences", up to 256) that share one KV cache, a pool of
+ * pages (params->kv_size positions; glesllm_kv_pages) from which each takes
+ * up to params->n_ctx positions, and its buffers and kernels (the batch
+ * passes' built here): each is a context for
  * every function of this header (its own positions, tokens, sampling,
  * draft, state files), and glesllm_decode_batch runs one token of several
  * of them in one pass that reads the weights once for all (a server's
@@ -345,6 +353,20 @@ GLESLLM_API uint64_t glesllm_context_step_bytes(const glesllm_context *c);
 GLESLLM_API glesllm_status glesllm_context_create_seqs(glesllm_model *m,
                                                        const glesllm_context_params *params,
                                                        uint32_t n, glesllm_context **out);
+/* The KV cache of c (and of the sequences it shares it with) in pages of
+ * *page positions: *used of the *total pages held by its sequences (a
+ * page that sequences share counted once). A sequence takes pages as its
+ * passes reach them, shares those of a start copied from another
+ * (glesllm_copy_seq) until either writes into them, and gives them back
+ * when truncated (glesllm_truncate to 0 frees them all). A pass that finds
+ * too few free fails with GLESLLM_ERR_KV_FULL, changing nothing. Any
+ * pointer may be NULL. */
+GLESLLM_API glesllm_status glesllm_kv_pages(const glesllm_context *c, uint32_t *page,
+                                            uint32_t *used, uint32_t *total);
+/* The pages sequences seqs[0..n) of one cache hold, a page they share
+ * counted once (a server's running requests' pages, say); 0 for bad
+ * input. */
+GLESLLM_API uint32_t glesllm_kv_pages_held(const glesllm_context *const *seqs, uint32_t n);
 /* The most sequences glesllm_decode_batch takes a call on c's cache; 0:
  * none (c is no such sequence). */
 GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);

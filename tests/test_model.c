@@ -253,6 +253,15 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
     fixture_unload(&L);
 }
 
+/* Qwen3's Q/K norm a head, in a small shape */
+static demo_spec qwen3_batch_spec(void)
+{
+    demo_spec q3 = fixture_small_spec("qwen3", GGML_TYPE_F32);
+    q3.n_embd = 128;
+    q3.head_dim = 48;
+    return q3;
+}
+
 static void test_batch_over_sequences(void)
 {
     demo_spec s = demo_spec_default();
@@ -282,9 +291,7 @@ static void test_batch_over_sequences(void)
     check_batch(&qm, 2);
     /* Q and K normalised before RoPE: each head (Qwen3; Gemma 3 with its
      * windows and local RoPE), the whole width (OLMoE) */
-    demo_spec q3 = fixture_small_spec("qwen3", GGML_TYPE_F32);
-    q3.n_embd = 128;
-    q3.head_dim = 48;
+    demo_spec q3 = qwen3_batch_spec();
     check_batch(&q3, 3);
     demo_spec g3 = fixture_small_spec("gemma3", GGML_TYPE_F32);
     g3.n_layer = 7;
@@ -297,6 +304,202 @@ static void test_batch_over_sequences(void)
     ref_tol = 1e-4;
     demo_spec ol = moe_spec("olmoe", GGML_TYPE_F32);
     check_batch(&ol, 2);
+}
+
+/* One sequence's token at pos (as the paged test's references take them). */
+static int32_t paged_token(uint32_t seq, uint32_t pos, uint32_t nv)
+{
+    return (int32_t)((pos * 29u + seq * 71u + 3u) % nv);
+}
+
+/* GPU logits (read) against the reference's at the same token, within ref_tol. */
+static void expect_ref(ref_model *ref, int32_t tok, uint32_t pos, const float *gpu, float *cpu,
+                       uint32_t nv, const char *what, uint32_t seq)
+{
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref, tok, pos, cpu));
+    double rel = logit_error(gpu, cpu, nv);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: sequence %u at %u: max |gpu - cpu| / max |cpu| = %.3g", what,
+             seq, pos, rel);
+    TEST_ASSERT_TRUE_MESSAGE(rel < ref_tol, msg);
+}
+
+enum { PAGED_CTX = 160 };
+static demo_spec paged_spec(void)
+{
+    demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
+    s.n_layer = 2;
+    s.n_head_kv = s.n_head / 2;
+    return s;
+}
+
+/* A cache of three sequences in pages of page_size positions: their pages
+ * interleaved in the pool, a chunk and a small batch across page ends,
+ * shared starts, batches past 64 positions (attention's partitions), each
+ * against its own CPU reference; truncation's pages given back. */
+static void check_paged(uint32_t page_size)
+{
+    enum { N_CTX = PAGED_CTX };
+    const uint32_t PAGE = page_size;
+    demo_spec s = paged_spec();
+    tune.kv_page = PAGE;
+    loaded L;
+    gpu_model_options opt = options(N_CTX);
+    opt.n_seq = 3;
+    fixture_load_demo(ctx, &s, &opt, false, &L);
+    uint32_t nv = L.m.hp.n_vocab, page, used, total;
+    ref_model *ref[3];
+    for (uint32_t q = 0; q < 3; q++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L.m, N_CTX, &ref[q]));
+    float *gpu = malloc(sizeof(float) * nv), *cpu = malloc(sizeof(float) * nv);
+    gpu_model *gm = L.gm;
+    /* sequence 0: a prompt of 21 tokens in one chunk (pages 0..5) */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 0));
+    for (uint32_t pos = 0; pos < 21; pos++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, paged_token(0, pos, nv)));
+        if (pos < 20)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[0], paged_token(0, pos, nv), pos, NULL));
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(gm, 0, 21, GPU_STEP_LOGITS | GPU_STEP_CHUNK),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    expect_ref(ref[0], paged_token(0, 20, nv), 20, gpu, cpu, nv, "a chunk over pages", 0);
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    TEST_ASSERT_EQUAL_UINT(PAGE, page);
+    TEST_ASSERT_EQUAL_UINT((21 + PAGE - 1) / PAGE, used);
+    TEST_ASSERT_EQUAL_UINT(3 * (N_CTX / PAGE), total);
+    /* sequence 1 starts as sequence 0's first 10 positions (pages 0..2
+     * shared, the last in part), then a small batch of 5 of its own */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_seq_copy(gm, 0, 1, 10));
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    TEST_ASSERT_EQUAL_UINT((21 + PAGE - 1) / PAGE, used);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 1));
+    TEST_ASSERT_EQUAL_UINT(10, gpu_model_n_past(gm));
+    for (uint32_t pos = 0; pos < 10; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[1], paged_token(0, pos, nv), pos, NULL));
+    for (uint32_t pos = 10; pos < 15; pos++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, paged_token(1, pos, nv)));
+        if (pos < 14)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[1], paged_token(1, pos, nv), pos, NULL));
+    }
+    TEST_ASSERT_TRUE(gpu_model_n_small(gm) >= 5);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(gm, 10, 5, GPU_STEP_LOGITS),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    expect_ref(ref[1], paged_token(1, 14, nv), 14, gpu, cpu, nv, "after a shared start", 1);
+    /* its own copy of the shared page it wrote into, and its new pages */
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    TEST_ASSERT_EQUAL_UINT((21 + PAGE - 1) / PAGE + 14 / PAGE - 10 / PAGE + 1, used);
+    /* sequence 0 goes on by a step: its page 2 as it was */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, 21, paged_token(0, 21, nv)));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_step(gm, 21, GPU_STEP_LOGITS));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    expect_ref(ref[0], paged_token(0, 21, nv), 21, gpu, cpu, nv, "the source after the copy", 0);
+    /* sequence 2 starts as all of sequence 0's 22 (a shared partial page
+     * that sequence 0 writes into next), then the three run in batches past
+     * 64 positions (attention in partitions), the tokens their own */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_seq_copy(gm, 0, 2, 22));
+    for (uint32_t pos = 0; pos < 22; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[2], paged_token(0, pos, nv), pos, NULL));
+    uint32_t seqs[3] = { 2, 0, 1 };
+    for (uint32_t round = 0; round < 70; round++) {
+        int32_t toks[3];
+        uint32_t pos[3];
+        for (uint32_t i = 0; i < 3; i++) {
+            uint32_t q = seqs[i];
+            pos[i] = gpu_model_seq_past(gm, q);
+            toks[i] = paged_token(q + 5, pos[i], nv);
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, q));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
+        }
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 3, seqs, NULL),
+                                      glesllm_last_error());
+        for (uint32_t i = 0; i < 3; i++) {
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));
+            expect_ref(ref[seqs[i]], toks[i], pos[i], gpu, cpu, nv, "a batch over pages", seqs[i]);
+        }
+    }
+    TEST_ASSERT_TRUE(gpu_model_seq_past(gm, 1) > 64);
+    /* truncation gives pages back; a sequence emptied holds none */
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    uint32_t before = used;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 2));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    /* (the pages before the one both wrote into still sequence 0's) */
+    TEST_ASSERT_EQUAL_UINT(before - (92 + PAGE - 1) / PAGE + 22 / PAGE, used);
+    for (uint32_t q = 0; q < 2; q++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, q));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
+    }
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    TEST_ASSERT_EQUAL_UINT(0, used);
+    for (uint32_t q = 0; q < 3; q++)
+        ref_model_destroy(ref[q]);
+    fixture_unload(&L);
+    free(gpu);
+    free(cpu);
+}
+
+/* The cache in pages of 4 positions (then of 16: the prefill attention's
+ * tiles whole in a page): sequences whose pages interleave in the pool, a
+ * prompt's chunk and a small batch across page ends, starts shared between
+ * sequences (copied before either writes into the shared page) and
+ * contexts long enough for attention's partitions, each sequence's logits
+ * against its own CPU reference; the pages given back on truncation, and a
+ * full pool a clear error that leaves the cache usable. */
+static void test_paged_cache_matches_cpu(void)
+{
+    enum { N_CTX = PAGED_CTX, PAGE = 4 };
+    check_paged(4);
+    check_paged(16);
+    demo_spec s = paged_spec();
+    tune.kv_page = PAGE;
+    loaded L;
+    gpu_model_options opt = options(N_CTX);
+    uint32_t nv;
+    float *gpu, *cpu;
+    ref_model *ref[1];
+    gpu_model *gm;
+    /* a pool of 8 pages for two sequences: the second's prompt finds it full */
+    opt.kv_size = 8 * PAGE;
+    opt.n_seq = 2;
+    fixture_load_demo(ctx, &s, &opt, false, &L);
+    gm = L.gm;
+    nv = L.m.hp.n_vocab;
+    gpu = malloc(sizeof(float) * nv);
+    cpu = malloc(sizeof(float) * nv);
+    for (uint32_t pos = 0; pos < 24; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, paged_token(0, pos, nv)));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_prefill(gm, 0, 24, GPU_STEP_LOGITS));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 1));
+    for (uint32_t pos = 0; pos < 12; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, paged_token(1, pos, nv)));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_KV_FULL, gpu_model_prefill(gm, 0, 12, GPU_STEP_LOGITS));
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(glesllm_last_error(), "KV cache is full"), glesllm_last_error());
+    TEST_ASSERT_EQUAL_UINT(0, gpu_model_n_past(gm));
+    /* sequence 0 given back: the prompt runs, and matches its reference */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 1));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(gm, 0, 12, GPU_STEP_LOGITS),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L.m, N_CTX, &ref[0]));
+    for (uint32_t pos = 0; pos < 11; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[0], paged_token(1, pos, nv), pos, NULL));
+    expect_ref(ref[0], paged_token(1, 11, nv), 11, gpu, cpu, nv, "after a full pool", 1);
+    ref_model_destroy(ref[0]);
+    fixture_unload(&L);
+    /* the batch test's models too, in pages of 4 */
+    demo_spec q = fixture_small_spec("qwen2", GGML_TYPE_F32);
+    check_batch(&q, 3);
+    demo_spec q3 = qwen3_batch_spec();
+    check_batch(&q3, 3);
+    tune.kv_page = 0;
+    free(gpu);
+    free(cpu);
 }
 
 static void test_f32_llama_matches_cpu(void)
@@ -1520,6 +1723,7 @@ int main(void)
         return 1;
     RUN_TEST(test_f32_llama_matches_cpu);
     RUN_TEST(test_batch_over_sequences);
+    RUN_TEST(test_paged_cache_matches_cpu);
     RUN_TEST(test_f32_qwen2_matches_cpu);
     RUN_TEST(test_experts_match_cpu);
     RUN_TEST(test_route_kernel);

@@ -5,6 +5,7 @@
  * client is plain HTTP/1.1 over a socket. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static const char *cli(void)
 static void start(const char *args)
 {
     snprintf(err_path, sizeof err_path, "/tmp/glesllm_test_server_%d.err", (int)getpid());
+    remove(err_path); /* (an earlier server's port is not this one's) */
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "exec '%s' serve --port 0 %s 2>'%s' >/dev/null </dev/null", cli(),
              args, err_path);
@@ -450,10 +452,14 @@ static void test_prompt_start_copied_from_another_slot(void)
     close(fd);
 }
 
-/* A client that goes away mid-stream: its request stops, its slot frees. */
+/* A client that goes away mid-stream: its request stops, its slot frees,
+ * and the KV pages it took go back to the pool at once. */
 static void test_client_drops(void)
 {
     double before = metric("glesllm:tokens_predicted_total");
+    TEST_ASSERT_EQUAL(0, metric("glesllm:kv_pages_used")); /* (nothing runs) */
+    double kept = metric("glesllm:kv_pages_kept");
+    TEST_ASSERT_TRUE(metric("glesllm:kv_pages") > 0);
     int fd = endless_stream();
     char buf[4096];
     ssize_t got = 0;
@@ -461,6 +467,13 @@ static void test_client_drops(void)
         got = read(fd, buf, sizeof buf);
     TEST_ASSERT_TRUE(got > 0);
     TEST_ASSERT_EQUAL(1, metric("glesllm:requests_processing"));
+    /* (a few rounds on: past its first page) */
+    double held = 0;
+    for (int i = 0; i < 200 && held < 2; i++) {
+        usleep(20000);
+        held = metric("glesllm:kv_pages_used");
+    }
+    TEST_ASSERT_TRUE_MESSAGE(held >= 2, "the stream took no pages");
     close(fd);
     double busy = 1;
     for (int i = 0; i < 100 && busy; i++) {
@@ -469,8 +482,54 @@ static void test_client_drops(void)
     }
     TEST_ASSERT_EQUAL(0, busy);
     TEST_ASSERT_EQUAL(0, metric("glesllm:kv_cache_tokens"));
+    /* none held, and none kept for it (its slot's earlier kept start, if
+     * any, went too) */
+    TEST_ASSERT_EQUAL(0, metric("glesllm:kv_pages_used"));
+    TEST_ASSERT_TRUE(metric("glesllm:kv_pages_kept") <= kept);
     /* stopped, not run to the end of its 512 positions */
     TEST_ASSERT_TRUE(metric("glesllm:tokens_predicted_total") - before < 250);
+}
+
+static void *run_four(void *arg)
+{
+    clients(4, arg);
+    return NULL;
+}
+
+/* A pool of 3 pages of 32 positions for 4 slots: a 40-token completion of
+ * a short prompt keeps 2 pages, so the requests run one at a time, the
+ * others deferred for pages (not failed); each gets the text it gets
+ * alone, and the pool is free of them at the end. */
+static void test_kv_pool_defers(void)
+{
+    start("-np 4 -c 96 --api-key " KEY);
+    TEST_ASSERT_EQUAL(3, metric("glesllm:kv_pages"));
+    TEST_ASSERT_EQUAL(32, metric("glesllm:kv_page_size"));
+    clients(1, "Tell me a story");
+    char *alone = client_text[0];
+    TEST_ASSERT_NOT_NULL(alone);
+    pthread_t th;
+    pthread_create(&th, NULL, run_four, "Tell me a story");
+    double waited = 0, most = 0;
+    for (int i = 0; i < 3000 && (i < 5 || metric("glesllm:requests_processing") > 0 ||
+                                 metric("glesllm:requests_deferred") > 0); i++) {
+        waited = fmax(waited, metric("glesllm:requests_deferred_kv"));
+        most = fmax(most, metric("glesllm:requests_processing"));
+        usleep(10000);
+    }
+    pthread_join(th, NULL);
+    TEST_ASSERT_TRUE_MESSAGE(waited >= 1, "no request waited for pages");
+    TEST_ASSERT_EQUAL(1, most);
+    for (int i = 0; i < 4; i++) {
+        TEST_ASSERT_NOT_NULL(client_text[i]);
+        TEST_ASSERT_EQUAL_STRING(alone, client_text[i]);
+        free(client_text[i]);
+    }
+    free(alone);
+    TEST_ASSERT_EQUAL(0, metric("glesllm:requests_deferred_kv"));
+    TEST_ASSERT_EQUAL(0, metric("glesllm:kv_pages_used"));
+    TEST_ASSERT_TRUE(metric("glesllm:kv_pages_kept") <= 3);
+    TEST_ASSERT_EQUAL(0, stop());
 }
 
 static void expect(const char *method, const char *path, const char *key, const char *body,
@@ -513,14 +572,15 @@ static void test_bad_requests(void)
     expect("GET", c, KEY, NULL, 405, "POST");
     expect("GET", "/v1/models", NULL, NULL, 401, "API key");
     expect("GET", "/v1/models", "wrong", NULL, 401, "API key");
-    /* a prompt longer than a slot's context (512 positions here) */
+    /* a prompt longer than a slot's context (-c: the slots share its 2048
+     * positions, and one request may take them all) */
     size_t n = 64 * 1024;
     char *big = malloc(n + 64);
     int k = snprintf(big, n + 64, "{\"prompt\": \"");
     for (size_t i = 0; i < 3000; i++)
         k += snprintf(big + k, n + 64 - (size_t)k, "a b ");
     snprintf(big + k, n + 64 - (size_t)k, "\"}");
-    expect("POST", c, KEY, big, 400, "the context holds 512");
+    expect("POST", c, KEY, big, 400, "the context holds 2048");
     free(big);
     /* a body over --max-body (64 KiB here) */
     n = 70 * 1024;
@@ -663,6 +723,7 @@ int main(void)
         stop();
     RUN_TEST(test_bad_options);
     RUN_TEST(test_chat_command);
+    RUN_TEST(test_kv_pool_defers);
     RUN_TEST(test_draft);
     return UNITY_END();
 }

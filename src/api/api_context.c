@@ -83,7 +83,7 @@ static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params 
     if (m->params.vocab_only)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "the model was opened for its vocabulary only (vocab_only)");
-    glesllm_context_params p = { 0, 0, 0 };
+    glesllm_context_params p = { 0, 0, 0, 0 };
     if (params)
         p = *params;
     const model_hparams *hp = &m->m.hp;
@@ -109,6 +109,14 @@ static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params 
     mo.tuning = &m->b->tune;
     mo.share = m->weights;
     mo.n_seq = n_seq;
+    mo.kv_size = p.kv_size;
+    if (p.kv_size > (uint64_t)n_seq * n_ctx) {
+        api_leave(&call);
+        free(c);
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "a KV pool of %llu positions for %u sequences of %u: more than they can "
+                       "hold", (unsigned long long)p.kv_size, n_seq, n_ctx);
+    }
     if (m->weights) /* (the weights are uploaded once) */
         mo.progress = NULL;
     st = gpu_model_create(m->b->gpu, &m->m, &mo, &c->gm);
@@ -175,7 +183,19 @@ glesllm_status glesllm_context_create_seqs(glesllm_model *m, const glesllm_conte
         g->refs++;
         out[i] = c;
     }
-    return GLESLLM_OK;
+    /* the batch passes' kernels built now, not in a server's first pass of
+     * that many sequences */
+    api_call call;
+    if (n > 1 && gpu_model_batch_ok(out[0]->gm) && !(st = api_enter(m->b, false, &call))) {
+        st = gpu_model_prepare_small(out[0]->gm);
+        api_leave(&call);
+    }
+    if (st) {
+        for (uint32_t j = 0; j < n; j++)
+            glesllm_context_free(out[j]);
+        memset(out, 0, sizeof *out * n);
+    }
+    return st;
 }
 
 void glesllm_context_free(glesllm_context *c)
@@ -483,6 +503,36 @@ glesllm_status glesllm_copy_seq(glesllm_context *dst, const glesllm_context *src
     dst->batch_row = -1;
     api_leave(&call);
     return st;
+}
+
+glesllm_status glesllm_kv_pages(const glesllm_context *c, uint32_t *page, uint32_t *used,
+                                uint32_t *total)
+{
+    glesllm_status st = api_check_context(c);
+    if (st)
+        return st;
+    uint32_t p, u, t;
+    gpu_model_kv_pages(c->gm, &p, &u, &t);
+    if (page)
+        *page = p;
+    if (used)
+        *used = u;
+    if (total)
+        *total = t;
+    return GLESLLM_OK;
+}
+
+uint32_t glesllm_kv_pages_held(const glesllm_context *const *seqs, uint32_t n)
+{
+    uint32_t ids[256];
+    if (!seqs || !n || n > 256)
+        return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (api_check_context(seqs[i]) || seqs[i]->gm != seqs[0]->gm)
+            return 0;
+        ids[i] = seqs[i]->seq;
+    }
+    return gpu_model_kv_pages_of(seqs[0]->gm, ids, n);
 }
 
 uint32_t glesllm_decode_batch_max(const glesllm_context *c)

@@ -33,8 +33,11 @@ static void usage(FILE *f)
             "  --port N                the port (default 8080; 0: a free one, said on stderr)\n"
             "  -np, --parallel N       requests run side by side, each in a slot of its own\n"
             "                          (default 4); more wait for a free slot\n"
-            "  -c, --ctx-size N        context positions, split between the slots (default:\n"
-            "                          the model's training context, at most 4096, a slot)\n"
+            "  -c, --ctx-size N        KV cache positions of all slots together (default:\n"
+            "                          the model's training context, at most 4096, a slot);\n"
+            "                          the slots share them as pages, and one request may\n"
+            "                          take them all, up to the training context (with\n"
+            "                          --draft or a recurrent model each slot has its share)\n"
             "  -b, --batch-size N      prompt tokens per batched pass (default 512)\n"
             "  --api-key KEY           requests must send 'Authorization: Bearer KEY'\n"
             "                          (/health excepted)\n"
@@ -212,10 +215,16 @@ int cmd_serve(int argc, char **argv)
     char id[256];
     const char *base = a.model ? strrchr(a.model, '/') : NULL;
     snprintf(id, sizeof id, "%s", a.alias ? a.alias : a.model ? (base ? base + 1 : a.model) : "demo");
+    /* a slot: -c at most, the training context at most (without -c: that,
+     * 4096 at most, and -c the slots' together) */
     uint32_t n_train = glesllm_model_n_ctx_train(m);
-    serve_params sp = { (unsigned)a.n_slots,
-                        a.n_ctx ? (uint32_t)(a.n_ctx / a.n_slots)
-                                : (n_train && n_train < 4096 ? n_train : 4096),
+    uint32_t slot_ctx = n_train && n_train < 4096 ? n_train : 4096;
+    if (a.n_ctx)
+        slot_ctx = n_train && n_train < (uint32_t)a.n_ctx ? n_train : (uint32_t)a.n_ctx;
+    serve_params sp = { (unsigned)a.n_slots, slot_ctx,
+                        a.n_ctx && (uint64_t)a.n_ctx < (uint64_t)a.n_slots * slot_ctx
+                            ? (uint64_t)a.n_ctx
+                            : (uint64_t)a.n_slots * slot_ctx,
                         a.n_batch ? (uint32_t)a.n_batch : 512, dm, (uint32_t)a.draft_max,
                         (uint32_t)a.draft_min, 0 };
     if (serve_start(m, &sp, &s))
@@ -226,10 +235,15 @@ int cmd_serve(int argc, char **argv)
                 errno ? strerror(errno) : "the HTTP library refused");
         goto done;
     }
-    fprintf(stderr, "glesllm: serving %s on http://%s%s%s:%u (%u slots of %u positions, chat "
-                    "template %s%s%s)\n",
+    serve_metrics mt;
+    serve_get_metrics(s, &mt);
+    fprintf(stderr, "glesllm: serving %s on http://%s%s%s:%u (%u slots of up to %u positions",
             id, ai->ai_family == AF_INET6 ? "[" : "", a.host, ai->ai_family == AF_INET6 ? "]" : "",
-            serve_http_port(h), sp.n_slots, serve_n_ctx(s), tmpl, a.draft ? ", draft " : "",
+            serve_http_port(h), sp.n_slots, serve_n_ctx(s));
+    if (mt.kv_pages)
+        fprintf(stderr, " sharing a KV cache of %llu positions in pages of %u",
+                (unsigned long long)mt.kv_pages * mt.kv_page, mt.kv_page);
+    fprintf(stderr, ", chat template %s%s%s)\n", tmpl, a.draft ? ", draft " : "",
             a.draft ? a.draft : "");
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -28,6 +28,7 @@ const char *glesllm_strerror(glesllm_status status)
     case GLESLLM_ERR_SMALL_BUFFER: return "buffer too small";
     case GLESLLM_ERR_CANCELLED: return "cancelled";
     case GLESLLM_ERR_STATE_MISMATCH: return "saved state damaged or of another model";
+    case GLESLLM_ERR_KV_FULL: return "KV cache full";
     }
     return "unknown error";
 }

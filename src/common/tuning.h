@@ -41,6 +41,7 @@ typedef struct tuning {
      * matvecs (<= 0: none; TUNE_SMALL_AUTO: the engine's)   GLESLLM_SMALL_BATCH */
     long small_batch;
     uint32_t multi_nt;     /* tokens a several-token dispatch (0: the engine's) GLESLLM_MULTI_NT */
+    uint32_t kv_page;      /* positions a page of the KV cache (0: the engine's) GLESLLM_KV_PAGE */
 } tuning;
 
 enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };

@@ -449,7 +449,8 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
     bool neox = hp->rope_neox;
     g->window = model_layer_window(hp, li);
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL };
+    matvec_variant qkv = { MATVEC_QKV, false, q_dim, kv_dim, hp->head_dim, l->bq.data != NULL,
+                           gm->kvl };
     qkv.norm_scale = gm->fuse_norm;
     /* a Q/K norm needs whole rows before RoPE: the projections store them
      * and ops/norm.h's Q/K norm does the QKV epilogue's work */
@@ -520,7 +521,9 @@ static glesllm_status create_act(gpu_model *gm)
     const model *m = gm->m;
     const model_hparams *hp = &m->hp;
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    uint64_t at = 0, emb = align64(hp->n_embd);
+    /* the page table first (glsl/common.glsl KV_ROW) */
+    uint64_t table = (uint64_t)gm->n_seq * gm->kvl.pps;
+    uint64_t at = align64(table), emb = align64(hp->n_embd);
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         gm->layers[i].attn_norm = at;
         gm->layers[i].ffn_norm = at + emb;
@@ -764,7 +767,9 @@ static glesllm_status create_act(gpu_model *gm)
         model_rope_table(hp, gm->n_ctx, host + gm->rope);
         for (uint64_t i = 0; gm->no_rope && i < (uint64_t)gm->n_ctx * hp->head_dim; i++)
             host[gm->no_rope + i] = i % 2 ? 0.0f : 1.0f;
-        st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DEVICE, "activations",
+        memcpy(host, gm->kv_tab, (size_t)table * 4);
+        /* dynamic: the page table changes as sequences take pages */
+        st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DYNAMIC, "activations",
                                &gm->act);
     }
     free(host);
@@ -824,17 +829,17 @@ static glesllm_status create_caches(gpu_model *gm)
     }
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
-    uint64_t positions = (uint64_t)gm->n_seq * gm->n_ctx;
+    uint64_t positions = (uint64_t)gm->kv_pages * gm->kvl.page;
     gm->k_base = align64(q_dim);
     gm->v_base = gm->k_base + align64(positions * kv_dim / 2);
     uint64_t bytes = (gm->v_base + align64(positions * kv_dim / 2)) * 4;
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
     if (bytes > limit)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "one layer's KV cache at context %u%s needs %.1f MiB, over the GPU's "
+                       "one layer's KV cache of %llu positions needs %.1f MiB, over the GPU's "
                        "storage-block limit of %.0f MiB; use a smaller -c%s",
-                       gm->n_ctx, gm->n_seq > 1 ? " a sequence" : "", bytes / 1048576.0,
-                       limit / 1048576.0, gm->n_seq > 1 ? " or fewer sequences" : "");
+                       (unsigned long long)positions, bytes / 1048576.0, limit / 1048576.0,
+                       gm->n_seq > 1 ? " or fewer sequences" : "");
     /* dynamic: a session file is written back into them */
     unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
@@ -927,6 +932,7 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_buffer_destroy(&gm->tokens);
     gpu_buffer_destroy(&gm->attn_count);
     free(gm->seq_past);
+    gm_kv_destroy(gm);
     free(gm);
 }
 
@@ -934,7 +940,7 @@ static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
 {
     const model_hparams *hp = &gm->m->hp;
     uint64_t n_attn = hp->n_layer - model_recurrent_layers(gm->m);
-    uint64_t kv = 2ull * n_attn * gm->n_seq * gm->n_ctx * hp->n_head_kv * hp->head_dim * 2;
+    uint64_t kv = 2ull * n_attn * gm->kv_pages * gm->kvl.page * hp->n_head_kv * hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
     if (avail && need > avail)
@@ -966,7 +972,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                                   &gm->prefetch_down, &why);
     }
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale,
-                      hp->attn_softcap };
+                      hp->attn_softcap, gm->kvl };
     ssm_shape sh = ssm_shape_of(hp);
     rwkv_shape rs = rwkv_shape_of(hp);
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||
@@ -982,6 +988,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         qk_norm_shape qs = { hp->n_head * hp->head_dim, hp->n_head_kv * hp->head_dim,
                              hp->head_dim };
         model_qk_spans(hp, &qs.q_span, &qs.k_span);
+        qs.kv = gm->kvl;
         if ((st = norm_build_qk(gm->ctx, &qs, &gm->qk)))
             return st;
     }
@@ -1087,6 +1094,10 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         const char *why;
         st = kv_placement_choose(ctx, &gm->tune, &gm->kv, &why);
     }
+    /* the cache's pages (bench/RESULTS.md "The paged KV cache") */
+    if (st == GLESLLM_OK && has_attention(m))
+        st = gm_kv_init(gm, t->kv_page ? t->kv_page : GPU_KV_PAGE,
+                        opt->kv_size);
     if (st == GLESLLM_OK)
         st = create(gm, opt);
     if (st != GLESLLM_OK) {
@@ -1167,20 +1178,8 @@ glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uin
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "copying %u positions of sequence %u to sequence %u (of %u): the source "
                        "holds %u", n, src, dst, gm->n_seq, gpu_model_seq_past(gm, src));
-    const model_hparams *hp = &gm->m->hp;
-    uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes a position: F16 */
-    glesllm_status st = gpu_model_wait(gm);
-    for (uint32_t i = 0; !st && i < hp->n_layer; i++) {
-        if (gm->m->layers[i].recurrent)
-            continue;
-        gpu_buffer *b = &gm->layers[i].cache;
-        uint64_t s = (uint64_t)src * gm->n_ctx * row, d = (uint64_t)dst * gm->n_ctx * row;
-        st = gpu_buffer_copy_within(b, (size_t)(gm->k_base * 4 + s), (size_t)(gm->k_base * 4 + d),
-                                    (size_t)(n * row));
-        if (!st)
-            st = gpu_buffer_copy_within(b, (size_t)(gm->v_base * 4 + s),
-                                        (size_t)(gm->v_base * 4 + d), (size_t)(n * row));
-    }
+    /* (its pages shared: a page either writes into is copied first) */
+    glesllm_status st = gm_kv_share(gm, src, dst, n);
     if (st)
         return st;
     uint32_t *tok = gm->tokens.mapped;
@@ -1246,6 +1245,8 @@ glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past)
         gm->anchor_next = true;
     gm->n_past = n_past;
     gm_drop_slots_after(gm, n_past); /* (their tokens may change) */
+    if (gm->kv_tab)
+        gm_kv_drop(gm, gm->seq, n_past);
     return GLESLLM_OK;
 }
 
@@ -1265,23 +1266,33 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
                        layer, pos, pos + n, gm->n_ctx);
     uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
     gpu_buffer *b = &gm->layers[layer].cache;
-    uint64_t shift = gm_kv_shift(gm) * 4;
-    size_t ko = (size_t)((gm->k_base * 4 + shift) + pos * row);
-    size_t vo = (size_t)((gm->v_base * 4 + shift) + pos * row);
-    if (!write) {
-        glesllm_status st = gpu_model_wait(gm);
-        if (!st)
-            st = gpu_buffer_read(gm->ctx, b, ko, k, (size_t)(n * row));
-        return st ? st : gpu_buffer_read(gm->ctx, b, vo, v, (size_t)(n * row));
-    }
-    glesllm_status st = gm_check_past(gm, pos);
+    glesllm_status st = write ? gm_check_past(gm, pos) : pos + n > gm->n_past
+        ? err_set(GLESLLM_ERR_INVALID_ARGUMENT, "K/V of positions %u..%u: the cache holds %u",
+                  pos, pos + n, gm->n_past)
+        : GLESLLM_OK;
+    if (!st && write)
+        st = gm_kv_take(gm, gm->seq, pos, n);
     if (!st)
         st = gpu_model_wait(gm);
-    if (!st)
-        st = gpu_buffer_write(b, ko, k, (size_t)(n * row));
-    if (!st)
-        st = gpu_buffer_write(b, vo, v, (size_t)(n * row));
-    if (!st)
+    /* a run of rows of one page at a time */
+    for (uint32_t done = 0; !st && done < n;) {
+        uint32_t p = pos + done, in_page = gm->kvl.page - p % gm->kvl.page;
+        uint32_t c = n - done < in_page ? n - done : in_page;
+        uint64_t at = gm_kv_row(gm, gm->seq, p) * row;
+        char *kd = (char *)k + done * row, *vd = (char *)v + done * row;
+        size_t ko = (size_t)(gm->k_base * 4 + at), vo = (size_t)(gm->v_base * 4 + at);
+        if (write) {
+            st = gpu_buffer_write(b, ko, kd, (size_t)(c * row));
+            if (!st)
+                st = gpu_buffer_write(b, vo, vd, (size_t)(c * row));
+        } else {
+            st = gpu_buffer_read(gm->ctx, b, ko, kd, (size_t)(c * row));
+            if (!st)
+                st = gpu_buffer_read(gm->ctx, b, vo, vd, (size_t)(c * row));
+        }
+        done += c;
+    }
+    if (!st && write)
         gm->n_past = pos + n;
     return st;
 }

@@ -67,10 +67,17 @@ typedef struct gpu_model_options {
     /* weights in buffers of at most this many bytes (0: the storage-block
      * limit): tests split small weights so, experts whole */
     uint64_t max_part_bytes;
-    /* sequences the cache holds, each n_ctx positions (0: 1); more than one
-     * needs a model of attention layers only */
+    /* sequences the cache holds, each n_ctx positions at most (0: 1); more
+     * than one needs a model of attention layers only */
     uint32_t n_seq;
+    /* positions the cache's pool of pages holds for every sequence
+     * together (0: room for each sequence's n_ctx) */
+    uint64_t kv_size;
 } gpu_model_options;
+
+/* Positions a page of the KV cache (the tuning's kv_page stands in for it;
+ * bench/RESULTS.md "The paged KV cache") */
+#define GPU_KV_PAGE 32
 
 #define GPU_SMALL_BATCH 8
 /* the most tokens of a small batch (gpu_model_options.n_small, the tuning) */
@@ -169,6 +176,11 @@ int32_t gpu_model_seq_token(const gpu_model *gm, uint32_t seq, uint32_t pos);
 /* Sequence dst's cache becomes the first n positions of src's (copied on
  * the GPU): a prompt start that another sequence ran, not run again. */
 glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
+/* The cache's pages: positions a page, the pages sequences hold (a shared
+ * page counted once) and the pool's. */
+void gpu_model_kv_pages(const gpu_model *gm, uint32_t *page, uint32_t *used, uint32_t *total);
+/* The pages sequences seqs[0..n) hold, each counted once. */
+uint32_t gpu_model_kv_pages_of(const gpu_model *gm, const uint32_t *seqs, uint32_t n);
 /* Whether this model can step several sequences in one batch. */
 bool gpu_model_batch_ok(const gpu_model *gm);
 /* One token of each of n distinct sequences seqs[0..n) (at most

@@ -139,6 +139,14 @@ struct gpu_model {
     uint64_t out_norm, rope, no_rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t sq; /* fuse_norm: the partial sums of squares of x (x times the weight at xn) */
     uint64_t k_base, v_base; /* uint offsets in a layer's cache */
+    /* the cache's pages (kv_pages.c): kvl as the kernels see it, kv_pages
+     * of them; the page table (n_seq rows of kvl.pps entries, KV_NO_PAGE
+     * where none; the one at the start of act is its copy), each page's
+     * sequences (more than one: a shared start), the pages no sequence has
+     * (kv_n_free of them) */
+    kv_layout kvl;
+    uint32_t kv_pages, kv_n_free;
+    uint32_t *kv_tab, *kv_ref, *kv_free;
     /* prefill: n_batch rows each (float offsets in act) */
     uint32_t n_batch;
     uint64_t bx, bxn, bq, battn, bhid;
@@ -153,8 +161,8 @@ struct gpu_model {
     uint64_t weight_bytes;
     uint32_t last_dispatches;
     uint32_t n_past; /* positions [0, n_past) of the cache are valid */
-    /* sequences (gpu_model_options.n_seq): the cache and the token slots hold
-     * n_seq runs of n_ctx positions (a run n_ctx + 1 token slots); seq is the
+    /* sequences (gpu_model_options.n_seq): the token slots hold n_seq runs
+     * of n_ctx + 1, the cache their pages (kv_tab); seq is the
      * one the single-sequence calls use, and n_past is its while selected
      * (seq_past holds the others'); tok_scratch: a batch's token ids in, then
      * its picks out (n_small slots each) */
@@ -254,13 +262,26 @@ typedef struct gpu_pass {
     bool zero;
 } gpu_pass;
 
-/* The selected sequence's first token slot, and its first K/V row (uints
- * into a layer's K or V, as kv_half a position). */
+/* The selected sequence's first token slot. */
 static inline uint32_t gm_tok_base(const gpu_model *gm) { return gm->seq * (gm->n_ctx + 1); }
-static inline uint64_t gm_kv_shift(const gpu_model *gm)
-{
-    return (uint64_t)gm->seq * gm->n_ctx * gm->m->hp.n_head_kv * gm->m->hp.head_dim / 2;
-}
+
+/* kv_pages.c: the pages of the cache.
+ *   gm_kv_init     a pool of `positions` positions (rounded up to whole
+ *                  pages of `page`; 0: every sequence's n_ctx), every
+ *                  sequence without pages
+ *   gm_kv_row      the cache row of a sequence's position (it has its page)
+ *   gm_kv_take     pages for positions pos .. pos + n - 1 of seq, its own
+ *                  (a shared page copied first), before a pass writes
+ *                  them; its pages past them given back. Fails, taking
+ *                  nothing, when the pool has too few free.
+ *   gm_kv_drop     seq's pages past its first `keep` positions given back
+ *   gm_kv_share    dst's pages become src's first n positions' (shared) */
+glesllm_status gm_kv_init(gpu_model *gm, uint32_t page, uint64_t positions);
+void gm_kv_destroy(gpu_model *gm);
+uint32_t gm_kv_row(const gpu_model *gm, uint32_t seq, uint32_t pos);
+glesllm_status gm_kv_take(gpu_model *gm, uint32_t seq, uint32_t pos, uint32_t n);
+glesllm_status gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep);
+glesllm_status gm_kv_share(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
 
 /* The ops of a transformer layer (pass.c). Each records what its pass kind
  * needs and leaves x (the residual stream) or the named output in act. */

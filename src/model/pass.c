@@ -18,14 +18,14 @@ static const model_hparams *hparams(const gpu_pass *p) { return &p->gm->m->hp; }
 
 static uint64_t kv_half(const model_hparams *hp) { return (uint64_t)hp->n_head_kv * hp->head_dim / 2; }
 
-/* The selected sequence's cache (a batch over sequences: the whole cache,
- * each token's run given by its entry). */
+/* The layer's cache, the selected sequence's positions (a batch over
+ * sequences: each token's entry names its sequence). */
 static attn_io attention_io(const gpu_pass *p, const gpu_layer *l)
 {
     const gpu_model *gm = p->gm;
-    uint64_t shift = p->seq_tab ? 0 : gm_kv_shift(gm);
-    attn_io io = { &l->cache, &gm->act, &gm->attn_count, gm->k_base + shift, gm->v_base + shift,
-                   gm->partials };
+    attn_io io = { .cache = &l->cache, .act = &gm->act, .count = &gm->attn_count,
+                   .k_base = gm->k_base, .v_base = gm->v_base, .seq = gm->seq,
+                   .partials = gm->partials };
     return io;
 }
 
@@ -136,12 +136,10 @@ static glesllm_status record_multi(gpu_pass *p, const gpu_linear *l, const gpu_b
         a.xp_off = gm->bxp;
         if (qkv && p->seq_tab) { /* (the entries give each token's row and slot) */
             a.seq_tab = p->seq_tab + t0;
-            a.seq_stride = gm->n_ctx;
             a.q_off += t0 * q_stride;
-        } else if (qkv) {
+        } else if (qkv) { /* (a run of positions: base.kv_run) */
             a.rope_off += (uint64_t)t0 * hp->head_dim;
-            a.k_off += t0 * kv_half(hp);
-            a.v_off += t0 * kv_half(hp);
+            a.kv_first += t0;
             a.q_off += t0 * q_stride;
         }
         uint64_t yo = qkv ? y_off : y_off + (glu ? 2 : 1) * t0 * y_stride;
@@ -258,7 +256,7 @@ static bool tiles_made(const gpu_layer *l, uint32_t i)
  * input's norm taken as each pass kind takes it), then the Q/K norm with
  * RoPE puts them where the attention reads them. */
 static glesllm_status qkv_normed(gpu_pass *p, const gpu_layer *l, uint64_t rope, uint64_t k_off,
-                                 uint64_t v_off)
+                                 uint64_t v_off, uint32_t kv_first)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
@@ -285,7 +283,8 @@ static glesllm_status qkv_normed(gpu_pass *p, const gpu_layer *l, uint64_t rope,
                        .q_weight = l->q_norm, .k_weight = l->k_norm, .rope_off = rope,
                        .q_off = gm->bq, .q_stride = act_stride(q_dim),
                        .q_to_cache = p->kind == PASS_STEP, .k_off = k_off, .v_off = v_off,
-                       .seq_tab = p->seq_tab, .seq_stride = gm->n_ctx };
+                       .seq_tab = p->seq_tab,
+                       .kv_run = p->kind != PASS_STEP && !p->seq_tab, .kv_first = kv_first };
     return st ? st : norm_record_qk(gm->q, &gm->qk, &gm->act, &l->cache, &a);
 }
 
@@ -293,14 +292,22 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    /* (a batch over sequences: the table's rows and slots, from the cache's start) */
-    uint64_t at = p->seq_tab ? 0 : p->pos0, shift = p->seq_tab ? 0 : gm_kv_shift(gm);
-    uint64_t rope = l->rope + at * hp->head_dim;
-    uint64_t k_off = gm->k_base + shift + at * kv_half(hp);
-    uint64_t v_off = gm->v_base + shift + at * kv_half(hp);
+    /* (a batch over sequences: the RoPE table from its start, each token's
+     * entry giving its row and its cache row) */
+    uint64_t rope = l->rope + (p->seq_tab ? 0 : p->pos0) * hp->head_dim;
+    /* K and V: a step's row found here; else, with the cache's start, the
+     * rows through the page table, by each token's entry or from the run's
+     * first (ops/kv_layout.h) */
+    uint64_t k_off = gm->k_base, v_off = gm->v_base;
+    if (p->kind == PASS_STEP) {
+        uint64_t r = gm_kv_row(gm, gm->seq, p->pos0) * kv_half(hp);
+        k_off += r;
+        v_off += r;
+    }
+    uint32_t first = gm->seq << 24 | p->pos0;
     glesllm_status st = GLESLLM_OK;
     if (hp->qk_norm != MODEL_QK_NONE)
-        return qkv_normed(p, l, rope, k_off, v_off);
+        return qkv_normed(p, l, rope, k_off, v_off, first);
     if (p->kind == PASS_STEP) {
         matvec_args a = step_norm_args(p);
         a.rope_off = rope;
@@ -316,7 +323,8 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
         }
     } else if (p->kind == PASS_SMALL) {
         matvec_args a = { .norm_off = p->norm, .eps = hp->eps, .rope_off = rope,
-                           .bias_off = l->bias, .k_off = k_off, .v_off = v_off, .q_off = gm->bq };
+                           .bias_off = l->bias, .k_off = k_off, .v_off = v_off, .q_off = gm->bq,
+                           .kv_run = !p->seq_tab, .kv_first = first };
         step_norm_split(p, &a);
         for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++)
             st = record_multi(p, &l->qkv[i].l, &l->cache, gm->bx, l->qkv[i].row_base, 0, &a);
@@ -326,7 +334,7 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
             matmul_args a = { .n_tok = p->n, .x_off = gm->bxn, .y_off = gm->bq,
                               .y_stride = act_stride(q_dim), .row_base = l->qkv[i].row_base,
                               .rope_off = rope, .bias_off = l->bias, .k_off = k_off,
-                              .v_off = v_off, .xt_made = tiles_made(l, i) };
+                              .v_off = v_off, .kv_first = first, .xt_made = tiles_made(l, i) };
             st = chunk_matmul(gm, &l->qkv[i].l, &l->cache, a);
         }
     }
@@ -342,7 +350,7 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
         return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
     if (p->seq_tab)
-        return attn_record_seqs(gm->q, &gm->attn, &io, p->seq_tab, gm->n_ctx, p->n, l->window,
+        return attn_record_seqs(gm->q, &gm->attn, &io, p->seq_tab, p->n, l->window,
                                 gm->bq, gm->battn, q_stride);
     return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n, l->window,
                              p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
@@ -921,6 +929,8 @@ static glesllm_status run_pass(gpu_model *gm, pass_kind kind, uint32_t pos0, uin
     gpu_pass p = { gm, kind, pos0, n, flags, last };
     bool recurrent = model_hp_recurrent(&gm->m->hp);
     glesllm_status st = recurrent ? ssm_slots(gm, &p) : GLESLLM_OK;
+    if (!st) /* (the pages its K and V go to) */
+        st = gm_kv_take(gm, gm->seq, pos0, n);
     if (!st)
         st = gm->graph(&p);
     if (!st)
@@ -979,6 +989,11 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
                            "sequence %u is full: its context of %u positions", s, gm->n_ctx);
         tab[i] = s << 24 | pos;
         tok[gm->tok_scratch + i] = tok[s * (gm->n_ctx + 1) + pos];
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        glesllm_status st = gm_kv_take(gm, seqs[i], tab[i] & 0xffffffu, 1);
+        if (st)
+            return st;
     }
     uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
     gpu_pass p = { gm, PASS_SMALL, 0, n, GPU_STEP_ARGMAX_ALL, true };

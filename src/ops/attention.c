@@ -40,11 +40,12 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         uint32_t lpq = 1;
         while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
             lpq *= 2;
-        char defs[320], sc[96];
+        char defs[384], sc[96], kv[64];
         score_defines(s, sc, sizeof sc);
+        kv_layout_defines(&s->kv, kv, sizeof kv);
         snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s", wg, hd,
-                 s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc);
+                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s%s", wg,
+                 hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc, kv);
         glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
         if (st == GLESLLM_OK)
             k->tile_q = bq;
@@ -59,18 +60,21 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
 glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *out)
 {
     memset(out, 0, sizeof *out);
+    if (!s->kv.page)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: the cache's pages not given");
     out->s = *s;
     /* at most n_ctx / CHUNK_MAX + 1 chunks of CHUNK_MAX, or ATTN_GROUPS /
      * n_head + 1 smaller ones */
     out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
     const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
-    char defs[320], sc[96];
+    char defs[384], sc[96], kv[64];
     score_defines(s, sc, sizeof sc);
+    kv_layout_defines(&s->kv, kv, sizeof kv);
     snprintf(defs, sizeof defs,
              "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
-             "ONE_CHUNK %u%s%s",
+             "ONE_CHUNK %u%s%s%s",
              ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
-             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, sc);
+             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, sc, kv);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
         return st;
@@ -151,15 +155,15 @@ glesllm_status attn_record_step(gpu_queue *q, const attn_kernels *k, const attn_
     if (st != GLESLLM_OK)
         return st;
     uint32_t p[] = { len, chunk, n_chunks, (uint32_t)out_off, (uint32_t)io->partials,
-                     (uint32_t)io->k_base, (uint32_t)io->v_base, window };
-    gpu_dispatch d = dispatch(k, io, &k->step, p, 8, true);
+                     (uint32_t)io->k_base, (uint32_t)io->v_base, window, io->seq };
+    gpu_dispatch d = dispatch(k, io, &k->step, p, 9, true);
     d.groups[1] = n_chunks;
     return gpu_queue_dispatch(q, &d);
 }
 
 glesllm_status attn_record_seqs(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                const uint32_t *tab, uint32_t stride, uint32_t n, uint32_t window,
-                                uint64_t q_off, uint64_t out_off, uint32_t q_stride)
+                                const uint32_t *tab, uint32_t n, uint32_t window, uint64_t q_off,
+                                uint64_t out_off, uint32_t q_stride)
 {
     /* `few`, each query its own length and rows (params 10 and on), in
      * dispatches of at most 16 queries (the params' room; the partials are
@@ -180,7 +184,7 @@ glesllm_status attn_record_seqs(gpu_queue *q, const attn_kernels *k, const attn_
                                        (uint32_t)io->partials, (uint32_t)io->k_base,
                                        (uint32_t)io->v_base,
                                        (uint32_t)(q_off + (uint64_t)q0 * q_stride), q_stride,
-                                       window, stride };
+                                       window, 1 /* entries */ };
         for (uint32_t t = 0; t < cnt; t++)
             p[11 + t] = tab[q0 + t];
         gpu_dispatch d = dispatch(k, io, &k->few, p, 11 + cnt, true);
@@ -212,15 +216,15 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
         uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
         uint32_t p[] = { pos0 + 1, want, k->max_chunks, (uint32_t)out_off,
                          (uint32_t)io->partials, (uint32_t)io->k_base, (uint32_t)io->v_base,
-                         (uint32_t)q_off, q_stride, window, 0 /* one sequence */ };
-        gpu_dispatch d = dispatch(k, io, &k->few, p, 11, true);
+                         (uint32_t)q_off, q_stride, window, 0 /* one sequence: */, io->seq };
+        gpu_dispatch d = dispatch(k, io, &k->few, p, 12, true);
         d.groups[1] = n_chunks;
         d.groups[2] = n;
         return gpu_queue_dispatch(q, &d);
     }
     uint32_t p[] = { n, pos0, (uint32_t)q_off, (uint32_t)out_off, q_stride,
-                     (uint32_t)io->k_base, (uint32_t)io->v_base, window };
-    gpu_dispatch d = dispatch(k, io, &k->tiles, p, 8, false);
+                     (uint32_t)io->k_base, (uint32_t)io->v_base, window, io->seq };
+    gpu_dispatch d = dispatch(k, io, &k->tiles, p, 9, false);
     d.groups[1] = (n + k->tile_q - 1) / k->tile_q;
     return gpu_queue_dispatch(q, &d);
 }

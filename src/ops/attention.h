@@ -11,19 +11,23 @@
  *           through shared-memory tiles by a work group's queries
  *
  * The cache is one buffer a layer: Q scratch at 0, K at uint k_base and V at
- * uint v_base, as packed halves [position][kv head][head_dim]. */
+ * uint v_base, as packed halves [row][kv head][head_dim], a pool of pages of
+ * rows (ops/kv_layout.h): a sequence's position is found through the page
+ * table at the start of the activations. */
 #ifndef GLESLLM_OPS_ATTENTION_H
 #define GLESLLM_OPS_ATTENTION_H
 
 #include <stdint.h>
 
 #include "gpu/gpu.h"
+#include "ops/kv_layout.h"
 
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
     uint32_t n_ctx; /* positions a query may see at most */
     float scale;    /* a score is q . k times this (0: 1 / sqrt(head_dim)) */
     float softcap;  /* > 0: then softcap tanh(score / softcap) (Gemma 2) */
+    kv_layout kv;   /* the cache's pages (kv.page > 0) */
 } attn_shape;
 
 typedef struct attn_kernels {
@@ -39,6 +43,7 @@ typedef struct attn_io {
     const gpu_buffer *act;    /* binding 1: Q of a batch, the output, the partials */
     const gpu_buffer *count;  /* binding 2: a uint a (query, head), 0 between dispatches */
     uint64_t k_base, v_base;  /* uint offsets in the cache */
+    uint32_t seq;             /* the sequence whose positions these are (its pages) */
     uint64_t partials;        /* attn_partials_floats of room */
 } attn_io;
 
@@ -67,11 +72,10 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
                                  uint64_t q_off, uint64_t out_off, uint32_t q_stride);
 
 /* n queries of different sequences (a batch over them): query t's entry
- * tab[t] = (seq << 24) | position, its K/V rows from seq * stride on, it
- * sees position + 1 of them; Q and output as for attn_record_batch. Each as
- * a step would. */
+ * tab[t] = (seq << 24) | position, it sees position + 1 of its sequence's
+ * positions; Q and output as for attn_record_batch. Each as a step would. */
 glesllm_status attn_record_seqs(gpu_queue *q, const attn_kernels *k, const attn_io *io,
-                                const uint32_t *tab, uint32_t stride, uint32_t n, uint32_t window,
-                                uint64_t q_off, uint64_t out_off, uint32_t q_stride);
+                                const uint32_t *tab, uint32_t n, uint32_t window, uint64_t q_off,
+                                uint64_t out_off, uint32_t q_stride);
 
 #endif

@@ -246,6 +246,10 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
         d.params[14] = (uint32_t)a->k_off;
         d.params[15] = (uint32_t)a->v_off;
         matvec_epilogue_params(e, &d);
+        if (e == MATVEC_QKV) { /* (matmul.comp kv_row) */
+            d.params[23] = a->kv_first;
+            d.n_params = 24;
+        }
         /* the tiles are read, but the last part counts as writing them, so
          * that the queue places a barrier before whatever writes them next
          * (the next product's x_tiles) */

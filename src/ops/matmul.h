@@ -68,7 +68,9 @@ typedef struct matmul_args {
     uint64_t row_base;        /* global row of the weight's first row (GLU, QKV) */
     uint64_t rope_off;        /* QKV: token 0's row of the RoPE table */
     uint64_t bias_off;        /* QKV: Q|K|V biases */
-    uint64_t k_off, v_off;    /* QKV: uint offsets of token 0's K and V in the cache */
+    uint64_t k_off, v_off;    /* QKV: uint offsets of token 0's K and V in the cache
+                                 (with pages, matvec_variant.kv: the cache's K and V) */
+    uint32_t kv_first;        /* QKV with pages: token 0's entry (seq << 24) | position */
     /* f16 tiles: a buffer of at least matmul_xt_bytes for the tokens' tiles
      * (x_tiles.comp), and whether an earlier matmul_record left this x's tiles
      * there (same x, x_off, n_tok and columns, nothing written to it since) */

@@ -421,9 +421,12 @@ void matvec_epilogue_defines(const matvec_variant *v, char *buf, size_t n)
     buf[0] = 0;
     if (v->epilogue == MATVEC_GLU)
         snprintf(buf, n, "\nGLU 1%s", v->gelu ? "\nGLU_GELU 1" : "");
-    else if (v->epilogue == MATVEC_QKV)
-        snprintf(buf, n, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s", v->q_dim, v->kv_dim,
-                 v->head_dim, v->bias ? "\nQKV_BIAS 1" : "");
+    else if (v->epilogue == MATVEC_QKV) {
+        char kv[64];
+        kv_layout_defines(&v->kv, kv, sizeof kv);
+        snprintf(buf, n, "\nQKV 1\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u%s%s", v->q_dim, v->kv_dim,
+                 v->head_dim, v->bias ? "\nQKV_BIAS 1" : "", kv);
+    }
 }
 
 #define Y_ADD_PARAM 20u /* common.glsl Y_ADD */
@@ -809,11 +812,12 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
             slots += part_slots(k, p);
         }
         matvec_epilogue_params(e, &d); /* (and n_params) */
-        if (e == MATVEC_QKV) { /* matvec_out.glsl SEQ_PARAM */
-            d.params[21] = a->seq_tab ? a->seq_stride : 0;
+        if (e == MATVEC_QKV) { /* matvec_out.glsl: param 21 the mode, 22.. entries */
+            d.params[21] = a->seq_tab ? 1 : a->kv_run ? 2 : 0;
             for (uint32_t t = 0; a->seq_tab && t < n; t++)
                 d.params[22 + t] = a->seq_tab[t];
-            d.n_params = 22 + (a->seq_tab ? n : 0);
+            d.params[22] = a->seq_tab ? d.params[22] : a->kv_first;
+            d.n_params = 22 + (a->seq_tab ? n : 1);
         }
         weight_grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);

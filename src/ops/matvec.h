@@ -11,6 +11,7 @@
 
 #include "common/tuning.h"
 #include "gpu/gpu.h"
+#include "ops/kv_layout.h"
 #include "ops/weight.h"
 
 /* How a matvec program divides its work (glsl/matvec.comp, glsl/matvec_multi.comp). */
@@ -76,6 +77,7 @@ typedef struct matvec_variant {
     bool norm;                         /* RMSNorm of x folded in */
     uint32_t q_dim, kv_dim, head_dim;  /* MATVEC_QKV */
     bool bias;                         /* MATVEC_QKV: add biases */
+    kv_layout kv;                      /* MATVEC_QKV: the cache's pages (page 0: none) */
     uint32_t nt;                       /* matvec only: up to nt tokens a dispatch (0, 1: one) */
     /* One token, the RMSNorm split across two kernels (matvec.comp's
      * NORM_SCALE and NORM_OUT; not with norm): norm_scale: x comes already
@@ -163,13 +165,16 @@ typedef struct matvec_args {
     /* matvec_kernel.xg: room in x's buffer (float offset, 16-byte aligned) for
      * the tokens' units, matvec_xg_floats of them */
     uint64_t xp_off;
-    /* QKV of several tokens of different sequences (a batch over them):
-     * token t's entry (seq << 24) | position gives its RoPE row (rope_off
-     * then the table's start) and its K/V slot seq * seq_stride + position
-     * (k_off, v_off then the cache's start); NULL: the rows and slots follow
-     * each other from rope_off, k_off and v_off */
+    /* QKV with pages (matvec_variant.kv): several tokens of different
+     * sequences (a batch over them), token t's entry (seq << 24) | position
+     * giving its RoPE row (rope_off then the table's start) and its cache
+     * row (k_off, v_off then the cache's start); or kv_run: token t's cache
+     * row that of entry kv_first + t (a run of one sequence's positions;
+     * k_off and v_off the cache's start). Neither: the rows follow each
+     * other from rope_off, k_off and v_off. */
     const uint32_t *seq_tab;
-    uint32_t seq_stride;
+    bool kv_run;
+    uint32_t kv_first;
 } matvec_args;
 
 /* Floats of x's buffer to leave for the units of x of n tokens of rows of

@@ -110,10 +110,11 @@ glesllm_status norm_build_qk(gpu_context *ctx, const qk_norm_shape *shape, qk_no
     /* (128: the invocations every GLES 3.1 device has; a head of 128 values
      * is 64 pairs) */
     uint32_t wg = s->q_span >= 256 ? 128 : 64;
-    char defs[160];
+    char defs[224], kv[64];
+    kv_layout_defines(&s->kv, kv, sizeof kv);
     snprintf(defs, sizeof defs,
-             "WG_SIZE %u\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u\nQ_SPAN %u\nK_SPAN %u", wg,
-             s->q_dim, s->kv_dim, s->head_dim, s->q_span, s->k_span);
+             "WG_SIZE %u\nQ_DIM %u\nKV_DIM %u\nHEAD_DIM %u\nQ_SPAN %u\nK_SPAN %u%s", wg,
+             s->q_dim, s->kv_dim, s->head_dim, s->q_span, s->k_span, kv);
     return gpu_program_build(ctx, "qk_norm.comp", defs, &out->prog);
 }
 
@@ -127,6 +128,8 @@ glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_b
     uint64_t q_end = a->q_to_cache ? s->q_dim : a->q_off + (a->n_tok - 1) * a->q_stride + s->q_dim;
     uint64_t kv = (uint64_t)a->n_tok * s->kv_dim / 2;
     uint64_t cache_end = (a->k_off > a->v_off ? a->k_off : a->v_off) + kv;
+    if ((a->seq_tab || a->kv_run) && !s->kv.page)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "Q/K norm: cache rows by entry without pages");
     if (a->q_to_cache && a->n_tok != 1)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "Q/K norm: Q to the cache for one token only");
     if (!a->n_tok || raw_end * 4 > act->size || (!a->q_to_cache && q_end * 4 > act->size) ||
@@ -147,9 +150,9 @@ glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_b
                          (uint32_t)a->q_weight, (uint32_t)a->k_weight, (uint32_t)a->rope_off,
                          gpu_f2u(a->eps), (uint32_t)(a->q_off + t0 * a->q_stride),
                          (uint32_t)a->q_stride, a->q_to_cache ? 1u : 0u, (uint32_t)a->k_off,
-                         (uint32_t)a->v_off, a->seq_tab ? a->seq_stride : 0u };
+                         (uint32_t)a->v_off, a->seq_tab ? 1u : a->kv_run ? 2u : 0u, a->kv_first };
         memcpy(d.params, p, sizeof p);
-        d.n_params = sizeof p / sizeof p[0];
+        d.n_params = sizeof p / sizeof p[0] - (a->seq_tab ? 1 : 0);
         for (uint32_t t = 0; a->seq_tab && t < n; t++)
             d.params[d.n_params++] = a->seq_tab[t0 + t];
         d.groups[0] = s->q_dim / s->q_span + 2 * (s->kv_dim / s->k_span);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "gpu/gpu.h"
+#include "ops/kv_layout.h"
 
 #define NORM_WG 128u
 
@@ -51,6 +52,7 @@ glesllm_status norm_record_prep(gpu_queue *q, const norm_kernels *k, const gpu_b
 typedef struct qk_norm_shape {
     uint32_t q_dim, kv_dim, head_dim;
     uint32_t q_span, k_span; /* the values one norm covers: q_dim / kv_dim, or head_dim */
+    kv_layout kv;            /* the cache's pages (kv.page 0: rows one after another) */
 } qk_norm_shape;
 
 typedef struct qk_norm_kernel {
@@ -72,11 +74,15 @@ typedef struct qk_norm_args {
     uint64_t raw_off, raw_stride, q_weight, k_weight, rope_off, q_off, q_stride;
     bool q_to_cache;
     uint64_t k_off, v_off;
-    /* a batch over sequences: token t's entry (seq << 24) | position, its
-     * RoPE row and its K/V slot seq * seq_stride + position (rope_off, k_off
-     * and v_off then the table's and the cache's start); NULL: none */
+    /* With pages (qk_norm_shape.kv): a batch over sequences, token t's
+     * entry (seq << 24) | position giving its RoPE row and its cache row
+     * (rope_off, k_off and v_off then the table's and the cache's start);
+     * or kv_run: token t's cache row that of entry kv_first + t (a run of
+     * one sequence's positions; k_off and v_off the cache's start). Neither:
+     * the rows follow each other from k_off and v_off. */
     const uint32_t *seq_tab;
-    uint32_t seq_stride;
+    bool kv_run;
+    uint32_t kv_first;
 } qk_norm_args;
 
 glesllm_status norm_record_qk(gpu_queue *q, const qk_norm_kernel *k, const gpu_buffer *act,

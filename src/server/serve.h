@@ -3,10 +3,12 @@
  * HTTP threads (libmicrohttpd, a thread a connection) parse requests and
  * tokenize; one worker thread owns the GPU and advances every admitted
  * request a few tokens a round (a drafting round with --draft), each in a
- * slot: a context of its own (-np of them, the -c positions split between
- * them), and its draft's. A request that finds every
- * slot busy waits in a queue (the metrics' deferred requests). The two
- * sides meet in a serve_req under its lock. */
+ * slot. The slots are sequences of one KV cache, a pool of pages that each
+ * takes as it grows (else, with a draft model or recurrent layers,
+ * contexts of their own that split the -c positions). A request that finds
+ * every slot busy, or too few pages free for its prompt and max_tokens,
+ * waits in a queue (the metrics' deferred requests). The two sides meet in
+ * a serve_req under its lock. */
 #ifndef GLESLLM_SERVE_H
 #define GLESLLM_SERVE_H
 
@@ -49,7 +51,8 @@ typedef struct serve serve;
 
 typedef struct serve_params {
     unsigned n_slots;
-    uint32_t n_ctx;   /* positions a slot */
+    uint32_t n_ctx;   /* positions a slot at most */
+    uint64_t kv_size; /* positions of all slots together (the pool of pages) */
     uint32_t n_batch; /* prompt tokens a pass */
     glesllm_model *draft; /* speculative decoding's draft model (NULL: none) */
     uint32_t draft_max;   /* its most tokens drafted a round */
@@ -82,7 +85,11 @@ typedef struct serve_metrics {
     uint64_t shared;  /* prompt tokens copied from another slot's cache, not run */
     double prompt_s, predicted_s;
     unsigned processing, deferred, slots, slots_busy;
+    unsigned deferred_kv; /* of the deferred, those waiting for KV pages */
     uint64_t kv_used, kv_size; /* positions held by busy slots, and in all */
+    /* the pool: a page's positions, pages held by running requests, pages
+     * only idle slots hold (their kept starts, taken back on demand), pages */
+    uint32_t kv_page, kv_pages_used, kv_pages_kept, kv_pages;
 } serve_metrics;
 void serve_get_metrics(serve *s, serve_metrics *out);
 

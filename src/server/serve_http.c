@@ -424,7 +424,7 @@ static enum MHD_Result run(serve_http *h, struct MHD_Connection *conn, serve_req
         uint32_t n = r->n_prompt;
         serve_req_release(h->s, r);
         return reply_error(conn, 400,
-                           "the prompt has %u tokens; the context holds %u (a slot's share of "
+                           "the prompt has %u tokens; the context holds %u (a slot's most of "
                            "-c): shorten the prompt, or start the server with a larger -c or "
                            "fewer slots (-np)",
                            n, n_ctx);
@@ -774,7 +774,7 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "# HELP glesllm:requests_processing Requests in a slot now.\n"
              "# TYPE glesllm:requests_processing gauge\n"
              "glesllm:requests_processing %u\n"
-             "# HELP glesllm:requests_deferred Requests waiting for a free slot.\n"
+             "# HELP glesllm:requests_deferred Requests waiting for a free slot or KV cache pages.\n"
              "# TYPE glesllm:requests_deferred gauge\n"
              "glesllm:requests_deferred %u\n"
              "# HELP glesllm:slots Slots (sequences run side by side, -np).\n"
@@ -785,13 +785,29 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "glesllm:kv_cache_tokens %llu\n"
              "# HELP glesllm:kv_cache_size KV cache positions in all slots.\n"
              "# TYPE glesllm:kv_cache_size gauge\n"
-             "glesllm:kv_cache_size %llu\n",
+             "glesllm:kv_cache_size %llu\n"
+             "# HELP glesllm:kv_pages_used KV cache pages held by running requests.\n"
+             "# TYPE glesllm:kv_pages_used gauge\n"
+             "glesllm:kv_pages_used %u\n"
+             "# HELP glesllm:kv_pages_kept KV cache pages only idle slots hold (a finished request's cache kept for a prompt that starts the same; taken back when pages are wanted).\n"
+             "# TYPE glesllm:kv_pages_kept gauge\n"
+             "glesllm:kv_pages_kept %u\n"
+             "# HELP glesllm:kv_pages KV cache pages in the pool the slots share (0: each slot its own cache).\n"
+             "# TYPE glesllm:kv_pages gauge\n"
+             "glesllm:kv_pages %u\n"
+             "# HELP glesllm:kv_page_size Positions a KV cache page.\n"
+             "# TYPE glesllm:kv_page_size gauge\n"
+             "glesllm:kv_page_size %u\n"
+             "# HELP glesllm:requests_deferred_kv Of the deferred requests, those waiting for KV cache pages.\n"
+             "# TYPE glesllm:requests_deferred_kv gauge\n"
+             "glesllm:requests_deferred_kv %u\n",
              (unsigned long long)mt.prompt_tokens, mt.prompt_s,
              (unsigned long long)mt.predicted_tokens, mt.predicted_s,
              (unsigned long long)mt.drafted, (unsigned long long)mt.accepted,
              (unsigned long long)mt.shared, (unsigned long long)mt.batched,
              (unsigned long long)mt.requests, mt.processing, mt.deferred, mt.slots,
-             (unsigned long long)mt.kv_used, (unsigned long long)mt.kv_size);
+             (unsigned long long)mt.kv_used, (unsigned long long)mt.kv_size, mt.kv_pages_used,
+             mt.kv_pages_kept, mt.kv_pages, mt.kv_page, mt.deferred_kv);
     return reply(conn, 200, "text/plain; version=0.0.4", b);
 }
 

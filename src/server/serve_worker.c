@@ -5,7 +5,16 @@
  * model's sequences cannot share a pass (recurrent layers: Mamba, Jamba,
  * RWKV) or a draft model drafts, each generating slot takes a round of a
  * few tokens instead (glesllm_generate_tokens: its steps pipelined, or one
- * drafting round). See serve.h. */
+ * drafting round).
+ *
+ * The KV pool: a request is admitted with the pages its prompt and
+ * max_tokens need kept for it (so that it never finds the pool full), a
+ * request without max_tokens with its prompt's; a finished request's slot
+ * keeps its cache for a later prompt that starts the same, until its pages
+ * are wanted; a cancelled one gives them back at once. A pass that finds
+ * the pool full anyway (requests without max_tokens grew into it) first
+ * takes back idle slots' caches, then ends the longest such request
+ * ("length"), and runs again in the next round. See serve.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +38,7 @@ typedef struct slot {
     char *gen; /* the reply's bytes, a stop string's included */
     size_t n_gen, cap_gen, emitted;
     double t0, t_gen;
+    uint32_t kept; /* KV pages kept for its request (the admission's count) */
 } slot;
 
 struct serve {
@@ -43,6 +53,11 @@ struct serve {
     uint32_t batch_max; /* the slots' sequences per shared pass (0: rounds a slot) */
     bool shared;        /* the slots are sequences of one cache (glesllm_copy_seq) */
     serve_metrics met; /* counters (the gauges are computed when read) */
+    uint32_t kv_page, kv_pages, kv_kept; /* shared: the pool's page, pages, pages kept */
+    /* pages held by running requests, and by idle slots alone (kept starts,
+     * taken back on demand), as of the worker's last look (the metrics') */
+    uint32_t kv_used, kv_idle;
+    bool kv_wait; /* the queue's first request waits for pages */
 };
 
 static double now(void)
@@ -148,17 +163,44 @@ static void append_locked(serve_req *r, const char *p, size_t n)
     r->text[r->len] = '\0';
 }
 
+/* Under s->mu, on the worker: the pages held, for the metrics (which the
+ * HTTP threads read without calling the backend). */
+static void note_pages(serve *s)
+{
+    if (!s->shared)
+        return;
+    const glesllm_context *run[256];
+    uint32_t n = 0, all = 0;
+    for (unsigned i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].req)
+            run[n++] = s->slots[i].c;
+    glesllm_kv_pages(s->slots[0].c, NULL, &all, NULL);
+    s->kv_used = n ? glesllm_kv_pages_held(run, n) : 0;
+    s->kv_idle = all - s->kv_used;
+}
+
 /* The slot's request ends: its text up to `upto` bytes of the reply is
  * given, the rest dropped; the slot is free again (its cache kept for a
  * later prompt that starts the same). */
 static void finish(serve *s, slot *sl, const char *why, size_t upto, int status, const char *err)
 {
     serve_req *r = sl->req;
+    pthread_mutex_lock(&r->mu);
+    bool cancelled = r->cancel;
+    pthread_mutex_unlock(&r->mu);
+    /* a cancelled request's pages back at once (a finished one's cache kept) */
+    if (cancelled && s->shared) {
+        glesllm_truncate(sl->c, 0);
+        sl->pos = 0;
+    }
     /* the slot free before the client hears of its end: /metrics never
      * counts a request answered as still processing */
     pthread_mutex_lock(&s->mu);
     s->met.predicted_s += sl->generating ? now() - sl->t_gen : 0.0;
     sl->req = NULL;
+    s->kv_kept -= sl->kept;
+    sl->kept = 0;
+    note_pages(s);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&r->mu);
     if (upto > sl->emitted)
@@ -258,12 +300,30 @@ static uint32_t common_prefix(const glesllm_context *c, const int32_t *ids, uint
     return k;
 }
 
+/* The KV pages to keep for r: its prompt's and max_tokens' positions (a
+ * slot's at most; without max_tokens its prompt's). */
+static uint32_t pages_for(const serve *s, const serve_req *r)
+{
+    uint64_t n = r->n_prompt + (r->n_predict >= 0 ? (uint64_t)r->n_predict : 0);
+    if (n > s->p.n_ctx)
+        n = s->p.n_ctx;
+    uint64_t pages = (n + s->kv_page - 1) / s->kv_page;
+    return pages < s->kv_pages ? (uint32_t)pages : s->kv_pages;
+}
+
 /* Under s->mu: the waiting requests into free slots, each into the one
- * whose cache holds the longest start of its prompt. */
+ * whose cache holds the longest start of its prompt, while the pool has
+ * pages to keep for them (first come, first served). */
 static void admit(serve *s)
 {
+    s->kv_wait = false;
     while (s->head) {
         serve_req *r = s->head;
+        uint32_t need = s->shared ? pages_for(s, r) : 0;
+        if (s->shared && s->kv_kept + need > s->kv_pages) {
+            s->kv_wait = true;
+            return;
+        }
         slot *best = NULL;
         uint32_t best_k = 0;
         for (unsigned i = 0; i < s->p.n_slots; i++) {
@@ -299,6 +359,8 @@ static void admit(serve *s)
         if (!s->head)
             s->tail = NULL;
         best->req = r;
+        best->kept = need;
+        s->kv_kept += need;
         /* the prompt passes run all but its last token, which the first
          * round runs (its logits pick the first token) */
         best->pos = best_k < r->n_prompt - 1 ? best_k : r->n_prompt - 1;
@@ -308,6 +370,33 @@ static void admit(serve *s)
         best->n_gen = best->emitted = 0;
         best->t0 = now();
     }
+}
+
+/* The pool is full: an idle slot's cache (the longest) given back, else
+ * the generating request without max_tokens that holds the most positions
+ * ends ("length"; its cache goes the same way next). false: nothing to
+ * take back. */
+static bool make_room(serve *s)
+{
+    slot *idle = NULL, *open = NULL;
+    uint32_t most_idle = 0, most_open = 0;
+    for (unsigned i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        uint32_t n = glesllm_context_n_past(sl->c);
+        if (!sl->req && n > most_idle)
+            idle = sl, most_idle = n;
+        else if (sl->req && sl->generating && sl->req->n_predict < 0 && n > most_open)
+            open = sl, most_open = n;
+    }
+    if (idle) {
+        glesllm_truncate(idle->c, 0);
+        return true;
+    }
+    if (open) {
+        finish(s, open, "length", utf8_complete(open->gen, open->n_gen), 0, "");
+        return true;
+    }
+    return false;
 }
 
 static void fail_decode(serve *s, slot *sl, glesllm_status st)
@@ -383,7 +472,8 @@ static void step(serve *s, slot *sl, bool batched)
             n = s->p.n_batch;
         if (n && ((st = glesllm_decode(sl->c, r->prompt + sl->pos, n, sl->pos, 0)) ||
                   (sl->draft && (st = glesllm_decode(sl->draft, r->prompt + sl->pos, n, sl->pos, 0))))) {
-            fail_decode(s, sl, st);
+            if (st != GLESLLM_ERR_KV_FULL || !make_room(s)) /* (else again next round) */
+                fail_decode(s, sl, st);
             return;
         }
         sl->pos += n;
@@ -418,7 +508,10 @@ static void step(serve *s, slot *sl, bool batched)
     sl->stopped = sl->cancelled = false;
     if ((st = glesllm_set_sampling(sl->c, &sp)) ||
         (st = glesllm_generate_tokens(sl->c, sl->ids, sl->n_ids, &gp, on_token, ud, &res))) {
-        fail_decode(s, sl, st);
+        /* (the pool full: the round's tokens so far are the reply's, the
+         * rest again next round) */
+        if (st != GLESLLM_ERR_KV_FULL || !make_room(s))
+            fail_decode(s, sl, st);
         return;
     }
     pthread_mutex_lock(&s->mu);
@@ -461,6 +554,8 @@ static void batch_step(serve *s)
     for (uint32_t b0 = 0; b0 < n; b0 += s->batch_max) {
         uint32_t cnt = n - b0 < s->batch_max ? n - b0 : s->batch_max;
         glesllm_status st = glesllm_decode_batch(seqs + b0, cnt, toks + b0);
+        if (st == GLESLLM_ERR_KV_FULL && make_room(s))
+            return; /* (these again next round) */
         if (!st && cnt > 1) {
             pthread_mutex_lock(&s->mu);
             s->met.batched += cnt;
@@ -512,6 +607,7 @@ static void *worker(void *arg)
         if (batched)
             batch_step(s);
         pthread_mutex_lock(&s->mu);
+        note_pages(s);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -529,9 +625,10 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
     s->p = *p;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    glesllm_context_params cp = { p->n_ctx, p->n_batch, p->draft ? p->draft_max : 0 };
+    glesllm_context_params cp = { p->n_ctx, p->n_batch, p->draft ? p->draft_max : 0, p->kv_size };
     /* the slots as sequences of one cache, stepped together, where the model
-     * lets them and no draft model drafts (else contexts of their own) */
+     * lets them and no draft model drafts (else contexts of their own, each
+     * its share of the positions) */
     glesllm_context *seqs[256];
     if (!p->draft && p->n_slots <= 256 &&
         glesllm_context_create_seqs(m, &cp, p->n_slots, seqs) == GLESLLM_OK) {
@@ -539,6 +636,11 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
             s->slots[i].c = seqs[i];
         s->batch_max = glesllm_decode_batch_max(seqs[0]);
         s->shared = true;
+        glesllm_kv_pages(seqs[0], &s->kv_page, NULL, &s->kv_pages);
+    } else {
+        uint64_t share = p->kv_size / p->n_slots;
+        cp.n_ctx = share < p->n_ctx ? (uint32_t)share : p->n_ctx;
+        cp.kv_size = 0;
     }
     for (unsigned i = 0; i < p->n_slots; i++) {
         slot *sl = &s->slots[i];
@@ -549,7 +651,7 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
             st = GLESLLM_ERR_NO_MEMORY;
         if (st) {
             fprintf(stderr, "glesllm: serve: slot %u of %u (%u positions each%s): %s\n", i + 1,
-                    p->n_slots, p->n_ctx, p->draft ? ", and its draft's" : "",
+                    p->n_slots, cp.n_ctx, p->draft ? ", and its draft's" : "",
                     glesllm_last_error());
             serve_free(s);
             return 1;
@@ -621,9 +723,14 @@ void serve_get_metrics(serve *s, serve_metrics *out)
     pthread_mutex_lock(&s->mu);
     *out = s->met;
     out->slots = s->p.n_slots;
-    out->kv_size = (uint64_t)s->p.n_slots * s->p.n_ctx;
+    out->kv_size = s->shared ? s->p.kv_size : (uint64_t)s->p.n_slots * s->p.n_ctx;
     for (serve_req *r = s->head; r; r = r->next)
         out->deferred++;
+    out->deferred_kv = s->kv_wait ? out->deferred : 0;
+    out->kv_page = s->kv_page;
+    out->kv_pages = s->kv_pages;
+    out->kv_pages_used = s->kv_used;
+    out->kv_pages_kept = s->kv_idle;
     for (unsigned i = 0; i < s->p.n_slots; i++)
         if (s->slots[i].req) {
             out->slots_busy++;

@@ -98,6 +98,7 @@ await check('a stream given up midway frees its slot', async () => {
   }
   assert.equal(busy, 0);
   assert.equal(await metric('glesllm:kv_cache_tokens'), 0);
+  assert.equal(await metric('glesllm:kv_pages_used'), 0); // its pages back in the pool
   assert.ok(await metric('glesllm:tokens_predicted_total') - before < 500);
 });
 await check('bad requests raise the client\'s errors', async () => {
