@@ -767,7 +767,8 @@ static glesllm_status create_act(gpu_model *gm)
         model_rope_table(hp, gm->n_ctx, host + gm->rope);
         for (uint64_t i = 0; gm->no_rope && i < (uint64_t)gm->n_ctx * hp->head_dim; i++)
             host[gm->no_rope + i] = i % 2 ? 0.0f : 1.0f;
-        memcpy(host, gm->kv_tab, (size_t)table * 4);
+        if (table) /* (a model without attention has none) */
+            memcpy(host, gm->kv_tab, (size_t)table * 4);
         /* dynamic: the page table changes as sequences take pages */
         st = gpu_buffer_create(gm->ctx, (size_t)(at * 4), host, GPU_BUFFER_DYNAMIC, "activations",
                                &gm->act);
