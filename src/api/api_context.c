@@ -94,6 +94,10 @@ static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params 
     if (p.draft_max > GEN_DRAFT_MAX_LIMIT)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "draft_max %u is over the limit of %d",
                        p.draft_max, GEN_DRAFT_MAX_LIMIT);
+    if (p.kv_size > (uint64_t)n_seq * n_ctx)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                       "a KV pool of %llu positions for %u sequences of %u: more than they can "
+                       "hold", (unsigned long long)p.kv_size, n_seq, n_ctx);
     glesllm_context *c = calloc(1, sizeof *c);
     if (!c)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
@@ -110,13 +114,6 @@ static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params 
     mo.share = m->weights;
     mo.n_seq = n_seq;
     mo.kv_size = p.kv_size;
-    if (p.kv_size > (uint64_t)n_seq * n_ctx) {
-        api_leave(&call);
-        free(c);
-        return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "a KV pool of %llu positions for %u sequences of %u: more than they can "
-                       "hold", (unsigned long long)p.kv_size, n_seq, n_ctx);
-    }
     if (m->weights) /* (the weights are uploaded once) */
         mo.progress = NULL;
     st = gpu_model_create(m->b->gpu, &m->m, &mo, &c->gm);

@@ -1179,8 +1179,11 @@ glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uin
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "copying %u positions of sequence %u to sequence %u (of %u): the source "
                        "holds %u", n, src, dst, gm->n_seq, gpu_model_seq_past(gm, src));
-    /* (its pages shared: a page either writes into is copied first) */
+    /* (its pages shared: a page either writes into is copied first; the
+     * token slots copied once the passes that write them are done) */
     glesllm_status st = gm_kv_share(gm, src, dst, n);
+    if (!st)
+        st = gpu_model_wait(gm);
     if (st)
         return st;
     uint32_t *tok = gm->tokens.mapped;
@@ -1267,10 +1270,11 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
                        layer, pos, pos + n, gm->n_ctx);
     uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
     gpu_buffer *b = &gm->layers[layer].cache;
-    glesllm_status st = write ? gm_check_past(gm, pos) : pos + n > gm->n_past
-        ? err_set(GLESLLM_ERR_INVALID_ARGUMENT, "K/V of positions %u..%u: the cache holds %u",
-                  pos, pos + n, gm->n_past)
-        : GLESLLM_OK;
+    /* (a read: positions the cache holds, whose pages are the sequence's) */
+    if (!write && pos + n > gm->n_past)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "K/V of positions %u..%u: the cache holds %u",
+                       pos, pos + n, gm->n_past);
+    glesllm_status st = write ? gm_check_past(gm, pos) : GLESLLM_OK;
     if (!st && write)
         st = gm_kv_take(gm, gm->seq, pos, n);
     if (!st)

@@ -280,7 +280,7 @@ glesllm_status gm_kv_init(gpu_model *gm, uint32_t page, uint64_t positions);
 void gm_kv_destroy(gpu_model *gm);
 uint32_t gm_kv_row(const gpu_model *gm, uint32_t seq, uint32_t pos);
 glesllm_status gm_kv_take(gpu_model *gm, uint32_t seq, uint32_t pos, uint32_t n);
-glesllm_status gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep);
+void gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep);
 glesllm_status gm_kv_share(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
 
 /* The ops of a transformer layer (pass.c). Each records what its pass kind

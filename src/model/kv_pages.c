@@ -87,7 +87,7 @@ static glesllm_status copy_page(gpu_model *gm, uint32_t from, uint32_t to)
     return st;
 }
 
-glesllm_status gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep)
+void gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep)
 {
     uint32_t *row = tab_row(gm, seq);
     /* (the table in act keeps the old entries: no kernel reads a position
@@ -97,7 +97,6 @@ glesllm_status gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep)
             give_back(gm, row[i]);
             row[i] = KV_NO_PAGE;
         }
-    return GLESLLM_OK;
 }
 
 glesllm_status gm_kv_take(gpu_model *gm, uint32_t seq, uint32_t pos, uint32_t n)

@@ -189,10 +189,8 @@ static void finish(serve *s, slot *sl, const char *why, size_t upto, int status,
     bool cancelled = r->cancel;
     pthread_mutex_unlock(&r->mu);
     /* a cancelled request's pages back at once (a finished one's cache kept) */
-    if (cancelled && s->shared) {
+    if (cancelled && s->shared)
         glesllm_truncate(sl->c, 0);
-        sl->pos = 0;
-    }
     /* the slot free before the client hears of its end: /metrics never
      * counts a request answered as still processing */
     pthread_mutex_lock(&s->mu);
