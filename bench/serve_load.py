@@ -7,10 +7,12 @@ start to the last end; time to first token per stream. Python's standard
 library only, loopback only.
 
     serve_load.py URL [--streams 1,4,8] [--n-gen 128] [--prompt TEXT | --prompt-ids 1,2,3]
-                  [--key KEY]
+                  [--distinct] [--key KEY]
 
 Each count of streams runs once unmeasured first (a server's first pass of
-that many sequences may build its kernels).
+that many sequences may build its kernels). --distinct makes every request's
+prompt its own from the second token on (a number in the text, another id
+in the ids), so that no server finds it in a cache: each prompt runs.
 """
 import argparse
 import json
@@ -53,9 +55,23 @@ def one_stream(url, key, prompt, n_gen, out, i):
     out[i] = (t0, first or time.monotonic(), time.monotonic(), tokens)
 
 
-def run(url, key, prompt, n_gen, streams):
+SENT = [0]
+
+
+def distinct(prompt):
+    """the prompt with this request's number in it, from its second token on"""
+    SENT[0] += 1
+    k = SENT[0]
+    if isinstance(prompt, list):
+        return prompt[:1] + [100 + (prompt[1] + 7919 * k) % 30000] + prompt[2:]
+    return f"{k}. {prompt}"
+
+
+def run(url, key, prompt, n_gen, streams, vary):
     out = [None] * streams
-    threads = [threading.Thread(target=one_stream, args=(url, key, prompt, n_gen, out, i))
+    threads = [threading.Thread(target=one_stream,
+                                args=(url, key, distinct(prompt) if vary else prompt, n_gen,
+                                      out, i))
                for i in range(streams)]
     for t in threads:
         t.start()
@@ -79,14 +95,16 @@ def main():
     ap.add_argument("--prompt-ids", default=None,
                     help="the prompt as token ids (a file whose vocabulary a server cannot "
                          "tokenize with)")
+    ap.add_argument("--distinct", action="store_true",
+                    help="every request's prompt its own (no cache holds it)")
     ap.add_argument("--key", default=None)
     a = ap.parse_args()
     prompt = [int(x) for x in a.prompt_ids.split(",")] if a.prompt_ids else a.prompt
     print("| streams | tokens | seconds | aggregate tokens/s | per stream | TTFT median / max ms |")
     print("|---|---|---|---|---|---|")
     for n in [int(x) for x in a.streams.split(",")]:
-        run(a.url, a.key, prompt, 8, n)  # warm-up
-        tokens, sec, ttft = run(a.url, a.key, prompt, a.n_gen, n)
+        run(a.url, a.key, prompt, 8, n, a.distinct)  # warm-up
+        tokens, sec, ttft = run(a.url, a.key, prompt, a.n_gen, n, a.distinct)
         print(f"| {n} | {tokens} | {sec:.2f} | {tokens / sec:.1f} | {tokens / sec / n:.1f} | "
               f"{ttft[len(ttft) // 2]:.0f} / {ttft[-1]:.0f} |", flush=True)
 

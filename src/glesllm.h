@@ -367,8 +367,9 @@ GLESLLM_API glesllm_status glesllm_kv_pages(const glesllm_context *c, uint32_t *
  * counted once (a server's running requests' pages, say); 0 for bad
  * input. */
 GLESLLM_API uint32_t glesllm_kv_pages_held(const glesllm_context *const *seqs, uint32_t n);
-/* The most sequences glesllm_decode_batch takes a call on c's cache; 0:
- * none (c is no such sequence). */
+/* The most tokens glesllm_decode_batch(_tokens) takes a call on c's cache
+ * (a token a sequence for glesllm_decode_batch); 0: none (c is no such
+ * sequence). */
 GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);
 /* tokens[i] at the next position of seqs[i] (distinct sequences of one
  * cache, n at most glesllm_decode_batch_max), in one pass. Afterwards each
@@ -376,6 +377,15 @@ GLESLLM_API uint32_t glesllm_decode_batch_max(const glesllm_context *c);
  * with -1), glesllm_next_token by its own sampling. */
 GLESLLM_API glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
                                                 const int32_t *tokens);
+/* As glesllm_decode_batch with n_tokens[i] (at least 1) tokens of seqs[i]
+ * at its next positions, tokens holding them one sequence after another
+ * (seqs[0]'s first), at most glesllm_decode_batch_max in all: a server puts
+ * a chunk of a new prompt beside its generating sequences' tokens so.
+ * Afterwards each is as after glesllm_decode of its tokens: the logits of
+ * its last (glesllm_get_logits with -1), glesllm_next_token. */
+GLESLLM_API glesllm_status glesllm_decode_batch_tokens(glesllm_context *const *seqs, uint32_t n,
+                                                       const int32_t *tokens,
+                                                       const uint32_t *n_tokens);
 
 /* dst's cache becomes the first n positions of src's (two sequences of
  * one cache; n at most src's n_past), copied on the GPU: a start of a

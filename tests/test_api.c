@@ -228,9 +228,9 @@ static void test_sequences_share_one_cache(void)
     collected want[N], got;
     for (uint32_t i = 0; i < N; i++) {
         OK(glesllm_truncate(plain, 0));
-        greedy_run(plain, prompt8, len[i], STEPS + 1, &want[i]);
-        greedy_run(s[i], prompt8, len[i], STEPS + 1, &got); /* alone */
-        TEST_ASSERT_EQUAL_INT32_ARRAY(want[i].ids, got.ids, STEPS + 1);
+        greedy_run(plain, prompt8, len[i], STEPS + 2, &want[i]);
+        greedy_run(s[i], prompt8, len[i], STEPS + 2, &got); /* alone */
+        TEST_ASSERT_EQUAL_INT32_ARRAY(want[i].ids, got.ids, STEPS + 2);
     }
     /* together: each prompt decoded alone, then a token of each a pass */
     int32_t tok[N];
@@ -267,6 +267,31 @@ static void test_sequences_share_one_cache(void)
             TEST_ASSERT_EQUAL_UINT32(len[j] + step, glesllm_context_n_past(s[j]));
         }
     }
+    /* a prompt in the pass of a generating sequence
+     * (glesllm_decode_batch_tokens): sequence 2 again from the start, its
+     * whole prompt beside sequence 0's next token; the logits of each one's
+     * last token */
+    OK(glesllm_truncate(s[2], 0));
+    glesllm_context *mix[2] = { s[2], s[0] };
+    int32_t mix_toks[1 + 8];
+    memcpy(mix_toks, prompt8, sizeof(int32_t) * len[2]);
+    mix_toks[len[2]] = tok[0];
+    uint32_t mix_n[2] = { len[2], 1 };
+    OK(glesllm_decode_batch_tokens(mix, 2, mix_toks, mix_n));
+    OK(glesllm_next_token(s[2], &tok[2]));
+    TEST_ASSERT_EQUAL_INT32(want[2].ids[0], tok[2]);
+    TEST_ASSERT_EQUAL_UINT32(len[2], glesllm_context_n_past(s[2]));
+    OK(glesllm_next_token(s[0], &tok[0]));
+    TEST_ASSERT_EQUAL_INT32(want[0].ids[STEPS + 1], tok[0]);
+    /* a sequence without tokens, more tokens than a pass holds */
+    mix_n[1] = 0;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          glesllm_decode_batch_tokens(mix, 2, mix_toks, mix_n));
+    mix_n[1] = glesllm_decode_batch_max(s[0]);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          glesllm_decode_batch_tokens(mix, 2, mix_toks, mix_n));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          glesllm_decode_batch_tokens(mix, 2, mix_toks, NULL));
     /* misuse: another cache's context, a sequence twice, too many, logits
      * another sequence's pass took */
     glesllm_context *two[2] = { s[0], plain };

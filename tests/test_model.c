@@ -161,12 +161,19 @@ static demo_spec moe_spec(const char *arch, uint32_t type);
  * (gpu_model_step_batch): each sequence's logits against its own CPU
  * reference, and against a step of the sequence alone (the
  * sequences at different lengths; single steps between the batches). */
+/* token j of a sequence's chunk in check_batch: its pending token first */
+static int32_t chunk_token(uint32_t q, uint32_t j, int32_t first, uint32_t nv)
+{
+    return j ? (int32_t)((j * 53u + q * 17u + 3u) % nv) : first;
+}
+
 static void check_batch(const demo_spec *s, uint32_t n_seq)
 {
     enum { N_CTX = 48, MAX_SEQ = 5 };
     loaded L;
     gpu_model_options opt = options(N_CTX);
     opt.n_seq = n_seq;
+    opt.n_small = 24; /* (room for a chunk beside the others: the same kernels as 8's) */
     fixture_load_demo(ctx, s, &opt, false, &L);
     TEST_ASSERT_TRUE(gpu_model_batch_ok(L.gm));
     uint32_t nv = L.m.hp.n_vocab;
@@ -203,7 +210,7 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, past[q], next[q]));
             seqs[n++] = q;
         }
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(L.gm, n, seqs, picks),
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(L.gm, n, seqs, NULL, picks),
                                       glesllm_last_error());
         for (uint32_t i = 0; i < n; i++) {
             uint32_t q = seqs[i];
@@ -237,13 +244,52 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
             next[q] = gpu_model_get_token(L.gm, past[q]);
         }
     }
-    /* bad batches: a sequence twice, one out of range, too many tokens */
-    seqs[0] = seqs[1] = 0;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 2, seqs, NULL));
-    seqs[0] = n_seq;
-    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 1, seqs, NULL));
+    /* several tokens of a sequence in the pass (a prompt's chunk beside
+     * generating sequences): 14, 3 and 1 each, more than one attention
+     * dispatch's 16 queries in all; the logits of each one's last token */
+    uint32_t counts[MAX_SEQ], n = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        uint32_t q = n_seq - 1 - i;
+        counts[n] = i == 0 ? 14 : i == 1 ? 3 : 1;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(L.gm, q));
+        for (uint32_t j = 0; j < counts[n]; j++)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(L.gm, past[q] + j,
+                                                                  chunk_token(q, j, next[q], nv)));
+        seqs[n++] = q;
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(L.gm, n, seqs, counts, picks),
+                                  glesllm_last_error());
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t q = seqs[i];
+        for (uint32_t j = 0; j < counts[i]; j++)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK,
+                                  ref_model_forward(ref[q], chunk_token(q, j, next[q], nv),
+                                                    past[q] + j, j + 1 == counts[i] ? cpu : NULL));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, i, 1, gpu));
+        double rel = logit_error(gpu, cpu, nv);
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: sequence %u, %u tokens at %u in a pass of %u sequences: "
+                 "max |gpu - cpu| / max |cpu| = %.3g", s->arch, q, counts[i], past[q], n, rel);
+        worst = fmax(worst, rel);
+        TEST_ASSERT_TRUE_MESSAGE(rel < ref_tol, msg);
+        TEST_ASSERT_EQUAL_INT_MESSAGE((int)argmax(gpu, nv), picks[i], msg);
+        TEST_ASSERT_EQUAL(past[q] + counts[i], gpu_model_seq_past(L.gm, q));
+        TEST_ASSERT_EQUAL_INT(picks[i], gpu_model_seq_token(L.gm, q, past[q] + counts[i]));
+    }
+    /* bad batches: a sequence twice, one out of range, too many tokens, a
+     * sequence with none */
+    counts[0] = 0;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
-                          gpu_model_step_batch(L.gm, gpu_model_n_small(L.gm) + 1, seqs, NULL));
+                          gpu_model_step_batch(L.gm, 1, seqs, counts, NULL));
+    counts[0] = gpu_model_n_small(L.gm) + 1;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_step_batch(L.gm, 1, seqs, counts, NULL));
+    seqs[0] = seqs[1] = 0;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 2, seqs, NULL, NULL));
+    seqs[0] = n_seq;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 1, seqs, NULL, NULL));
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_step_batch(L.gm, gpu_model_n_small(L.gm) + 1, seqs, NULL, NULL));
     printf("%s %s, %u sequences: batches within %.3g of the CPU, %u dispatches a batch\n",
            s->arch, ggml_type_name(s->type), n_seq, worst, gpu_model_last_dispatches(L.gm));
     for (uint32_t q = 0; q < n_seq; q++)
@@ -413,7 +459,7 @@ static void check_paged(uint32_t page_size)
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, q));
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
         }
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 3, seqs, NULL),
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 3, seqs, NULL, NULL),
                                       glesllm_last_error());
         for (uint32_t i = 0; i < 3; i++) {
             TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));

@@ -385,14 +385,17 @@ static void clients(int n, const char *prompt)
 }
 
 /* 8 clients at once on 4 slots: all get the whole greedy text, the one a
- * client alone gets, though the slots generate it in shared passes. */
+ * client alone gets, though the slots generate it in shared passes and the
+ * prompts of those that find others generating run in their pass (a prompt
+ * no other test sends: only one slot holds it). */
 static void test_concurrent_clients(void)
 {
     double batched = metric("glesllm:tokens_batched_total");
-    clients(1, "Tell me a story");
+    clients(1, "Hello world");
+    double folded = metric("glesllm:prompt_tokens_batched_total");
     char *alone = client_text[0];
     TEST_ASSERT_NOT_NULL(alone);
-    clients(N_CLIENTS, "Tell me a story");
+    clients(N_CLIENTS, "Hello world");
     for (int i = 0; i < N_CLIENTS; i++) {
         TEST_ASSERT_NOT_NULL(client_text[i]);
         TEST_ASSERT_EQUAL_STRING(client_text[0], client_text[i]);
@@ -403,6 +406,9 @@ static void test_concurrent_clients(void)
     for (int i = 0; i < N_CLIENTS; i++)
         free(client_text[i]);
     TEST_ASSERT_TRUE(metric("glesllm:tokens_batched_total") > batched);
+    /* (the prompts of requests that found the others generating ran in
+     * their pass: more than the last token of each) */
+    TEST_ASSERT_TRUE(metric("glesllm:prompt_tokens_batched_total") > folded + N_CLIENTS);
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_processing"));
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_deferred"));
 }

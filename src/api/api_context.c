@@ -106,8 +106,12 @@ static glesllm_status create_ctx(glesllm_model *m, const glesllm_context_params 
         free(c);
         return st;
     }
-    /* a verifying pass checks up to n_small - 1 drafted tokens */
+    /* a verifying pass checks up to n_small - 1 drafted tokens; a cache of
+     * sequences takes a prompt's chunk beside its generating ones in a pass
+     * (unless the tuning sets the small batch) */
     int32_t n_small = p.draft_max + 1 > GPU_SMALL_BATCH ? (int32_t)p.draft_max + 1 : 0;
+    if (n_seq > 1 && !n_small && m->b->tune.small_batch == TUNE_SMALL_AUTO)
+        n_small = GPU_SEQS_BATCH;
     gpu_model_options mo = { n_ctx, KV_AUTO, m->params.progress, m->params.progress_ud,
                              p.n_batch, n_small };
     mo.tuning = &m->b->tune;
@@ -540,8 +544,9 @@ uint32_t glesllm_decode_batch_max(const glesllm_context *c)
     return n < GPU_SMALL_BATCH_MAX ? n : GPU_SMALL_BATCH_MAX;
 }
 
-glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
-                                    const int32_t *tokens)
+/* glesllm_decode_batch(_tokens): counts NULL, one token each */
+static glesllm_status decode_batch(glesllm_context *const *seqs, uint32_t n,
+                                   const int32_t *tokens, const uint32_t *counts)
 {
     if (!seqs || !tokens || !n)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode_batch: no sequences or tokens");
@@ -556,53 +561,77 @@ glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
                              "(glesllm_context_create_seqs)"
                            : "this model's architecture steps its sequences one at a time: "
                              "glesllm_decode each");
-    if (n > most)
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n && total <= most; i++)
+        total += counts ? counts[i] : 1;
+    if (n > most || total > most)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "decode_batch of %u sequences: at most %u a call "
-                       "(glesllm_decode_batch_max)", n, most);
+                       "decode_batch of %u sequences, %llu tokens: at most %u tokens a call "
+                       "(glesllm_decode_batch_max)", n, (unsigned long long)total, most);
     gpu_model *gm = seqs[0]->gm;
     uint32_t ids[GPU_SMALL_BATCH_MAX];
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0, t = 0; i < n; t += counts ? counts[i] : 1, i++) {
         if ((st = api_check_context(seqs[i])))
             return st;
         if (seqs[i]->group != seqs[0]->group)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "decode_batch: sequence %u is of another cache", i);
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= gpu_model_n_vocab(gm))
+        uint32_t c = counts ? counts[i] : 1;
+        if (!c)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode_batch: sequence %u has no tokens",
+                           i);
+        for (uint32_t j = t; j < t + c; j++)
+            if (tokens[j] < 0 || (uint32_t)tokens[j] >= gpu_model_n_vocab(gm))
+                return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
+                               "token %d (of sequence %u) is outside the vocabulary of %u",
+                               tokens[j], i, gpu_model_n_vocab(gm));
+        if (c > gpu_model_n_ctx(gm) - ctx_past(seqs[i]))
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "token %d (of sequence %u) is outside the vocabulary of %u", tokens[i],
-                           i, gpu_model_n_vocab(gm));
-        if (ctx_past(seqs[i]) >= gpu_model_n_ctx(gm))
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "decode_batch: sequence %u fills its context of %u", i,
-                           gpu_model_n_ctx(gm));
+                           "decode_batch: %u tokens of sequence %u at position %u: past its "
+                           "context of %u", c, i, ctx_past(seqs[i]), gpu_model_n_ctx(gm));
         ids[i] = seqs[i]->seq;
     }
     api_call call;
     if ((st = api_enter(seqs[0]->m->b, false, &call)))
         return st;
     uint32_t past[GPU_SMALL_BATCH_MAX];
-    for (uint32_t i = 0; !st && i < n; i++) {
+    for (uint32_t i = 0, t = 0; !st && i < n; i++) {
         past[i] = ctx_past(seqs[i]);
-        if (!(st = gpu_model_select_seq(gm, seqs[i]->seq)))
-            st = gpu_model_set_token(gm, past[i], tokens[i]);
+        st = gpu_model_select_seq(gm, seqs[i]->seq);
+        for (uint32_t j = 0; !st && j < (counts ? counts[i] : 1); j++, t++)
+            st = gpu_model_set_token(gm, past[i] + j, tokens[t]);
     }
     if (!st)
-        st = gpu_model_step_batch(gm, n, ids, NULL);
+        st = gpu_model_step_batch(gm, n, ids, counts, NULL);
     /* (its pass leaves each one's argmax in its next token slot, and its
-     * logits in its row) */
+     * last token's logits in its row) */
     seqs[0]->group->passes++;
     for (uint32_t i = 0; i < n; i++) {
         glesllm_context *c = seqs[i];
+        uint32_t cnt = counts ? counts[i] : 1;
         c->last_pick = st ? 0 : GPU_STEP_ARGMAX;
-        c->last_pos = past[i];
-        c->last_n = 1;
+        c->last_pos = past[i] + cnt - 1;
+        c->last_n = cnt;
         c->last_all = false;
         c->pass_id = c->group->passes;
         c->batch_row = st ? -1 : (int32_t)i;
     }
     api_leave(&call);
     return st;
+}
+
+glesllm_status glesllm_decode_batch(glesllm_context *const *seqs, uint32_t n,
+                                    const int32_t *tokens)
+{
+    return decode_batch(seqs, n, tokens, NULL);
+}
+
+glesllm_status glesllm_decode_batch_tokens(glesllm_context *const *seqs, uint32_t n,
+                                           const int32_t *tokens, const uint32_t *n_tokens)
+{
+    if (!n_tokens)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "decode_batch_tokens: n_tokens is NULL");
+    return decode_batch(seqs, n, tokens, n_tokens);
 }
 
 void glesllm_cancel(glesllm_context *c)

@@ -82,6 +82,10 @@ typedef struct gpu_model_options {
 #define GPU_SMALL_BATCH 8
 /* the most tokens of a small batch (gpu_model_options.n_small, the tuning) */
 #define GPU_SMALL_BATCH_MAX 64
+/* the small batch of a cache of several sequences: room for a prompt's
+ * chunk beside a server's generating sequences in one pass (bench/RESULTS.md
+ * "The server") */
+#define GPU_SEQS_BATCH 64
 
 /* Uploads every tensor (repacked) and creates the cache. Checks the memory
  * it needs against what the driver says is free first. */
@@ -183,14 +187,15 @@ void gpu_model_kv_pages(const gpu_model *gm, uint32_t *page, uint32_t *used, uin
 uint32_t gpu_model_kv_pages_of(const gpu_model *gm, const uint32_t *seqs, uint32_t n);
 /* Whether this model can step several sequences in one batch. */
 bool gpu_model_batch_ok(const gpu_model *gm);
-/* One token of each of n distinct sequences seqs[0..n) (at most
- * gpu_model_n_small) in one pass, the weights read once for all: each
- * sequence's token in its slot n_past, as for gpu_model_step; afterwards
- * each n_past is one more, the argmax of its logits in its next slot and
- * in picks[i] (may be NULL), and the logits of token i readable as row i
- * of gpu_model_read_logits_all. Waits for the GPU. */
+/* counts[i] tokens (NULL: one each) of each of n distinct sequences
+ * seqs[0..n) in one pass, the weights read once for all (at most
+ * gpu_model_n_small tokens in all): each sequence's tokens in its slots
+ * n_past on, as for gpu_model_prefill; afterwards each n_past is counts[i]
+ * more, the argmax of its last token's logits in its next slot and in
+ * picks[i] (may be NULL), and those logits readable as row i of
+ * gpu_model_read_logits_all. Waits for the GPU. */
 glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *seqs,
-                                    int32_t *picks);
+                                    const uint32_t *counts, int32_t *picks);
 /* Rolls the cache back to its first n_past positions (n_past <= the current
  * one): no copy, the later entries are overwritten by the next steps. */
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);

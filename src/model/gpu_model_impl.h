@@ -256,6 +256,7 @@ typedef struct gpu_pass {
     /* a batch over sequences (gpu_model_step_batch): token t's (seq << 24) |
      * position; NULL: the tokens are positions pos0.. of the selected one */
     const uint32_t *seq_tab;
+    uint32_t n_logits; /* its rows with logits: the first n_logits */
     /* Mamba blocks: the state slot the pass starts from (none: an empty
      * state) and the one it leaves its state in */
     uint32_t src, dst;

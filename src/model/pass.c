@@ -197,9 +197,12 @@ glesllm_status pass_embed(gpu_pass *p)
     gpu_model *gm = p->gm;
     uint64_t emb = act_stride(hparams(p)->n_embd);
     glesllm_status st = GLESLLM_OK;
-    if (p->kind == PASS_SMALL) /* each run's set, built on its first use */
+    if (p->kind == PASS_SMALL) { /* each run's set, built on its first use (the logits' too) */
         for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < p->n; t0 += gm->multi_nt)
             st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, p->n, t0)));
+        for (uint32_t t0 = 0; st == GLESLLM_OK && p->seq_tab && t0 < p->n_logits; t0 += gm->multi_nt)
+            st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, p->n_logits, t0)));
+    }
     else if (p->kind == PASS_CHUNK)
         st = make_xt(gm);
     if (st)
@@ -803,20 +806,24 @@ glesllm_status pass_logits(gpu_pass *p, uint64_t out_norm)
         return st ? st : record_pick(gm, p->flags, p->pos0);
     case PASS_SMALL:
         if (p->flags & (GPU_STEP_ALL_LOGITS | GPU_STEP_ARGMAX_ALL)) {
+            /* (a batch over sequences: the first n_logits rows, each
+             * sequence's last token) */
+            gpu_pass lp = *p;
+            lp.n = p->seq_tab ? p->n_logits : p->n;
             matvec_args a = { .norm_off = out_norm, .eps = hp->eps };
-            step_norm_split(p, &a);
+            step_norm_split(&lp, &a);
             if (hp->rwkv) { /* (the norm its own dispatch) */
-                st = pass_norm(p, out_norm);
+                st = pass_norm(&lp, out_norm);
                 if (!st)
-                    st = record_multi(p, &gm->out, &gm->act, gm->bxn, gm->vlog, vs,
+                    st = record_multi(&lp, &gm->out, &gm->act, gm->bxn, gm->vlog, vs,
                                       &(matvec_args){ 0 });
             } else {
-                st = record_multi(p, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
+                st = record_multi(&lp, &gm->out, &gm->act, gm->bx, gm->vlog, vs, &a);
             }
             if (!st)
-                st = cap_logits(gm, &gm->act, gm->vlog, p->n);
+                st = cap_logits(gm, &gm->act, gm->vlog, lp.n);
             if (!st && (p->flags & GPU_STEP_ARGMAX_ALL))
-                st = record_argmax_rows(gm, gm->vlog, p->n,
+                st = record_argmax_rows(gm, gm->vlog, lp.n,
                                         p->seq_tab ? gm->tok_scratch + gm->n_small
                                                    : gm_tok_base(gm) + p->pos0 + 1);
         }
@@ -965,39 +972,52 @@ bool gpu_model_batch_ok(const gpu_model *gm)
 }
 
 glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *seqs,
-                                    int32_t *picks)
+                                    const uint32_t *counts, int32_t *picks)
 {
     if (!gpu_model_batch_ok(gm))
         return err_set(GLESLLM_ERR_UNSUPPORTED, "a batch over sequences: not for this model's "
                                                 "architecture (recurrent layers)");
-    if (!n || n > gm->n_small || n > GPU_SMALL_BATCH_MAX)
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n && total <= gm->n_small; i++)
+        total += counts ? counts[i] : 1;
+    if (!n || total > gm->n_small || total > GPU_SMALL_BATCH_MAX)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "a batch over sequences of %u tokens: 1 to %u", n, gm->n_small);
-    uint32_t tab[GPU_SMALL_BATCH_MAX];
+    /* rows 0 .. n - 1: each sequence's last token (the rows with logits);
+     * then the others of sequences with several */
+    uint32_t tab[GPU_SMALL_BATCH_MAX], past[GPU_SMALL_BATCH_MAX];
     uint32_t *tok = gm->tokens.mapped;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = seqs[i];
+    for (uint32_t i = 0, row = n; i < n; i++) {
+        uint32_t s = seqs[i], c = counts ? counts[i] : 1;
         if (s >= gm->n_seq)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "sequence %u of %u", s, gm->n_seq);
+        if (!c)
+            return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "sequence %u with no tokens", s);
         for (uint32_t j = 0; j < i; j++)
             if (seqs[j] == s)
                 return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                                "sequence %u twice in one batch", s);
         uint32_t pos = s == gm->seq ? gm->n_past : gm->seq_past[s];
-        if (pos >= gm->n_ctx)
+        if (c > gm->n_ctx - pos)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "sequence %u is full: its context of %u positions", s, gm->n_ctx);
-        tab[i] = s << 24 | pos;
-        tok[gm->tok_scratch + i] = tok[s * (gm->n_ctx + 1) + pos];
+                           "sequence %u: %u tokens at position %u, past its context of %u", s, c,
+                           pos, gm->n_ctx);
+        past[i] = pos;
+        for (uint32_t j = 0; j < c; j++) {
+            uint32_t r = j + 1 == c ? i : row++;
+            tab[r] = s << 24 | (pos + j);
+            tok[gm->tok_scratch + r] = tok[s * (gm->n_ctx + 1) + pos + j];
+        }
     }
     for (uint32_t i = 0; i < n; i++) {
-        glesllm_status st = gm_kv_take(gm, seqs[i], tab[i] & 0xffffffu, 1);
+        glesllm_status st = gm_kv_take(gm, seqs[i], past[i], counts ? counts[i] : 1);
         if (st)
             return st;
     }
     uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
-    gpu_pass p = { gm, PASS_SMALL, 0, n, GPU_STEP_ARGMAX_ALL, true };
+    gpu_pass p = { gm, PASS_SMALL, 0, (uint32_t)total, GPU_STEP_ARGMAX_ALL, true };
     p.seq_tab = tab;
+    p.n_logits = n;
     glesllm_status st = gm->graph(&p);
     if (!st)
         st = gpu_queue_submit(gm->q);
@@ -1008,16 +1028,16 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
     if (st)
         return st;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = seqs[i], pos = tab[i] & 0xffffffu;
+        uint32_t s = seqs[i], end = past[i] + (counts ? counts[i] : 1);
         uint32_t pick = tok[gm->tok_scratch + gm->n_small + i];
         /* the pick where a step's argmax goes: the sequence's next slot */
-        tok[s * (gm->n_ctx + 1) + pos + 1] = pick;
+        tok[s * (gm->n_ctx + 1) + end] = pick;
         if (picks)
             picks[i] = (int32_t)pick;
         if (s == gm->seq)
-            gm->n_past = pos + 1;
+            gm->n_past = end;
         else
-            gm->seq_past[s] = pos + 1;
+            gm->seq_past[s] = end;
     }
     return GLESLLM_OK;
 }

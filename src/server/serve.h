@@ -82,6 +82,7 @@ void serve_req_release(serve *s, serve_req *r);
 typedef struct serve_metrics {
     uint64_t prompt_tokens, predicted_tokens, requests, drafted, accepted;
     uint64_t batched; /* tokens generated in passes shared with other slots */
+    uint64_t prompt_batched; /* prompt tokens run in passes shared with other slots */
     uint64_t shared;  /* prompt tokens copied from another slot's cache, not run */
     double prompt_s, predicted_s;
     unsigned processing, deferred, slots, slots_busy;

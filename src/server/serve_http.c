@@ -768,6 +768,9 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "# HELP glesllm:tokens_batched_total Tokens generated in passes shared by slots.\n"
              "# TYPE glesllm:tokens_batched_total counter\n"
              "glesllm:tokens_batched_total %llu\n"
+             "# HELP glesllm:prompt_tokens_batched_total Prompt tokens run in passes shared with generating slots.\n"
+             "# TYPE glesllm:prompt_tokens_batched_total counter\n"
+             "glesllm:prompt_tokens_batched_total %llu\n"
              "# HELP glesllm:requests_total Requests handed to the worker.\n"
              "# TYPE glesllm:requests_total counter\n"
              "glesllm:requests_total %llu\n"
@@ -805,6 +808,7 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              (unsigned long long)mt.predicted_tokens, mt.predicted_s,
              (unsigned long long)mt.drafted, (unsigned long long)mt.accepted,
              (unsigned long long)mt.shared, (unsigned long long)mt.batched,
+             (unsigned long long)mt.prompt_batched,
              (unsigned long long)mt.requests, mt.processing, mt.deferred, mt.slots,
              (unsigned long long)mt.kv_used, (unsigned long long)mt.kv_size, mt.kv_pages_used,
              mt.kv_pages_kept, mt.kv_pages, mt.kv_page, mt.deferred_kv);

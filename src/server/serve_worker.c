@@ -1,7 +1,8 @@
 /* The server's GPU side: one thread, the only one that calls the backend,
- * going round the busy slots: a prompt pass for each slot still in its
- * prompt, then one token of every generating slot in one pass
- * (glesllm_decode_batch: the slots are sequences of one cache). Where the
+ * going round the busy slots: one token of every generating slot and the
+ * prompts of new requests in one pass (glesllm_decode_batch_tokens: the
+ * slots are sequences of one cache; a prompt longer than a pass runs its
+ * own passes first). Where the
  * model's sequences cannot share a pass (recurrent layers: Mamba, Jamba,
  * RWKV) or a draft model drafts, each generating slot takes a round of a
  * few tokens instead (glesllm_generate_tokens: its steps pipelined, or one
@@ -21,6 +22,8 @@
 #include <time.h>
 
 #include "serve.h"
+
+enum { PASS_MOST = 64 }; /* the most tokens of a shared pass the worker makes */
 
 typedef struct slot {
     glesllm_context *c, *draft; /* draft: NULL without --draft */
@@ -50,7 +53,7 @@ struct serve {
     pthread_cond_t cv;
     serve_req *head, *tail; /* waiting for a slot */
     bool started, stopping;
-    uint32_t batch_max; /* the slots' sequences per shared pass (0: rounds a slot) */
+    uint32_t batch_max; /* tokens a shared pass (0: rounds a slot), at most PASS_MOST */
     bool shared;        /* the slots are sequences of one cache (glesllm_copy_seq) */
     serve_metrics met; /* counters (the gauges are computed when read) */
     uint32_t kv_page, kv_pages, kv_kept; /* shared: the pool's page, pages, pages kept */
@@ -459,6 +462,9 @@ static void step(serve *s, slot *sl, bool batched)
     }
     glesllm_status st;
     if (!sl->generating) {
+        /* (a prompt that fits a shared pass goes into it: batch_step) */
+        if (batched && r->n_prompt - sl->pos <= s->batch_max)
+            return;
         /* (a cache that holds more than the start it shares: the rest goes) */
         if (glesllm_context_n_past(sl->c) > sl->pos &&
             (st = glesllm_truncate(sl->c, sl->pos))) {
@@ -525,18 +531,59 @@ static void step(serve *s, slot *sl, bool batched)
         finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
 }
 
-/* One token of every generating slot, in passes of batch_max slots. */
+/* A slot's tokens in a shared pass: a generating slot's last token, or what
+ * is left of a prompt (all of it, its last token's logits picking the
+ * first token). */
+typedef struct pass_entry {
+    slot *sl;
+    const int32_t *toks;
+    uint32_t n;
+    bool prompt;
+} pass_entry;
+
+/* The slot's first token after its prompt's pass, or its next: into the
+ * reply, or the end. */
+static void after_pass(serve *s, slot *sl, glesllm_status st)
+{
+    serve_req *r = sl->req;
+    int32_t tok = -1;
+    if (st || (st = glesllm_next_token(sl->c, &tok))) {
+        fail_decode(s, sl, st);
+        return;
+    }
+    sl->stopped = sl->cancelled = false;
+    if (glesllm_token_is_eog(s->m, tok) && !r->ignore_eos)
+        finish(s, sl, "stop", utf8_complete(sl->gen, sl->n_gen), 0, "");
+    else if (take_token(s, sl, tok))
+        finish(s, sl, "stop", sl->stopped ? sl->stop_at : utf8_complete(sl->gen, sl->n_gen), 0,
+               "");
+}
+
+/* One token of every generating slot and the prompts that fit (whole:
+ * those longer ran their own passes in step), in passes of at most
+ * batch_max tokens: a new request's prompt goes into the generating
+ * slots' pass instead of a pass of its own. */
 static void batch_step(serve *s)
 {
-    glesllm_context *seqs[256];
-    slot *sls[256];
-    int32_t toks[256];
+    pass_entry e[256];
     uint32_t n = 0;
     for (unsigned i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (!sl->req || !sl->generating)
-            continue;
         serve_req *r = sl->req;
+        if (!r)
+            continue;
+        if (!sl->generating) {
+            uint32_t left = r->n_prompt - sl->pos;
+            if (left > s->batch_max)
+                continue;
+            /* (a cache that holds more than the start it shares: the rest goes) */
+            glesllm_status st = GLESLLM_OK;
+            if (glesllm_context_n_past(sl->c) > sl->pos && (st = glesllm_truncate(sl->c, sl->pos)))
+                fail_decode(s, sl, st);
+            else
+                e[n++] = (pass_entry){ sl, r->prompt + sl->pos, left, true };
+            continue;
+        }
         uint32_t n_gen;
         if (req_cancelled(r, &n_gen)) {
             finish(s, sl, "stop", sl->emitted, 0, "");
@@ -544,36 +591,38 @@ static void batch_step(serve *s)
                    glesllm_context_n_past(sl->c) + 1 > s->p.n_ctx) {
             finish(s, sl, "length", utf8_complete(sl->gen, sl->n_gen), 0, "");
         } else {
-            sls[n] = sl;
-            seqs[n] = sl->c;
-            toks[n++] = sl->ids[sl->n_ids - 1];
+            e[n++] = (pass_entry){ sl, &sl->ids[sl->n_ids - 1], 1, false };
         }
     }
-    for (uint32_t b0 = 0; b0 < n; b0 += s->batch_max) {
-        uint32_t cnt = n - b0 < s->batch_max ? n - b0 : s->batch_max;
-        glesllm_status st = glesllm_decode_batch(seqs + b0, cnt, toks + b0);
+    for (uint32_t b0 = 0, cnt; b0 < n; b0 += cnt) {
+        glesllm_context *seqs[PASS_MOST];
+        int32_t toks[PASS_MOST];
+        uint32_t counts[PASS_MOST], total = 0;
+        for (cnt = 0; b0 + cnt < n && total + e[b0 + cnt].n <= s->batch_max; cnt++) {
+            seqs[cnt] = e[b0 + cnt].sl->c;
+            counts[cnt] = e[b0 + cnt].n;
+            memcpy(toks + total, e[b0 + cnt].toks, sizeof *toks * counts[cnt]);
+            total += counts[cnt];
+        }
+        glesllm_status st = glesllm_decode_batch_tokens(seqs, cnt, toks, counts);
         if (st == GLESLLM_ERR_KV_FULL && make_room(s))
             return; /* (these again next round) */
-        if (!st && cnt > 1) {
-            pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->mu);
+        if (!st && cnt > 1)
             s->met.batched += cnt;
-            pthread_mutex_unlock(&s->mu);
-        }
-        for (uint32_t i = b0; i < b0 + cnt; i++) {
-            slot *sl = sls[i];
-            serve_req *r = sl->req;
-            int32_t tok = -1;
-            if (st || (st = glesllm_next_token(sl->c, &tok))) {
-                fail_decode(s, sl, st);
-                continue;
+        for (uint32_t i = b0; i < b0 + cnt; i++)
+            if (!st && e[i].prompt) { /* (its prompt in the cache: it generates) */
+                slot *sl = e[i].sl;
+                s->met.prompt_tokens += e[i].n;
+                s->met.prompt_batched += cnt > 1 ? e[i].n : 0;
+                s->met.prompt_s += now() - sl->t0;
+                sl->pos = sl->req->n_prompt - 1;
+                sl->generating = true;
+                sl->t_gen = now();
             }
-            sl->stopped = sl->cancelled = false;
-            if (glesllm_token_is_eog(s->m, tok) && !r->ignore_eos)
-                finish(s, sl, "stop", utf8_complete(sl->gen, sl->n_gen), 0, "");
-            else if (take_token(s, sl, tok))
-                finish(s, sl, "stop", sl->stopped ? sl->stop_at : utf8_complete(sl->gen, sl->n_gen),
-                       0, "");
-        }
+        pthread_mutex_unlock(&s->mu);
+        for (uint32_t i = b0; i < b0 + cnt; i++)
+            after_pass(s, e[i].sl, st);
     }
 }
 
@@ -593,12 +642,13 @@ static void *worker(void *arg)
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        /* two or more generating slots share a pass; one alone takes a
-         * round of pipelined steps, which is faster for one */
-        unsigned gen = 0;
+        /* two or more busy slots share a pass (a new prompt beside the
+         * generating ones); one generating alone takes a round of
+         * pipelined steps, which is faster for one */
+        unsigned busy_now = 0;
         for (unsigned i = 0; i < s->p.n_slots; i++)
-            gen += s->slots[i].req && s->slots[i].generating;
-        bool batched = s->batch_max && gen >= 2;
+            busy_now += s->slots[i].req != NULL;
+        bool batched = s->batch_max && busy_now >= 2;
         for (unsigned i = 0; i < s->p.n_slots; i++)
             if (s->slots[i].req)
                 step(s, &s->slots[i], batched);
@@ -633,6 +683,7 @@ int serve_start(glesllm_model *m, const serve_params *p, serve **out)
         for (unsigned i = 0; i < p->n_slots; i++)
             s->slots[i].c = seqs[i];
         s->batch_max = glesllm_decode_batch_max(seqs[0]);
+        s->batch_max = s->batch_max < PASS_MOST ? s->batch_max : PASS_MOST;
         s->shared = true;
         glesllm_kv_pages(seqs[0], &s->kv_page, NULL, &s->kv_pages);
     } else {
