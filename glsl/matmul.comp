@@ -47,6 +47,13 @@
 // 22 bit 1: the results times the entry's weight
 // (the route at param 18: entry i's weight at param 18 + 2 i + 1). Param 1
 // is 0 (rows count within the expert); param 4 unused.
+// SLICES (a product of few row blocks, not EXPERT: ops/matmul.h
+// matmul_slices): param 24 units a slice of each row, work-group layer z
+// the slice, its sums to y (the slices' buffer) param 25 floats further a
+// slice, each row's as it is (GLU's gate and up, QKV's Q, K and V rows
+// too). glsl/matmul_sum.comp adds the slices up with a plain, residual or
+// GLU epilogue; QKV's are added up by this kernel built with SLICES_SUM
+// (their sums at binding 4), which then runs the QKV epilogue.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
@@ -90,6 +97,16 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 // x_tiles.comp's tiles: NQ uvec4 a tile (BN tokens of one unit), tile (b, u)
 // at (b W_UNITS + u) NQ
 layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
+#endif
+
+#ifdef SLICES_SUM
+layout(std430, binding = 4) readonly restrict buffer PS { float part[]; };
+#define SLICED false
+#elif defined(EXPERT)
+#define SLICED false
+#else
+// a sliced product's dispatch: its slice's sums stored as they are
+#define SLICED (PARAM_U(24) != 0u)
 #endif
 
 #define TX 16u
@@ -370,7 +387,36 @@ void main()
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.0;
 
-    for (uint u = 0u; u < W_UNITS; u++) {
+#ifdef SLICES_SUM
+    // the slices' sums at this thread's slots (param 24 slices, param 25
+    // floats apart; token t's sum of global row g at t param 26 + g), then
+    // the product's epilogue below
+    const uint y_slice = 0u;
+    for (int j = 0; j < TN; j++) {
+        uint tl = slot_tok(ty, j);
+        if (tl >= nt)
+            continue;
+        uint at = (tok0 + tl) * PARAM_U(26) + PARAM_U(1) + row0;
+        for (int i = 0; i < TM; i++) {
+            uint row = slot_row(tx + TX * uint(i));
+            if (row0 + row >= rows)
+                continue;
+            for (uint s = 0u; s < PARAM_U(24); s++)
+                acc[i][j] += part[s * PARAM_U(25) + at + row];
+        }
+    }
+#else
+#ifndef EXPERT
+    // SLICES: work-group layer z sums units [z s, z s + s) of each row
+    // (s = param 24; 0: all of them) into slice z of y, param 25 floats on
+    uint u0 = gl_WorkGroupID.z * PARAM_U(24);
+    uint u1 = PARAM_U(24) != 0u ? min(u0 + PARAM_U(24), W_UNITS) : W_UNITS;
+    uint y_slice = gl_WorkGroupID.z * PARAM_U(25);
+#else
+    const uint u0 = 0u, y_slice = 0u;
+    uint u1 = W_UNITS;
+#endif
+    for (uint u = u0; u < u1; u++) {
         load_unit(u, row0, rows, nt);
 #ifdef F16_TILES
         // a row's products with a pair of tokens over the unit in one
@@ -434,6 +480,7 @@ void main()
 #endif
         barrier();
     }
+#endif
 
     for (int j = 0; j < TN; j++) {
         uint tl = slot_tok(ty, j);
@@ -457,8 +504,18 @@ void main()
             uint g = PARAM_U(1) + row;
             float a = acc[i][j], b = acc[i + TM / 2][j];
 #ifdef GLU
-            y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = GLU_ACT(a) * b;
+            if (SLICED) {  // (the gate's and up's sums as they are)
+                y[PARAM_U(5) + y_slice + tok * PARAM_U(6) + g] = a;
+                y[PARAM_U(5) + y_slice + tok * PARAM_U(6) + g + 1u] = b;
+            } else {
+                y[PARAM_U(5) + tok * PARAM_U(6) + g / 2u] = GLU_ACT(a) * b;
+            }
 #else
+            if (SLICED) {  // (Q's, K's and V's sums as they are)
+                yu[y_slice + tok * PARAM_U(6) + g] = floatBitsToUint(a);
+                yu[y_slice + tok * PARAM_U(6) + g + 1u] = floatBitsToUint(b);
+                continue;
+            }
 #ifdef QKV_BIAS
             a += x_at(PARAM_U(7) + g);
             b += x_at(PARAM_U(7) + g + 1u);
@@ -490,7 +547,7 @@ void main()
             uint row = row0 + tx + TX * uint(i);
             if (row >= rows)
                 continue;
-            uint o = PARAM_U(5) + tok * PARAM_U(6) + PARAM_U(1) + row;
+            uint o = PARAM_U(5) + y_slice + tok * PARAM_U(6) + PARAM_U(1) + row;
             if (Y_ADD)
                 y[o] += acc[i][j] * sc;
             else

@@ -28,6 +28,22 @@ static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 
 static void test_matmul_every_format(void) { every_format_three_ways(matmul_default_tiles, 5000); }
 
+/* Products in slices of their columns with a last slice shorter than the
+ * others (27 units: 6 slices of 5, the last 2) over one token tile and two
+ * (check_batched_mm runs each product whole and sliced), in the default
+ * tiles (f16 where the driver has them) and f32 */
+static void test_matmul_uneven_slices(void)
+{
+    const uint32_t types[] = { GGML_TYPE_Q4_0, GGML_TYPE_F32 };
+    for (size_t f = 0; f < 2; f++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            matmul_config cfg = f32 ? matmul_f32_config(ctx, &T) : matmul_default_config(ctx, &T);
+            mv_case mc = { types[f], 40, 27 * 32, 0 };
+            check_batched_mm(&mc, &cfg, 3, cfg.f16 ? 8e-3 : MATVEC_REL_TOL, 7700 + 10 * f + f32);
+            check_batched_mm(&mc, &cfg, 70, cfg.f16 ? 8e-3 : MATVEC_REL_TOL, 7720 + 10 * f + f32);
+        }
+}
+
 /* The multi-token matvec (small batches: speculative verification, short
  * prompts): every format x shape, with kernels of 2, 8 and MATVEC_MULTI_NT
  * tokens (the model's most by default) given as many, fewer and as many
@@ -438,6 +454,7 @@ int main(void)
     if (!ctx || gpu_queue_create(ctx, &queue) != GLESLLM_OK)
         return 1;
     RUN_TEST(test_matmul_every_format);
+    RUN_TEST(test_matmul_uneven_slices);
     RUN_TEST(test_matmul_tilings_and_half);
     RUN_TEST(test_matmul_f16_tiles);
     RUN_TEST(test_matmul_rows_rule);

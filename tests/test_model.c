@@ -804,6 +804,19 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&q, 16, 0, prefix, 2);
     check_prefill(&q, 64, -1, longer, 1);
     check_prefill(&q, 64, 0, longer, 1);
+    /* the O and down products in slices of their columns, as a GPU takes
+     * a short prompt's (every one here: a CPU rasteriser slices none) */
+    demo_spec w = fixture_small_spec("llama", GGML_TYPE_F32);
+    w.n_embd = 256; /* (O and gate/up: 8 units a row, 2 slices; down: 16, 4) */
+    w.n_ff = 512;
+    demo_spec g = fixture_small_spec("gemma2", GGML_TYPE_F32); /* (GLU with GELU) */
+    g.n_embd = 256;
+    g.n_ff = 512;
+    g.head_dim = 64;
+    tune.matmul_slices = 65535;
+    check_prefill(&w, 8, -1, mixed, 4);
+    check_prefill(&g, 8, -1, mixed, 4);
+    tune.matmul_slices = TUNE_AUTO;
 }
 
 /* Few tokens past 64 positions: attention.comp MULTI cuts each query's

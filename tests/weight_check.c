@@ -250,8 +250,21 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
     if (xt_bytes)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, (size_t)xt_bytes, NULL, 0,
                                                             "x tiles", &bt));
+    /* matmul: each product also in slices of its columns (as a GPU takes
+     * a short prompt's: every product sliced here, 2 to 8 slices by its
+     * units) */
+    matmul_slices sl = { 0 };
+    gpu_buffer bpart = { 0 };
+    if (!mv) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, matmul_slices_build(ctx, &sl));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_create(ctx, (size_t)(MATMUL_SLICES_MOST * n_tok * c->rows * 4),
+                                                            NULL, 0, "slices", &bpart));
+        sl.part = &bpart;
+        sl.groups = 65535;
+    }
     char msg[200];
-    for (int add = 0; add < 2; add++) {
+    for (int run = 0; run < (mv ? 2 : 4); run++) {
+        int add = run & 1, sliced = run >> 1;
         matmul_kernel k;
         matvec_kernel mk;
         matvec_variant var = { add ? MATVEC_ADD : MATVEC_STORE, norm };
@@ -263,6 +276,7 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_buffer_write(&by, 0, y0, yn * 4));
         matmul_args a = { n_tok, x_off, y_off, ys };
         a.xt = xt_bytes ? &bt : NULL;
+        a.slices = sliced ? &sl : NULL;
         matvec_args va = { norm_off, eps };
         va.n_tok = n_tok;
         va.y_stride = ys;
@@ -297,11 +311,11 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
                      worst);
         else
             snprintf(msg, sizeof msg,
-                     "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d: "
+                     "matmul %s %llux%llu x %u tokens, parts %u, wg %u tm %u tn %u half %d add %d%s: "
                      "error %.3g of sum|wx|",
                      ggml_type_name(c->type), (unsigned long long)c->rows,
                      (unsigned long long)c->cols, n_tok, gw.n_parts, cfg->wg, cfg->tm, cfg->tn,
-                     cfg->half, add, worst);
+                     cfg->half, add, sliced ? " sliced" : "", worst);
         TEST_ASSERT_TRUE_MESSAGE(worst < (mv && mk.f16_products ? F16_DOT_REL_TOL : tol), msg);
         if (mv)
             matvec_destroy(&mk);
@@ -311,6 +325,8 @@ void check_batched(const mv_case *c, const matmul_config *cfg, const matvec_conf
     gpu_buffer_destroy(&bx);
     gpu_buffer_destroy(&by);
     gpu_buffer_destroy(&bt);
+    gpu_buffer_destroy(&bpart);
+    matmul_slices_destroy(&sl);
     gpu_weight_destroy(&gw);
     free(wdata);
     free(w);

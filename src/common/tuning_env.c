@@ -109,11 +109,13 @@ static glesllm_status read_env(tuning *t)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "GLESLLM_KV=%s: expected 'device' or 'mapped'", kv);
     }
-    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0;
+    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0, slices = TUNE_AUTO;
     if ((st = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &small)) ||
         (st = env_long("GLESLLM_MULTI_NT", 2, 16, &nt)) ||
-        (st = env_long("GLESLLM_KV_PAGE", 1, 1024, &page)))
+        (st = env_long("GLESLLM_KV_PAGE", 1, 1024, &page)) ||
+        (st = env_long("GLESLLM_MATMUL_SLICES", 0, 65535, &slices)))
         return st;
+    t->matmul_slices = (int)slices;
     if (page & (page - 1))
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                        "GLESLLM_KV_PAGE=%ld: expected a power of two from 1 to 1024 (positions a "

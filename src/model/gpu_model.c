@@ -930,6 +930,8 @@ void gpu_model_destroy(gpu_model *gm)
     gpu_buffer_destroy(&gm->cand);
     gpu_buffer_destroy(&gm->act);
     gpu_buffer_destroy(&gm->xt);
+    matmul_slices_destroy(&gm->slices);
+    gpu_buffer_destroy(&gm->slices_part);
     gpu_buffer_destroy(&gm->tokens);
     gpu_buffer_destroy(&gm->attn_count);
     free(gm->seq_past);

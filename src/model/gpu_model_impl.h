@@ -132,6 +132,10 @@ struct gpu_model {
     gpu_layer *layers;
     gpu_buffer act, tokens, cand;
     gpu_buffer xt; /* the f16-tile matmuls' token tiles (made on the first prefill chunk) */
+    /* products of few row blocks in slices of their columns (ops/matmul.h;
+     * made on the first prefill chunk where the GPU slices them) */
+    matmul_slices slices;
+    gpu_buffer slices_part;
     gpu_buffer attn_count; /* attention's chunk counters, a uint a (query, head) */
     uint32_t cand_k, pen_last_n;
     float pen;

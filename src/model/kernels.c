@@ -72,6 +72,11 @@ static glesllm_status get_matmul(gpu_model *gm, uint32_t type, uint64_t rows,
         return err_set(GLESLLM_ERR_UNSUPPORTED, "the model needs more than %d matmul variants",
                        MAX_KERNELS);
     glesllm_status st = matmul_build(gm->ctx, type, &cfg, &v, &gm->mkernels[gm->n_mkernels]);
+    /* (where short prompts' products are sliced, QKV's twin that adds its
+     * slices up) */
+    if (st == GLESLLM_OK && matmul_slices_groups(gm->ctx, &gm->tune) &&
+        (st = matmul_build_slices_sum(gm->ctx, &gm->mkernels[gm->n_mkernels])))
+        matmul_destroy(&gm->mkernels[gm->n_mkernels]);
     if (st != GLESLLM_OK)
         return st;
     *out = &gm->mkernels[gm->n_mkernels++];

@@ -154,7 +154,31 @@ static glesllm_status chunk_matmul(gpu_model *gm, const gpu_linear *l, const gpu
                                    matmul_args a)
 {
     a.xt = &gm->xt;
+    a.slices = gm->slices.part ? &gm->slices : NULL;
     return matmul_record(gm->q, l->mk, &l->w, &gm->act, y, &a);
+}
+
+/* Products of few row blocks in slices (ops/matmul.h matmul_slices), where
+ * the GPU takes them: room for 2 slices of a whole chunk of the model's
+ * width (a short prompt's the most, 8), made once. */
+static glesllm_status make_slices(gpu_model *gm)
+{
+    uint32_t groups = matmul_slices_groups(gm->ctx, &gm->tune);
+    if (gm->slices.part || !groups)
+        return GLESLLM_OK;
+    uint64_t bytes = 2ull * gm->n_batch * gm->m->hp.n_embd * 4;
+    uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
+    glesllm_status st = matmul_slices_build(gm->ctx, &gm->slices);
+    if (!st)
+        st = gpu_buffer_create(gm->ctx, (size_t)(bytes < limit ? bytes : limit), NULL,
+                               GPU_BUFFER_DEVICE, "matmul slices", &gm->slices_part);
+    if (st) {
+        matmul_slices_destroy(&gm->slices);
+        return st;
+    }
+    gm->slices.part = &gm->slices_part;
+    gm->slices.groups = groups;
+    return GLESLLM_OK;
 }
 
 /* The buffer of the tokens' tiles the f16-tile matmuls read: a chunk's x for
@@ -178,8 +202,9 @@ static glesllm_status make_xt(gpu_model *gm)
                                : 0;
     if (eb > bytes)
         bytes = eb;
-    if (gm->xt.id || !bytes)
-        return GLESLLM_OK;
+    glesllm_status st = make_slices(gm);
+    if (st || gm->xt.id || !bytes)
+        return st;
     if (bytes > gpu_context_limits(gm->ctx)->max_storage_block_bytes)
         return err_set(GLESLLM_ERR_UNSUPPORTED,
                        "prefill: the matmul's token tiles for a batch of %u tokens (%llu bytes) "

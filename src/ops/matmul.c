@@ -110,6 +110,37 @@ matmul_config matmul_config_for(const matmul_config *c, uint64_t rows)
     return r;
 }
 
+/* matmul.comp's defines for a kernel, then `extra` */
+static void kernel_defines(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
+                           const matvec_variant *v, const char *extra, char *out, size_t n)
+{
+    /* f16 tiles without the f16 types: the same kernel in f32 (the tests
+     * check its indexing on llvmpipe) */
+    bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
+    char tdef[32], epi[128];
+    weight_type_define(type, tdef, sizeof tdef);
+    matvec_epilogue_defines(v, epi, sizeof epi);
+    snprintf(out, n, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s%s%s", tdef, cfg->wg, cfg->tm,
+             cfg->tn, matmul_split(cfg),
+             f16_f32     ? "\nF16_TILES_F32 1"
+             : cfg->f16  ? "\nF16_TILES 1"
+             : cfg->half ? "\nHALF_TILES 1"
+                         : "",
+             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi, v->expert ? "\nEXPERT 1" : "", extra);
+}
+
+glesllm_status matmul_build_slices_sum(gpu_context *ctx, matmul_kernel *k)
+{
+    if (k->var.epilogue != MATVEC_QKV || k->sum.id)
+        return GLESLLM_OK;
+    char defines[400];
+    kernel_defines(ctx, k->type, &k->cfg, &k->var, "\nSLICES_SUM 1", defines, sizeof defines);
+    glesllm_status st = gpu_program_build(ctx, "matmul.comp", defines, &k->sum);
+    if (st == GLESLLM_OK)
+        snprintf(k->sum.name, sizeof k->sum.name, "matmul slices' sum (QKV)");
+    return st;
+}
+
 glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
                             const matvec_variant *var, matmul_kernel *out)
 {
@@ -129,19 +160,8 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
                        cfg->wg, cfg->tm, cfg->tn, cfg->split > 1 ? cfg->split : 1u,
                        matmul_shared_bytes(cfg),
                        L->max_shared_bytes);
-    /* f16 tiles without the f16 types: the same kernel in f32 (the tests
-     * check its indexing on llvmpipe) */
-    bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
-    char tdef[32], epi[128], defines[384];
-    weight_type_define(type, tdef, sizeof tdef);
-    matvec_epilogue_defines(&v, epi, sizeof epi);
-    snprintf(defines, sizeof defines, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s%s", tdef,
-             cfg->wg, cfg->tm, cfg->tn, matmul_split(cfg),
-             f16_f32     ? "\nF16_TILES_F32 1"
-             : cfg->f16  ? "\nF16_TILES 1"
-             : cfg->half ? "\nHALF_TILES 1"
-                         : "",
-             cfg->f16 && cfg->dup ? "\nDUP_W 1" : "", epi, v.expert ? "\nEXPERT 1" : "");
+    char defines[384];
+    kernel_defines(ctx, type, cfg, &v, "", defines, sizeof defines);
     /* f16 tiles: the tokens' tiles made once a product (x_tiles.comp) and
      * copied as they are by every row block, instead of each row block
      * loading x as f32 and converting it: half the bytes, no conversions,
@@ -170,6 +190,7 @@ glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config
 
 void matmul_destroy(matmul_kernel *k)
 {
+    gpu_program_destroy(&k->sum);
     gpu_program_destroy(&k->prog);
     gpu_program_destroy(&k->prep);
     memset(k, 0, sizeof *k);
@@ -189,6 +210,121 @@ glesllm_status matmul_record_tiles(gpu_queue *q, const matmul_kernel *k, const g
     d.n_params = n_params;
     weight_grid(&d, (n_tiles * units * 4 * matmul_tile_tokens(&k->cfg) + XT_WG - 1) / XT_WG);
     return gpu_queue_dispatch(q, &d);
+}
+
+uint32_t matmul_slices_groups(gpu_context *ctx, const tuning *t)
+{
+    t = tuning_or_default(t);
+    if (t->matmul_slices >= 0)
+        return (uint32_t)t->matmul_slices;
+    /* a GPU's multiprocessors hold 2 of the 8-row f16 groups each (an
+     * H200's 132: 264) and GL does not say how many there are */
+    return gpu_context_caps(ctx)->cpu ? 0 : MATMUL_SLICES_GROUPS;
+}
+
+glesllm_status matmul_slices_build(gpu_context *ctx, matmul_slices *out)
+{
+    memset(out, 0, sizeof *out);
+    glesllm_status st = gpu_program_build(ctx, "matmul_sum.comp", "WG_SIZE 256", &out->sum);
+    if (st == GLESLLM_OK)
+        st = gpu_program_build(ctx, "matmul_sum.comp", "WG_SIZE 256\nGLU_GELU 1", &out->sum_gelu);
+    if (st != GLESLLM_OK) {
+        matmul_slices_destroy(out);
+        return st;
+    }
+    snprintf(out->sum.name, sizeof out->sum.name, "matmul slices' sum");
+    snprintf(out->sum_gelu.name, sizeof out->sum_gelu.name, "matmul slices' sum");
+    return GLESLLM_OK;
+}
+
+void matmul_slices_destroy(matmul_slices *s)
+{
+    gpu_program_destroy(&s->sum);
+    gpu_program_destroy(&s->sum_gelu);
+    memset(s, 0, sizeof *s);
+}
+
+/* The slices of a product of `groups` work groups over n tokens of w (1:
+ * whole), and the units of each but the last. */
+static uint32_t slices_of(const matmul_args *a, const matmul_kernel *k, uint64_t n,
+                          uint64_t width, uint64_t groups, uint64_t units, uint32_t *per)
+{
+    const matmul_slices *sl = a->slices;
+    *per = 0;
+    if (!sl || !sl->part || !sl->groups || groups >= sl->groups ||
+        (k->var.epilogue == MATVEC_QKV && !k->sum.id))
+        return 1;
+    uint64_t s = (sl->groups + groups - 1) / groups, room = sl->part->size / 4 / (n * width);
+    s = s < MATMUL_SLICES_MOST ? s : MATMUL_SLICES_MOST;
+    s = s < room ? s : room;
+    s = s < units / 4 ? s : units / 4; /* (at least 4 units a slice) */
+    if (s < 2)
+        return 1;
+    *per = (uint32_t)((units + s - 1) / s);
+    return (uint32_t)((units + *per - 1) / *per);
+}
+
+enum { PARTS_WHOLE, PARTS_SLICED, PARTS_QKV_SUM };
+
+/* A product's dispatches, one a weight part: whole; sliced (`slices` of
+ * `per` units, each slice's sums into the slices' buffer, `width` floats a
+ * token); or a QKV kernel's twin adding them up with the epilogue. */
+static glesllm_status record_parts(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
+                                   const gpu_buffer *x, const gpu_buffer *y, const matmul_args *a,
+                                   int mode, uint32_t slices, uint32_t per, uint64_t width)
+{
+    matvec_epilogue e = k->var.epilogue;
+    uint64_t n = a->n_tok;
+    uint32_t bm = 16 * k->cfg.tm, bn = matmul_tile_tokens(&k->cfg);
+    bool sliced = mode == PARTS_SLICED;
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const gpu_weight_part *p = &w->parts[i];
+        gpu_dispatch d;
+        /* (sliced: plain stores of each slice's sums into the slices' buffer) */
+        weight_part_dispatch(&d, mode == PARTS_QKV_SUM ? &k->sum : &k->prog, w, p, x,
+                             sliced ? a->slices->part : y,
+                             e == MATVEC_ADD && !sliced ? GPU_READ_WRITE : GPU_WRITE);
+        if (e == MATVEC_QKV)
+            d.bindings[1].access = GPU_READ_WRITE;
+        d.params[0] = (uint32_t)p->rows;
+        d.params[1] = (uint32_t)((e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + p->row0);
+        d.params[2] = (uint32_t)(a->x_off / 4);
+        d.params[3] = (uint32_t)a->rope_off;
+        d.params[4] = (uint32_t)n;
+        d.params[5] = sliced ? 0 : (uint32_t)a->y_off;
+        d.params[6] = sliced ? (uint32_t)width : (uint32_t)a->y_stride;
+        d.params[7] = (uint32_t)a->bias_off;
+        d.params[14] = (uint32_t)a->k_off;
+        d.params[15] = (uint32_t)a->v_off;
+        matvec_epilogue_params(sliced ? MATVEC_STORE : e, &d);
+        if (e == MATVEC_QKV) /* (matmul.comp kv_row) */
+            d.params[23] = a->kv_first;
+        /* (the slices' params set, 0 unless sliced: a program keeps its
+         * uniforms from one dispatch to the next) */
+        d.params[24] = sliced ? per : mode == PARTS_QKV_SUM ? slices : 0;
+        d.params[25] = mode != PARTS_WHOLE ? (uint32_t)(n * width) : 0;
+        d.params[26] = mode == PARTS_QKV_SUM ? (uint32_t)width : 0;
+        d.n_params = 27;
+        if (mode == PARTS_QKV_SUM) /* (the slices' buffer as written: the next product waits) */
+            d.bindings[d.n_bindings++] = (gpu_binding){ 4, a->slices->part, 0, 0, GPU_READ_WRITE };
+        /* the tiles are read, but the last part counts as writing them, so
+         * that the queue places a barrier before whatever writes them next
+         * (the next product's x_tiles) */
+        else if (k->cfg.f16)
+            d.bindings[d.n_bindings++] = (gpu_binding){
+                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
+            };
+        d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
+        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
+        d.groups[2] = sliced ? slices : 1;
+        if (d.groups[0] > 65535 || d.groups[1] > 65535)
+            return err_set(GLESLLM_ERR_UNSUPPORTED, "matmul %s: %u x %u work groups", w->name,
+                           d.groups[0], d.groups[1]);
+        glesllm_status st = gpu_queue_dispatch(q, &d);
+        if (st != GLESLLM_OK)
+            return st;
+    }
+    return GLESLLM_OK;
 }
 
 glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_weight *w,
@@ -228,44 +364,36 @@ glesllm_status matmul_record(gpu_queue *q, const matmul_kernel *k, const gpu_wei
                 return st;
         }
     }
-    for (uint32_t i = 0; i < w->n_parts; i++) {
-        const gpu_weight_part *p = &w->parts[i];
-        gpu_dispatch d;
-        weight_part_dispatch(&d, &k->prog, w, p, x, y,
-                      e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE);
-        if (e == MATVEC_QKV)
-            d.bindings[1].access = GPU_READ_WRITE;
-        d.params[0] = (uint32_t)p->rows;
-        d.params[1] = (uint32_t)((e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + p->row0);
-        d.params[2] = (uint32_t)(a->x_off / 4);
-        d.params[3] = (uint32_t)a->rope_off;
-        d.params[4] = (uint32_t)n;
-        d.params[5] = (uint32_t)a->y_off;
-        d.params[6] = (uint32_t)a->y_stride;
-        d.params[7] = (uint32_t)a->bias_off;
-        d.params[14] = (uint32_t)a->k_off;
-        d.params[15] = (uint32_t)a->v_off;
-        matvec_epilogue_params(e, &d);
-        if (e == MATVEC_QKV) { /* (matmul.comp kv_row) */
-            d.params[23] = a->kv_first;
-            d.n_params = 24;
-        }
-        /* the tiles are read, but the last part counts as writing them, so
-         * that the queue places a barrier before whatever writes them next
-         * (the next product's x_tiles) */
-        if (k->cfg.f16)
-            d.bindings[d.n_bindings++] = (gpu_binding){
-                3, a->xt, 0, 0, i + 1 == w->n_parts ? GPU_READ_WRITE : GPU_READ
-            };
-        d.groups[0] = (uint32_t)((p->rows + bm - 1) / bm);
-        d.groups[1] = (uint32_t)((n + bn - 1) / bn);
-        d.groups[2] = 1;
-        if (d.groups[0] > 65535 || d.groups[1] > 65535)
-            return err_set(GLESLLM_ERR_UNSUPPORTED, "matmul %s: %u x %u work groups", w->name,
-                           d.groups[0], d.groups[1]);
-        glesllm_status st = gpu_queue_dispatch(q, &d);
-        if (st != GLESLLM_OK)
-            return st;
-    }
-    return GLESLLM_OK;
+    uint64_t groups = 0;
+    for (uint32_t i = 0; i < w->n_parts; i++)
+        groups += (w->parts[i].rows + bm - 1) / bm * ((n + bn - 1) / bn);
+    /* (sliced, a token's sums: GLU's and QKV's at their global rows) */
+    uint64_t width = (e == MATVEC_GLU || e == MATVEC_QKV ? a->row_base : 0) + w->rows;
+    uint32_t per, slices = slices_of(a, k, n, width, groups, units, &per);
+    glesllm_status st = record_parts(q, k, w, x, y, a, slices > 1 ? PARTS_SLICED : PARTS_WHOLE,
+                                     slices, per, width);
+    if (st != GLESLLM_OK || slices == 1)
+        return st;
+    if (e == MATVEC_QKV) /* (its twin adds the slices up and runs the epilogue) */
+        return record_parts(q, k, w, x, y, a, PARTS_QKV_SUM, slices, per, width);
+    /* the slices added up into y; the slices' buffer counts as written, so
+     * that the next sliced product waits for this sum */
+    bool glu = e == MATVEC_GLU;
+    uint64_t outs = glu ? w->rows / 2 : w->rows;
+    gpu_dispatch d;
+    memset(&d, 0, sizeof d);
+    d.prog = glu && k->var.gelu ? &a->slices->sum_gelu : &a->slices->sum;
+    d.bindings[0] = (gpu_binding){ 0, a->slices->part, 0, 0, GPU_READ_WRITE };
+    d.bindings[1] = (gpu_binding){ 1, y, 0, 0, e == MATVEC_ADD ? GPU_READ_WRITE : GPU_WRITE };
+    d.n_bindings = 2;
+    uint32_t p[] = { (uint32_t)outs, slices, (uint32_t)(n * width),
+                     (uint32_t)(a->y_off + (glu ? a->row_base / 2 : 0)), (uint32_t)a->y_stride,
+                     glu ? 2u : e == MATVEC_ADD, (uint32_t)width,
+                     (uint32_t)(glu ? a->row_base : 0) };
+    memcpy(d.params, p, sizeof p);
+    d.n_params = sizeof p / sizeof p[0];
+    d.groups[0] = (uint32_t)((outs + 255) / 256);
+    d.groups[1] = (uint32_t)n;
+    d.groups[2] = 1;
+    return gpu_queue_dispatch(q, &d);
 }

@@ -49,6 +49,7 @@ matmul_config matmul_config_for(const matmul_config *c, uint64_t rows);
 
 typedef struct matmul_kernel {
     gpu_program prog;
+    gpu_program sum; /* QKV: its sliced products' sum and epilogue (matmul_build_slices_sum) */
     gpu_program prep; /* f16 tiles: glsl/x_tiles.comp, the tokens' tiles made once */
     uint32_t type;
     matmul_config cfg;
@@ -58,6 +59,33 @@ typedef struct matmul_kernel {
 glesllm_status matmul_build(gpu_context *ctx, uint32_t type, const matmul_config *cfg,
                             const matvec_variant *var, matmul_kernel *out);
 void matmul_destroy(matmul_kernel *k);
+
+/* A product of too few row blocks to fill the GPU (a short prompt's, where
+ * a work group's tile of tokens holds them all) in slices of its columns:
+ * work-group layer z sums slice z of each row's units into slice z of part
+ * (matmul.comp SLICES), and glsl/matmul_sum.comp adds the slices into y with
+ * the epilogue (store, residual add or GLU; a QKV kernel's twin adds up
+ * its own, matmul_build_slices_sum; experts are never sliced).
+ * bench/RESULTS.md "Prefill tiles" has the figures. */
+#define MATMUL_SLICES_MOST 8
+/* the default of matmul_slices.groups on a GPU */
+#define MATMUL_SLICES_GROUPS 256
+typedef struct matmul_slices {
+    gpu_program sum, sum_gelu; /* (GLU's activation: SiLU, GELU) */
+    const gpu_buffer *part; /* the slices' partial sums (floats) */
+    uint32_t groups;        /* slice a product of fewer work groups than this (0: none) */
+} matmul_slices;
+
+/* The work groups below which a product is sliced (the tuning's
+ * matmul_slices where set; 0 on a CPU rasteriser, whose few cores the row
+ * blocks fill). */
+uint32_t matmul_slices_groups(gpu_context *ctx, const tuning *t);
+glesllm_status matmul_slices_build(gpu_context *ctx, matmul_slices *out);
+/* A QKV kernel's twin that adds its slices up and runs its epilogue
+ * (matmul.comp SLICES_SUM): without it a QKV product is never sliced.
+ * Nothing for other epilogues (matmul_slices.sum adds theirs up). */
+glesllm_status matmul_build_slices_sum(gpu_context *ctx, matmul_kernel *k);
+void matmul_slices_destroy(matmul_slices *s);
 
 /* The per-dispatch values of a matmul over n_tok tokens. Offsets count
  * floats; token t's x is at x_off + t * act_stride(cols) in x's buffer. */
@@ -76,6 +104,7 @@ typedef struct matmul_args {
      * there (same x, x_off, n_tok and columns, nothing written to it since) */
     const gpu_buffer *xt;
     bool xt_made;
+    const matmul_slices *slices; /* NULL: never sliced */
 } matmul_args;
 
 /* The tokens a work group of a tiling takes (its token tiles' size) */
