@@ -1,7 +1,8 @@
 /* glesllm bench: prompt processing (pp) and generation (tg) speed, in the
- * manner of llama-bench: every model x every -p and -n value, a warm-up run
- * excluded, then -r repetitions; mean and standard deviation of tokens/s in
- * a markdown table, JSON or CSV on stdout. Progress goes to stderr. */
+ * manner of llama-bench: every model x every -p and -n value, untimed
+ * warm-up runs (WARM_UP_S), then -r repetitions; mean and standard
+ * deviation of tokens/s in a markdown table, JSON or CSV on stdout.
+ * Progress goes to stderr. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +35,8 @@ static void usage(FILE *f)
             "  -np, --parallel N,...  also each generation test with N sequences at once, a\n"
             "                         token of each a pass (glesllm_decode_batch), tokens/s of\n"
             "                         all together: tgN @ npN (default 1: none)\n"
-            "  -r, --repetitions N    runs of each test after one warm-up run (default 5)\n"
+            "  -r, --repetitions N    runs of each test after a second of untimed warm-up runs\n"
+            "                         (default 5)\n"
             "  -b, --batch-size N     prefill batch (default 512)\n"
             "  -o, --output FORMAT    md (default), json or csv\n");
 }
@@ -228,6 +230,13 @@ static glesllm_status run_once(glesllm_context *c, uint32_t depth, uint32_t n_pr
     return st;
 }
 
+/* Untimed runs before a test's samples: one, then more until this many
+ * seconds have passed since the first began. A GPU left idle (while kernels
+ * compile, while a file loads) runs at its idle clock until some hundred
+ * milliseconds of work raise it (an H200: 345 MHz to 1,980 in about 0.3 s),
+ * and one short run is not that (bench/RESULTS.md "Current figures"). */
+#define WARM_UP_S 1.0
+
 static glesllm_status run_test(glesllm_context *c, uint32_t depth, uint32_t n_prompt,
                                uint32_t n_gen, uint32_t reps, int32_t *ids, result *r)
 {
@@ -246,9 +255,10 @@ static glesllm_status run_test(glesllm_context *c, uint32_t depth, uint32_t n_pr
         random_ids(ids, depth, glesllm_model_n_vocab(glesllm_context_model(c)), &rng);
         st = glesllm_decode(c, ids, depth, 0, 0);
     }
-    double s, sum = 0.0;
-    if (!st)
-        st = run_once(c, depth, n_prompt, n_gen, &rng, ids, &s); /* warm-up */
+    double s, sum = 0.0, t_warm = cli_now();
+    do /* (warm-up) */
+        st = st ? st : run_once(c, depth, n_prompt, n_gen, &rng, ids, &s);
+    while (!st && cli_now() - t_warm < WARM_UP_S && !cli_interrupted);
     for (uint32_t i = 0; st == GLESLLM_OK && i < reps && !cli_interrupted; i++) {
         if ((st = run_once(c, depth, n_prompt, n_gen, &rng, ids, &s)))
             break;
@@ -301,8 +311,10 @@ static glesllm_status run_parallel(glesllm_model *m, uint32_t n_par, uint32_t n_
     if (st)
         return st;
     uint64_t rng = 777 + n_par;
-    double s, sum = 0.0;
-    st = run_parallel_once(seq, n_par, n_gen, &rng, &s); /* warm-up */
+    double s, sum = 0.0, t_warm = cli_now();
+    do /* (warm-up) */
+        st = run_parallel_once(seq, n_par, n_gen, &rng, &s);
+    while (!st && cli_now() - t_warm < WARM_UP_S && !cli_interrupted);
     for (uint32_t i = 0; !st && i < reps && !cli_interrupted; i++) {
         if ((st = run_parallel_once(seq, n_par, n_gen, &rng, &s)))
             break;
