@@ -53,7 +53,7 @@
 // slice, each row's as it is (GLU's gate and up, QKV's Q, K and V rows
 // too). glsl/matmul_sum.comp adds the slices up with a plain, residual or
 // GLU epilogue; QKV's are added up by this kernel built with SLICES_SUM
-// (their sums at binding 4), which then runs the QKV epilogue.
+// (their sums at binding 3), which then runs the QKV epilogue.
 // Defines: WG_SIZE (= TX * TY), TM, TN (4 or 8), WTYPE_<type>; HALF_TILES:
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
@@ -100,7 +100,14 @@ layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
 #endif
 
 #ifdef SLICES_SUM
-layout(std430, binding = 4) readonly restrict buffer PS { float part[]; };
+// the slices' sums at binding 3 (a kernel may have only 4 blocks; with
+// F16_TILES read through the tokens' tiles' block, unused here)
+#ifdef F16_TILES
+#define PART_AT(i) uintBitsToFloat(xt[(i) >> 2u][(i) & 3u])
+#else
+layout(std430, binding = 3) readonly restrict buffer PS { float part[]; };
+#define PART_AT(i) part[i]
+#endif
 #define SLICED false
 #elif defined(EXPERT)
 #define SLICED false
@@ -402,7 +409,7 @@ void main()
             if (row0 + row >= rows)
                 continue;
             for (uint s = 0u; s < PARAM_U(24); s++)
-                acc[i][j] += part[s * PARAM_U(25) + at + row];
+                acc[i][j] += PART_AT(s * PARAM_U(25) + at + row);
         }
     }
 #else

@@ -857,13 +857,19 @@ static void test_prefill_f16_tiles(void)
         TEST_IGNORE_MESSAGE("no GL_NV_gpu_shader5 here (or GLESLLM_LIMITS=min): f32 tiles only");
     const uint32_t n = 21, n_ctx = 64;
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
-    float *rows[2];
+    s.n_embd = 256; /* (8 units a row and more: every product sliced in the third run) */
+    s.n_ff = 512;
+    float *rows[3];
     uint32_t nv = 0;
-    for (int f16 = 0; f16 < 2; f16++) {
+    /* f32 tiles, f16 tiles, f16 tiles with every product in slices (QKV's
+     * sum reads them through the tokens' tiles' block) */
+    for (int f16 = 0; f16 < 3; f16++) {
         loaded L;
-        f16_tiles = f16;
+        f16_tiles = f16 > 0;
+        tune.matmul_slices = f16 == 2 ? 65535 : 0;
         load_demo(&s, n_ctx, &L);
         f16_tiles = false;
+        tune.matmul_slices = TUNE_AUTO;
         nv = L.m.hp.n_vocab;
         rows[f16] = malloc(sizeof(float) * nv * n);
         TEST_ASSERT_NOT_NULL(rows[f16]);
@@ -874,13 +880,17 @@ static void test_prefill_f16_tiles(void)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(L.gm, 0, n, rows[f16]));
         fixture_unload(&L);
     }
-    double worst = 0.0;
-    for (uint32_t i = 0; i < n; i++)
+    double worst = 0.0, sliced = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
         worst = fmax(worst, fixture_rel_diff(rows[1] + (size_t)i * nv, rows[0] + (size_t)i * nv, nv));
-    printf("f16 prefill tiles against f32: worst relative logit difference %.3g over %u positions\n",
-           worst, n);
+        sliced = fmax(sliced, fixture_rel_diff(rows[2] + (size_t)i * nv, rows[0] + (size_t)i * nv, nv));
+    }
+    printf("f16 prefill tiles against f32: worst relative logit difference %.3g over %u positions "
+           "(in slices %.3g)\n", worst, n, sliced);
     TEST_ASSERT_TRUE_MESSAGE(worst < 5e-3, "f16 tiles too far from the f32 ones");
+    TEST_ASSERT_TRUE_MESSAGE(sliced < 5e-3, "f16 tiles in slices too far from the f32 ones");
     TEST_ASSERT_TRUE_MESSAGE(worst > 0.0, "f16 tiles gave the f32 logits exactly: not in use");
+    free(rows[2]);
     free(rows[0]);
     free(rows[1]);
 }

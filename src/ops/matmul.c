@@ -306,7 +306,7 @@ static glesllm_status record_parts(gpu_queue *q, const matmul_kernel *k, const g
         d.params[26] = mode == PARTS_QKV_SUM ? (uint32_t)width : 0;
         d.n_params = 27;
         if (mode == PARTS_QKV_SUM) /* (the slices' buffer as written: the next product waits) */
-            d.bindings[d.n_bindings++] = (gpu_binding){ 4, a->slices->part, 0, 0, GPU_READ_WRITE };
+            d.bindings[d.n_bindings++] = (gpu_binding){ 3, a->slices->part, 0, 0, GPU_READ_WRITE };
         /* the tiles are read, but the last part counts as writing them, so
          * that the queue places a barrier before whatever writes them next
          * (the next product's x_tiles) */
