@@ -1,4 +1,5 @@
-/* Several prompts completed side by side: sequences of one cache, a token of
+/* Several prompts completed side by side: sequences of one cache, their
+ * prompts together in passes (glesllm_decode_batch_tokens), then a token of
  * each in one pass that reads the model's weights once for all of them
  * (glesllm_decode_batch), each with its own sampling. What a server does for
  * its clients, in a page.
@@ -35,21 +36,33 @@ int main(int argc, char **argv)
     uint32_t most = glesllm_decode_batch_max(seq[0]); /* 0: one at a time */
     char *text[MAX] = { 0 };
     size_t len[MAX] = { 0 };
-    int32_t next[MAX];
+    int32_t next[MAX], ids[MAX][1024];
+    uint32_t n_ids[MAX];
     for (int i = 0; i < n && !st; i++) {
         glesllm_sampling s = glesllm_sampling_default();
         s.seed = 1000 + (uint64_t)i;
         glesllm_set_sampling(seq[i], &s);
-        /* the prompt, then its first token */
-        int32_t ids[1024];
         size_t k = 0;
         st = glesllm_tokenize(model, argv[2 + i], strlen(argv[2 + i]),
-                              GLESLLM_TOKENIZE_ADD_SPECIAL, ids, 1024, &k);
-        if (!st)
-            st = glesllm_decode(seq[i], ids, (uint32_t)k, 0, 0);
-        if (!st)
-            st = glesllm_next_token(seq[i], &next[i]);
+                              GLESLLM_TOKENIZE_ADD_SPECIAL, ids[i], 1024, &k);
+        n_ids[i] = (uint32_t)k;
         text[i] = calloc(1, 16 * N_GEN + 1);
+    }
+    /* the prompts in passes of at most `most` tokens in all (one longer
+     * than that alone), then each one's first token */
+    for (int i0 = 0, g = 0; i0 < n && !st; i0 += g) {
+        static int32_t toks[MAX * 1024];
+        uint32_t total = 0;
+        for (g = 0; i0 + g < n && total + n_ids[i0 + g] <= most; g++) {
+            memcpy(toks + total, ids[i0 + g], sizeof(int32_t) * n_ids[i0 + g]);
+            total += n_ids[i0 + g];
+        }
+        if (g)
+            st = glesllm_decode_batch_tokens(seq + i0, (uint32_t)g, toks, n_ids + i0);
+        else
+            st = glesllm_decode(seq[i0], ids[i0], n_ids[i0], 0, 0), g = 1;
+        for (int i = i0; i < i0 + g && !st; i++)
+            st = glesllm_next_token(seq[i], &next[i]);
     }
     for (int step = 0; step < N_GEN && !st; step++) {
         for (int i = 0; i < n; i++) { /* each token's text */
