@@ -413,6 +413,36 @@ static void test_concurrent_clients(void)
     TEST_ASSERT_EQUAL(0, metric("glesllm:requests_deferred"));
 }
 
+/* A prompt longer than a shared pass (its own passes, then its last token
+ * joins the others) and short ones at once, before any slot holds them:
+ * each gets the text it gets alone. */
+static void test_long_prompt_beside_short_ones(void)
+{
+    const char *long_p = "Hello world, hello world, hello world, hello world, hello world, "
+                         "hello world, hello world, hello world, hello world, hello world";
+    const char *prompts[3] = { long_p, "Tell me", "A story" };
+    pthread_t th[3];
+    client_job jobs[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (client_job){ i, prompts[i] };
+        pthread_create(&th[i], NULL, client, &jobs[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    char *together[3];
+    for (int i = 0; i < 3; i++) {
+        together[i] = client_text[i];
+        TEST_ASSERT_NOT_NULL(together[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        clients(1, prompts[i]);
+        TEST_ASSERT_NOT_NULL(client_text[0]);
+        TEST_ASSERT_EQUAL_STRING(client_text[0], together[i]);
+        free(client_text[0]);
+        free(together[i]);
+    }
+}
+
 /* A streamed completion until the end of the context: its connection. */
 static int endless_stream(void)
 {
@@ -721,6 +751,7 @@ int main(void)
     RUN_TEST(test_chat_stream);
     RUN_TEST(test_stop_string);
     RUN_TEST(test_concurrent_clients);
+    RUN_TEST(test_long_prompt_beside_short_ones);
     RUN_TEST(test_client_drops);
     RUN_TEST(test_prompt_start_copied_from_another_slot);
     RUN_TEST(test_bad_requests);
