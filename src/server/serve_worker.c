@@ -60,6 +60,7 @@ struct serve {
     /* pages held by running requests, and by idle slots alone (kept starts,
      * taken back on demand), as of the worker's last look (the metrics') */
     uint32_t kv_used, kv_idle;
+    uint64_t kv_tokens; /* positions running requests hold, as of that look */
     bool kv_wait; /* the queue's first request waits for pages */
 };
 
@@ -166,17 +167,20 @@ static void append_locked(serve_req *r, const char *p, size_t n)
     r->text[r->len] = '\0';
 }
 
-/* Under s->mu, on the worker: the pages held, for the metrics (which the
- * HTTP threads read without calling the backend). */
+/* Under s->mu, on the worker: the positions and pages held, for the
+ * metrics (which the HTTP threads read without calling the backend). */
 static void note_pages(serve *s)
 {
-    if (!s->shared)
-        return;
     const glesllm_context *run[256];
     uint32_t n = 0, all = 0;
+    s->kv_tokens = 0;
     for (unsigned i = 0; i < s->p.n_slots; i++)
-        if (s->slots[i].req)
+        if (s->slots[i].req) {
             run[n++] = s->slots[i].c;
+            s->kv_tokens += glesllm_context_n_past(s->slots[i].c);
+        }
+    if (!s->shared)
+        return;
     glesllm_kv_pages(s->slots[0].c, NULL, &all, NULL);
     s->kv_used = n ? glesllm_kv_pages_held(run, n) : 0;
     s->kv_idle = all - s->kv_used;
@@ -780,11 +784,9 @@ void serve_get_metrics(serve *s, serve_metrics *out)
     out->kv_pages = s->kv_pages;
     out->kv_pages_used = s->kv_used;
     out->kv_pages_kept = s->kv_idle;
+    out->kv_used = s->kv_tokens;
     for (unsigned i = 0; i < s->p.n_slots; i++)
-        if (s->slots[i].req) {
-            out->slots_busy++;
-            out->kv_used += glesllm_context_n_past(s->slots[i].c);
-        }
+        out->slots_busy += s->slots[i].req != NULL;
     out->processing = out->slots_busy;
     pthread_mutex_unlock(&s->mu);
 }
