@@ -299,6 +299,19 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
     fixture_unload(&L);
 }
 
+/* Gemma 2 or 3 in a small shape with windows of 5 (every other layer, or
+ * five of six): 4 heads of 64, wider than n_embd / n_head, tied output */
+static demo_spec gemma_spec(const char *arch, uint32_t n_layer)
+{
+    demo_spec g = fixture_small_spec(arch, GGML_TYPE_F32);
+    g.n_layer = n_layer;
+    g.n_embd = 128;
+    g.head_dim = 64;
+    g.window = 5;
+    g.tied = true;
+    return g;
+}
+
 /* Qwen3's Q/K norm a head, in a small shape */
 static demo_spec qwen3_batch_spec(void)
 {
@@ -318,12 +331,7 @@ static void test_batch_over_sequences(void)
     check_batch(&s, 2);
     /* Gemma 2 (soft caps, norms after attention and the FFN, a window the
      * sequences run past), Phi-3 (fused Q|K|V and a window), Qwen2 (biases) */
-    demo_spec g = fixture_small_spec("gemma2", GGML_TYPE_F32);
-    g.n_layer = 3;
-    g.n_embd = 128;
-    g.head_dim = 64;
-    g.window = 5;
-    g.tied = true;
+    demo_spec g = gemma_spec("gemma2", 3);
     check_batch(&g, 3);
     demo_spec ph = fixture_small_spec("phi3", GGML_TYPE_Q8_0);
     ph.window = 7;
@@ -339,12 +347,7 @@ static void test_batch_over_sequences(void)
      * windows and local RoPE), the whole width (OLMoE) */
     demo_spec q3 = qwen3_batch_spec();
     check_batch(&q3, 3);
-    demo_spec g3 = fixture_small_spec("gemma3", GGML_TYPE_F32);
-    g3.n_layer = 7;
-    g3.n_embd = 128;
-    g3.head_dim = 64;
-    g3.window = 5;
-    g3.tied = true;
+    demo_spec g3 = gemma_spec("gemma3", 7);
     ref_tol = 5e-4; /* (test_gemma3_matches_cpu says why) */
     check_batch(&g3, 3);
     ref_tol = 1e-4;
@@ -1310,12 +1313,7 @@ static void test_rwkv7_matches_cpu(void)
  * and a quantized file. */
 static void test_gemma2_matches_cpu(void)
 {
-    demo_spec s = fixture_small_spec("gemma2", GGML_TYPE_F32);
-    s.n_layer = 3;
-    s.n_embd = 128;
-    s.head_dim = 64; /* (4 heads of 64: wider than n_embd / n_head) */
-    s.window = 5;
-    s.tied = true;
+    demo_spec s = gemma_spec("gemma2", 3);
     check_steps_and_prefills(&s, 16);
     s.type = s.embd_type = GGML_TYPE_Q8_0;
     check_against_reference(&s, 32, 12, 1);
@@ -1327,12 +1325,7 @@ static void test_gemma2_matches_cpu(void)
  * 1e6 scaled by 1/8; steps and prefills across the window's edge. */
 static void test_gemma3_matches_cpu(void)
 {
-    demo_spec s = fixture_small_spec("gemma3", GGML_TYPE_F32);
-    s.n_layer = 7;
-    s.n_embd = 128;
-    s.head_dim = 64;
-    s.window = 5;
-    s.tied = true;
+    demo_spec s = gemma_spec("gemma3", 7);
     /* (its normed K values near 1 go to the F16 cache on both sides: a last
      * bit apart in f32 rounds to another f16 now and then, and seven layers
      * carry it to the logits; 1.8e-4 of the largest measured, and the
