@@ -284,6 +284,10 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
     counts[0] = gpu_model_n_small(L.gm) + 1;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
                           gpu_model_step_batch(L.gm, 1, seqs, counts, NULL));
+    /* more sequences than a pass has rows, most of them without tokens */
+    uint32_t many[GPU_SMALL_BATCH_MAX + 1] = { 0 }, most_none[GPU_SMALL_BATCH_MAX + 1] = { 2 };
+    TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT,
+                          gpu_model_step_batch(L.gm, GPU_SMALL_BATCH_MAX + 1, many, most_none, NULL));
     seqs[0] = seqs[1] = 0;
     TEST_ASSERT_EQUAL_INT(GLESLLM_ERR_INVALID_ARGUMENT, gpu_model_step_batch(L.gm, 2, seqs, NULL, NULL));
     seqs[0] = n_seq;

@@ -1005,9 +1005,11 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
     uint64_t total = 0;
     for (uint32_t i = 0; i < n && total <= gm->n_small; i++)
         total += counts ? counts[i] : 1;
-    if (!n || total > gm->n_small || total > GPU_SMALL_BATCH_MAX)
+    /* (n bounded too: sequences without tokens add none to the total) */
+    if (!n || n > GPU_SMALL_BATCH_MAX || total > gm->n_small || total > GPU_SMALL_BATCH_MAX)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "a batch over sequences of %u tokens: 1 to %u", n, gm->n_small);
+                       "a batch over %u sequences of %llu tokens: 1 to %u tokens", n,
+                       (unsigned long long)total, gm->n_small);
     /* rows 0 .. n - 1: each sequence's last token (the rows with logits);
      * then the others of sequences with several */
     uint32_t tab[GPU_SMALL_BATCH_MAX], past[GPU_SMALL_BATCH_MAX];
