@@ -359,8 +359,9 @@ GLESLLM_API glesllm_status glesllm_context_create_seqs(glesllm_model *m,
  * passes reach them, shares those of a start copied from another
  * (glesllm_copy_seq) until either writes into them, and gives them back
  * when truncated (glesllm_truncate to 0 frees them all). A pass that finds
- * too few free fails with GLESLLM_ERR_KV_FULL, changing nothing. Any
- * pointer may be NULL. */
+ * too few free fails with GLESLLM_ERR_KV_FULL, no sequence's positions
+ * changed (in a batch, sequences before the one that found too few keep
+ * the pages they took, for their next pass). Any pointer may be NULL. */
 GLESLLM_API glesllm_status glesllm_kv_pages(const glesllm_context *c, uint32_t *page,
                                             uint32_t *used, uint32_t *total);
 /* The pages sequences seqs[0..n) of one cache hold, a page they share

@@ -217,18 +217,26 @@ static glesllm_status make_xt(gpu_model *gm)
 
 /* ---- the ops ---------------------------------------------------------------------- */
 
+/* The sets of the runs of a small batch of n tokens, each built on its
+ * first use. */
+static glesllm_status build_run_sets(gpu_model *gm, uint32_t n)
+{
+    glesllm_status st = GLESLLM_OK;
+    for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < n; t0 += gm->multi_nt)
+        st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, n, t0)));
+    return st;
+}
+
 glesllm_status pass_embed(gpu_pass *p)
 {
     gpu_model *gm = p->gm;
     uint64_t emb = act_stride(hparams(p)->n_embd);
     glesllm_status st = GLESLLM_OK;
     if (p->kind == PASS_SMALL) { /* each run's set, built on its first use (the logits' too) */
-        for (uint32_t t0 = 0; st == GLESLLM_OK && t0 < p->n; t0 += gm->multi_nt)
-            st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, p->n, t0)));
-        for (uint32_t t0 = 0; st == GLESLLM_OK && p->seq_tab && t0 < p->n_logits; t0 += gm->multi_nt)
-            st = gm_build_multi_set(gm, gm_multi_set(gm, multi_run(gm, p->n_logits, t0)));
-    }
-    else if (p->kind == PASS_CHUNK)
+        st = build_run_sets(gm, p->n);
+        if (!st && p->seq_tab)
+            st = build_run_sets(gm, p->n_logits);
+    } else if (p->kind == PASS_CHUNK)
         st = make_xt(gm);
     if (st)
         return st;

@@ -2,11 +2,10 @@
  * going round the busy slots: one token of every generating slot and the
  * prompts of new requests in one pass (glesllm_decode_batch_tokens: the
  * slots are sequences of one cache; a prompt longer than a pass runs its
- * own passes first). Where the
- * model's sequences cannot share a pass (recurrent layers: Mamba, Jamba,
- * RWKV) or a draft model drafts, each generating slot takes a round of a
- * few tokens instead (glesllm_generate_tokens: its steps pipelined, or one
- * drafting round).
+ * own passes first). Where the model's sequences cannot share a pass
+ * (recurrent layers: Mamba, Jamba, RWKV) or a draft model drafts, each
+ * generating slot takes a round of a few tokens instead
+ * (glesllm_generate_tokens: its steps pipelined, or one drafting round).
  *
  * The KV pool: a request is admitted with the pages its prompt and
  * max_tokens need kept for it (so that it never finds the pool full), a
@@ -444,6 +443,19 @@ static int on_token(void *ud, int32_t tok, const char *text, size_t len)
     return tok < 0 ? 0 : take_token(a[0], a[1], tok);
 }
 
+/* A slot still in its prompt: a cache that holds more than the start of
+ * the prompt it shares gives the rest back. false: that failed, and the
+ * request ended. */
+static bool keep_start(serve *s, slot *sl)
+{
+    glesllm_status st;
+    if (glesllm_context_n_past(sl->c) > sl->pos && (st = glesllm_truncate(sl->c, sl->pos))) {
+        fail_decode(s, sl, st);
+        return false;
+    }
+    return true;
+}
+
 /* Whether r was cancelled; its tokens so far into *n_gen. */
 static bool req_cancelled(serve_req *r, uint32_t *n_gen)
 {
@@ -467,14 +479,8 @@ static void step(serve *s, slot *sl, bool batched)
     glesllm_status st;
     if (!sl->generating) {
         /* (a prompt that fits a shared pass goes into it: batch_step) */
-        if (batched && r->n_prompt - sl->pos <= s->batch_max)
+        if ((batched && r->n_prompt - sl->pos <= s->batch_max) || !keep_start(s, sl))
             return;
-        /* (a cache that holds more than the start it shares: the rest goes) */
-        if (glesllm_context_n_past(sl->c) > sl->pos &&
-            (st = glesllm_truncate(sl->c, sl->pos))) {
-            fail_decode(s, sl, st);
-            return;
-        }
         uint32_t n = r->n_prompt - 1 - sl->pos;
         if (n > s->p.n_batch)
             n = s->p.n_batch;
@@ -580,11 +586,7 @@ static void batch_step(serve *s)
             uint32_t left = r->n_prompt - sl->pos;
             if (left > s->batch_max)
                 continue;
-            /* (a cache that holds more than the start it shares: the rest goes) */
-            glesllm_status st = GLESLLM_OK;
-            if (glesllm_context_n_past(sl->c) > sl->pos && (st = glesllm_truncate(sl->c, sl->pos)))
-                fail_decode(s, sl, st);
-            else
+            if (keep_start(s, sl))
                 e[n++] = (pass_entry){ sl, r->prompt + sl->pos, left, true };
             continue;
         }
