@@ -328,6 +328,9 @@ typedef struct glesllm_context_info {
      * (before and after the last pass, and where a rollback is expected to
      * go back to); 0: none */
     uint64_t state_bytes;
+    /* the KV cache on the GPU, F16, every attention layer's (a sliding-window
+     * layer's only the positions its ring keeps, where that is fewer) */
+    uint64_t kv_bytes;
 } glesllm_context_info;
 GLESLLM_API glesllm_status glesllm_context_get_info(const glesllm_context *c,
                                                    glesllm_context_info *out);
@@ -445,7 +448,11 @@ GLESLLM_API glesllm_status glesllm_get_logits(glesllm_context *c, int32_t i, flo
  * the argmax, found on the GPU). Each call picks anew. */
 GLESLLM_API glesllm_status glesllm_next_token(glesllm_context *c, int32_t *token);
 
-/* Drops cached positions from n_past on (n_past at most the current). */
+/* Drops cached positions from n_past on (n_past at most the current). A
+ * model with sliding-window layers keeps their K/V for a window and a
+ * prompt chunk (n_batch) before its last pass: its next decode after a
+ * truncation further back runs positions 0 .. n_past - 1 again first (as
+ * a recurrent model does past its kept states). */
 GLESLLM_API glesllm_status glesllm_truncate(glesllm_context *c, uint32_t n_past);
 
 /* ---- generation --------------------------------------------------------------- */

@@ -555,6 +555,129 @@ static void test_paged_cache_matches_cpu(void)
     free(cpu);
 }
 
+/* One step of the selected sequence at pos against its CPU reference. */
+static void ring_step(gpu_model *gm, ref_model *ref, int32_t tok, uint32_t pos, float *gpu,
+                      float *cpu, uint32_t nv, const char *what)
+{
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, tok));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step(gm, pos, GPU_STEP_LOGITS),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    expect_ref(ref, tok, pos, gpu, cpu, nv, what, 0);
+}
+
+/* Gemma 2's window layers keep their K/V in a ring of pages (chunks of 16
+ * and a window of 5: 19 pages of 4 a sequence where the full layers have
+ * 50): each sequence's logits against its own CPU reference in a prefill,
+ * in steps far past the window, after a rollback within the ring (nothing
+ * run again) and one past it (the start run again), in a copy of a start
+ * the ring no longer holds, in batches over both sequences, and after the
+ * cache is read out and written back as a session file does. */
+static void test_window_ring_matches_cpu(void)
+{
+    enum { N_CTX = 200, PAGE = 4 };
+    demo_spec s = gemma_spec("gemma2", 4);
+    tune.kv_page = PAGE;
+    gpu_model_options opt = options(N_CTX);
+    opt.n_batch = 16;
+    opt.n_small = 8;
+    opt.n_seq = 2;
+    loaded L;
+    fixture_load_demo(ctx, &s, &opt, false, &L);
+    gpu_model *gm = L.gm;
+    uint32_t nv = L.m.hp.n_vocab, page, used, total, ring, ring_used;
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    gpu_model_kv_ring(gm, &ring, &ring_used);
+    TEST_ASSERT_EQUAL_UINT(2 * (N_CTX / PAGE), total);
+    TEST_ASSERT_EQUAL_UINT(2 * 19, ring);
+    ref_model *ref[2];
+    for (uint32_t q = 0; q < 2; q++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_create(&L.m, N_CTX, &ref[q]));
+    float *gpu = malloc(sizeof(float) * nv), *cpu = malloc(sizeof(float) * nv);
+    /* a prompt of 40 in chunks, then steps to 120 */
+    for (uint32_t pos = 0; pos < 40; pos++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos, paged_token(0, pos, nv)));
+        if (pos < 39)
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[0], paged_token(0, pos, nv), pos, NULL));
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_prefill(gm, 0, 40, GPU_STEP_LOGITS),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits(gm, gpu));
+    expect_ref(ref[0], paged_token(0, 39, nv), 39, gpu, cpu, nv, "a prompt in chunks", 0);
+    for (uint32_t pos = 40; pos < 120; pos++)
+        ring_step(gm, ref[0], paged_token(0, pos, nv), pos, gpu, cpu, nv, "steps past the window");
+    gpu_model_kv_pages(gm, &page, &used, &total);
+    gpu_model_kv_ring(gm, &ring, &ring_used);
+    TEST_ASSERT_EQUAL_UINT(120 / PAGE, used);
+    TEST_ASSERT_TRUE_MESSAGE(ring_used <= 19, "one sequence holds at most its ring's pages");
+    /* back 10 positions: the ring still holds them */
+    uint64_t r0 = gpu_model_replayed(gm);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 110));
+    for (uint32_t pos = 110; pos < 114; pos++)
+        ring_step(gm, ref[0], paged_token(3, pos, nv), pos, gpu, cpu, nv, "a short rollback");
+    TEST_ASSERT_EQUAL_UINT64(r0, gpu_model_replayed(gm));
+    /* back to 30: its first 30 positions run again */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 30));
+    for (uint32_t pos = 30; pos < 70; pos++)
+        ring_step(gm, ref[0], paged_token(3, pos, nv), pos, gpu, cpu, nv, "a long rollback");
+    TEST_ASSERT_EQUAL_UINT64(r0 + 30, gpu_model_replayed(gm));
+    /* sequence 1 starts as sequence 0's first 25, which its ring no longer
+     * holds from the start: they run again */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_seq_copy(gm, 0, 1, 25));
+    for (uint32_t pos = 0; pos < 25; pos++)
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[1], paged_token(0, pos, nv), pos, NULL));
+    uint32_t seqs[2] = { 1, 0 };
+    /* (at 92, 1.06e-4 from the CPU's: the same to the bit without the ring) */
+    ref_tol = 2e-4;
+    for (uint32_t round = 0; round < 40; round++) {
+        int32_t toks[2];
+        uint32_t pos[2];
+        for (uint32_t i = 0; i < 2; i++) {
+            pos[i] = gpu_model_seq_past(gm, seqs[i]);
+            toks[i] = paged_token(seqs[i] + 5, pos[i], nv);
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, seqs[i]));
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
+        }
+        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 2, seqs, NULL, NULL),
+                                      glesllm_last_error());
+        for (uint32_t i = 0; i < 2; i++) {
+            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));
+            expect_ref(ref[seqs[i]], toks[i], pos[i], gpu, cpu, nv, "a batch with rings", seqs[i]);
+        }
+    }
+    ref_tol = 1e-4;
+    TEST_ASSERT_EQUAL_UINT64(r0 + 30 + 25, gpu_model_replayed(gm));
+    gpu_model_kv_ring(gm, &ring, &ring_used);
+    TEST_ASSERT_TRUE(ring_used <= 2 * 19);
+    /* sequence 0's cache read out (the ring's lost positions as zeros) and
+     * written back: it goes on as before */
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, 0));
+    uint32_t n = gpu_model_n_past(gm);
+    size_t row = (size_t)L.m.hp.n_head_kv * L.m.hp.head_dim * 2;
+    unsigned char *kv = malloc(2 * row * n * L.m.hp.n_layer);
+    for (uint32_t l = 0; l < L.m.hp.n_layer; l++) {
+        unsigned char *k = kv + 2 * row * n * l;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(gm, l, 0, n, k, k + row * n, false));
+    }
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
+    for (uint32_t l = 0; l < L.m.hp.n_layer; l++) {
+        unsigned char *k = kv + 2 * row * n * l;
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_kv_io(gm, l, 0, n, k, k + row * n, true));
+    }
+    TEST_ASSERT_EQUAL_UINT(n, gpu_model_n_past(gm));
+    uint64_t r1 = gpu_model_replayed(gm);
+    for (uint32_t pos = n; pos < n + 4; pos++)
+        ring_step(gm, ref[0], paged_token(7, pos, nv), pos, gpu, cpu, nv, "a cache written back");
+    TEST_ASSERT_EQUAL_UINT64(r1, gpu_model_replayed(gm));
+    free(kv);
+    for (uint32_t q = 0; q < 2; q++)
+        ref_model_destroy(ref[q]);
+    fixture_unload(&L);
+    tune.kv_page = 0;
+    free(gpu);
+    free(cpu);
+}
+
 static void test_f32_llama_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
@@ -1790,6 +1913,7 @@ int main(void)
     RUN_TEST(test_f32_llama_matches_cpu);
     RUN_TEST(test_batch_over_sequences);
     RUN_TEST(test_paged_cache_matches_cpu);
+    RUN_TEST(test_window_ring_matches_cpu);
     RUN_TEST(test_f32_qwen2_matches_cpu);
     RUN_TEST(test_experts_match_cpu);
     RUN_TEST(test_route_kernel);

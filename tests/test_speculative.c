@@ -103,6 +103,100 @@ static long file_size(const char *path)
     return n;
 }
 
+/* Gemma 2 with a window of 5 in chunks of 16: its window layers keep their
+ * K/V in a ring of the last positions, and a session file holds theirs from
+ * the ring's first (version 3). Loaded whole, it gives the writer's logits
+ * to the bit; a shorter prefix, or a model without a ring (larger chunks),
+ * loads nothing; a file saved after a rollback the ring could not hold
+ * runs the start again first. */
+static void test_session_file_of_a_ring(void)
+{
+    demo_spec s = fixture_small_spec("gemma2", GGML_TYPE_F32);
+    s.n_layer = 4;
+    s.n_embd = 128;
+    s.head_dim = 64;
+    s.window = 5;
+    s.tied = true;
+    gpu_model_options opt = { 200 };
+    opt.n_batch = 16;
+    opt.n_small = 8;
+    loaded A, B;
+    fixture_load_demo(ctx, &s, &opt, false, &A);
+    fixture_load_demo(ctx, &s, &opt, false, &B);
+    uint32_t ring, used;
+    gpu_model_kv_ring(A.gm, &ring, &used);
+    TEST_ASSERT_TRUE_MESSAGE(ring > 0, "the window layers have a ring");
+    uint32_t nv = A.m.hp.n_vocab;
+    float *want = malloc(nv * sizeof(float)), *got = malloc(nv * sizeof(float));
+    int32_t ids[128];
+    for (uint32_t p = 0; p < 128; p++)
+        ids[p] = token_at(p, nv);
+    char path[512];
+    snprintf(path, sizeof path, "%s", temp_path("ring.bin"));
+    float *at119 = malloc(nv * sizeof(float));
+    run_steps(A.gm, 0, 120, 0, at119);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_save(A.gm, path, ids, 120),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_INT64((long)session_bytes(A.gm, 120), file_size(path));
+    run_steps(A.gm, 120, 124, 0, want);
+    uint32_t n = 0;
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_load(B.gm, path, ids, 120, &n),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_UINT(120, n);
+    run_steps(B.gm, 120, 124, 0, got);
+    TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0,
+                             "the restored ring gives other logits");
+    /* a prompt that parts from the file at 115: the window before it is in
+     * the file (from 64: the ring of the step at 119, in pages of 32) */
+    int32_t prompt[120];
+    memcpy(prompt, ids, sizeof prompt);
+    prompt[115] = (prompt[115] + 1) % (int32_t)nv;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(B.gm, path, prompt, 120, &n));
+    TEST_ASSERT_EQUAL_UINT(115, n);
+    run_steps(B.gm, 115, 120, 0, got);
+    TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, at119, nv) == 0.0,
+                             "a prefix of the restored ring gives other logits");
+    /* one that parts at 100: the window before it is not */
+    memcpy(prompt, ids, sizeof prompt);
+    prompt[100] = (prompt[100] + 1) % (int32_t)nv;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(B.gm, path, prompt, 120, &n));
+    TEST_ASSERT_EQUAL_UINT(0, n);
+    TEST_ASSERT_EQUAL_UINT(0, gpu_model_n_past(B.gm));
+    /* a model that keeps every position of its window layers (chunks of
+     * the whole context) */
+    loaded C;
+    opt.n_batch = 0;
+    fixture_load_demo(ctx, &s, &opt, false, &C);
+    gpu_model_kv_ring(C.gm, &ring, &used);
+    TEST_ASSERT_EQUAL_UINT(0, ring);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(C.gm, path, ids, 120, &n));
+    TEST_ASSERT_EQUAL_UINT(0, n);
+    /* saved after a rollback to 60: the start runs again before it is read
+     * (in chunks, after which the ring holds every position) */
+    uint64_t r0 = gpu_model_replayed(A.gm);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(A.gm, 60));
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, session_save(A.gm, path, ids, 60),
+                                  glesllm_last_error());
+    TEST_ASSERT_EQUAL_UINT64(r0 + 60, gpu_model_replayed(A.gm));
+    run_steps(A.gm, 60, 64, 0, want);
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(B.gm, path, ids, 60, &n));
+    TEST_ASSERT_EQUAL_UINT(60, n);
+    run_steps(B.gm, 60, 64, 0, got);
+    TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0,
+                             "the ring saved after a rollback gives other logits");
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, session_load(C.gm, path, ids, 60, &n));
+    TEST_ASSERT_EQUAL_UINT(60, n);
+    run_steps(C.gm, 60, 64, 0, got);
+    TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0,
+                             "a whole file into a model without a ring gives other logits");
+    fixture_unload(&C);
+    fixture_unload(&B);
+    fixture_unload(&A);
+    free(want);
+    free(got);
+    free(at119);
+}
+
 static void test_session_file_restores_the_cache(void)
 {
     demo_spec s = fixture_small_spec("qwen2", GGML_TYPE_Q4_0);
@@ -917,6 +1011,7 @@ int main(void)
         return 1;
     RUN_TEST(test_rollback_then_reappend_gives_the_same_logits);
     RUN_TEST(test_session_file_restores_the_cache);
+    RUN_TEST(test_session_file_of_a_ring);
     RUN_TEST(test_pipelined_greedy_equals_one_step_at_a_time);
     RUN_TEST(test_greedy_speculative_equals_target_alone);
     RUN_TEST(test_prompt_runs_as_without_the_draft);

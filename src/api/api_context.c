@@ -256,6 +256,7 @@ glesllm_status glesllm_context_get_info(const glesllm_context *c, glesllm_contex
     out->kv_placement = kv_placement_name(gpu_model_kv(c->gm));
     out->dispatches = gpu_model_last_dispatches(c->gm);
     out->state_bytes = gpu_model_state_gpu_bytes(c->gm);
+    out->kv_bytes = gpu_model_kv_gpu_bytes(c->gm);
     return GLESLLM_OK;
 }
 

@@ -419,7 +419,8 @@ int cmd_run(int argc, char **argv)
     if (ci.state_bytes)
         snprintf(memory, sizeof memory, "recurrent state %.1f MiB", ci.state_bytes / 1048576.0);
     else
-        snprintf(memory, sizeof memory, "KV cache in %s buffers", ci.kv_placement);
+        snprintf(memory, sizeof memory, "KV cache %.1f MiB in %s buffers",
+                 ci.kv_bytes / 1048576.0, ci.kv_placement);
     fprintf(stderr, "glesllm: %s: %s, %u layers, %.0f MiB on %s; context %u, %s; loaded in %.2f s\n",
             name, glesllm_model_arch(m), glesllm_model_n_layer(m), ci.weight_bytes / 1048576.0,
             glesllm_backend_renderer(b), n_ctx, memory, cli_now() - t0);

@@ -522,7 +522,7 @@ static glesllm_status create_act(gpu_model *gm)
     const model_hparams *hp = &m->hp;
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     /* the page table first (glsl/common.glsl KV_ROW) */
-    uint64_t table = (uint64_t)gm->n_seq * gm->kvl.pps;
+    uint64_t table = (uint64_t)gm->kv_rows * gm->kvl.pps;
     uint64_t at = align64(table), emb = align64(hp->n_embd);
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         gm->layers[i].attn_norm = at;
@@ -830,25 +830,28 @@ static glesllm_status create_caches(gpu_model *gm)
     }
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
-    uint64_t positions = (uint64_t)gm->kv_pages * gm->kvl.page;
     gm->k_base = align64(q_dim);
-    gm->v_base = gm->k_base + align64(positions * kv_dim / 2);
-    uint64_t bytes = (gm->v_base + align64(positions * kv_dim / 2)) * 4;
     uint64_t limit = gpu_context_limits(gm->ctx)->max_storage_block_bytes;
-    if (bytes > limit)
-        return err_set(GLESLLM_ERR_UNSUPPORTED,
-                       "one layer's KV cache of %llu positions needs %.1f MiB, over the GPU's "
-                       "storage-block limit of %.0f MiB; use a smaller -c%s",
-                       (unsigned long long)positions, bytes / 1048576.0, limit / 1048576.0,
-                       gm->n_seq > 1 ? " or fewer sequences" : "");
     /* dynamic: a session file is written back into them */
     unsigned flags = gm->kv == KV_MAPPED ? GPU_BUFFER_MAPPED : GPU_BUFFER_DYNAMIC;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         if (gm->m->layers[i].recurrent)
             continue;
+        gpu_layer *l = &gm->layers[i];
+        /* (a window layer's K/V in the ring where there is one) */
+        l->ring = gm->kv_ring && model_layer_window(hp, i) > 0;
+        uint64_t positions = (uint64_t)gm->kvp[l->ring].pages * gm->kvl.page;
+        l->v_base = gm->k_base + align64(positions * kv_dim / 2);
+        uint64_t bytes = (l->v_base + align64(positions * kv_dim / 2)) * 4;
+        if (bytes > limit)
+            return err_set(GLESLLM_ERR_UNSUPPORTED,
+                           "one layer's KV cache of %llu positions needs %.1f MiB, over the "
+                           "GPU's storage-block limit of %.0f MiB; use a smaller -c%s",
+                           (unsigned long long)positions, bytes / 1048576.0, limit / 1048576.0,
+                           gm->n_seq > 1 ? " or fewer sequences" : "");
         char what[48];
         snprintf(what, sizeof what, "KV cache of layer %u", i);
-        st = gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &gm->layers[i].cache);
+        st = gpu_buffer_create(gm->ctx, (size_t)bytes, NULL, flags, what, &l->cache);
         if (st != GLESLLM_OK)
             return st;
     }
@@ -942,8 +945,12 @@ void gpu_model_destroy(gpu_model *gm)
 static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
 {
     const model_hparams *hp = &gm->m->hp;
-    uint64_t n_attn = hp->n_layer - model_recurrent_layers(gm->m);
-    uint64_t kv = 2ull * n_attn * gm->kv_pages * gm->kvl.page * hp->n_head_kv * hp->head_dim * 2;
+    /* (each attention layer's pool: the ring's where it has one) */
+    uint64_t kv = 0;
+    for (uint32_t i = 0; i < hp->n_layer; i++)
+        if (!gm->m->layers[i].recurrent)
+            kv += 2ull * gm->kvp[gm->kv_ring && model_layer_window(hp, i) > 0].pages *
+                  gm->kvl.page * hp->n_head_kv * hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
     if (avail && need > avail)
@@ -1271,6 +1278,7 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
                        "or the layers with attention",
                        layer, pos, pos + n, gm->n_ctx);
     uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* bytes: F16 */
+    const gpu_layer *l = &gm->layers[layer];
     gpu_buffer *b = &gm->layers[layer].cache;
     /* (a read: positions the cache holds, whose pages are the sequence's) */
     if (!write && pos + n > gm->n_past)
@@ -1279,15 +1287,29 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
     glesllm_status st = write ? gm_check_past(gm, pos) : GLESLLM_OK;
     if (!st && write)
         st = gm_kv_take(gm, gm->seq, pos, n);
+    else if (!st) /* (the ring's last positions, made again if a rollback lost them, before
+                   * any layer is read) */
+        st = gm_kv_window_ready(gm, gm->n_past);
     if (!st)
         st = gpu_model_wait(gm);
-    /* a run of rows of one page at a time */
+    /* a run of rows of one page at a time; a window layer's positions
+     * before its ring's first page are not kept (zeros read, none written) */
+    uint32_t tr = l->ring ? gm->n_seq + gm->seq : gm->seq;
+    const uint32_t *entries = gm->kv_tab + (size_t)tr * gm->kvl.pps;
     for (uint32_t done = 0; !st && done < n;) {
         uint32_t p = pos + done, in_page = gm->kvl.page - p % gm->kvl.page;
         uint32_t c = n - done < in_page ? n - done : in_page;
-        uint64_t at = gm_kv_row(gm, gm->seq, p) * row;
         char *kd = (char *)k + done * row, *vd = (char *)v + done * row;
-        size_t ko = (size_t)(gm->k_base * 4 + at), vo = (size_t)(gm->v_base * 4 + at);
+        if (entries[p / gm->kvl.page] == KV_NO_PAGE) {
+            if (!write) {
+                memset(kd, 0, (size_t)(c * row));
+                memset(vd, 0, (size_t)(c * row));
+            }
+            done += c;
+            continue;
+        }
+        uint64_t at = gm_kv_row(gm, tr, p) * row;
+        size_t ko = (size_t)(gm->k_base * 4 + at), vo = (size_t)(l->v_base * 4 + at);
         if (write) {
             st = gpu_buffer_write(b, ko, kd, (size_t)(c * row));
             if (!st)
@@ -1302,6 +1324,14 @@ glesllm_status gpu_model_kv_io(gpu_model *gm, uint32_t layer, uint32_t pos, uint
     if (!st && write)
         gm->n_past = pos + n;
     return st;
+}
+
+uint64_t gpu_model_kv_gpu_bytes(const gpu_model *gm)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < gm->m->hp.n_layer; i++)
+        n += gm->layers[i].cache.size;
+    return n;
 }
 
 uint64_t gpu_model_state_gpu_bytes(const gpu_model *gm)

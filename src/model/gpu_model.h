@@ -183,6 +183,21 @@ glesllm_status gpu_model_seq_copy(gpu_model *gm, uint32_t src, uint32_t dst, uin
 /* The cache's pages: positions a page, the pages sequences hold (a shared
  * page counted once) and the pool's. */
 void gpu_model_kv_pages(const gpu_model *gm, uint32_t *page, uint32_t *used, uint32_t *total);
+/* The sliding-window layers' own pool (the ring: 0 pages where they share
+ * the full layers'), and the pages sequences hold there. */
+void gpu_model_kv_ring(const gpu_model *gm, uint32_t *pages, uint32_t *used);
+/* The ring of the selected sequence, for session files:
+ *   gpu_model_ring_held    the first position it holds (0 without a ring),
+ *                          after making it hold what its next pass reads
+ *                          (running its positions again where a rollback
+ *                          lost them)
+ *   gpu_model_ring_reads   the first position a pass at n reads from it (0
+ *                          without a ring: every position)
+ *   gpu_model_ring_forget  its pages of positions before `from` given back
+ *                          (not in a session file written to the cache) */
+glesllm_status gpu_model_ring_held(gpu_model *gm, uint32_t *from);
+uint32_t gpu_model_ring_reads(const gpu_model *gm, uint32_t n);
+void gpu_model_ring_forget(gpu_model *gm, uint32_t from);
 /* The pages sequences seqs[0..n) hold, each counted once. */
 uint32_t gpu_model_kv_pages_of(const gpu_model *gm, const uint32_t *seqs, uint32_t n);
 /* Whether this model can step several sequences in one batch. */
@@ -200,10 +215,13 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
  * one): no copy, the later entries are overwritten by the next steps. */
 glesllm_status gpu_model_truncate(gpu_model *gm, uint32_t n_past);
 
-/* Tokens a recurrent model ran again to make a state its slots no longer
- * held (a rollback past the state before the last pass and the anchor:
- * gpu_model_impl.h SSM_SLOTS). */
+/* Tokens run again to make a state the model no longer held: a recurrent
+ * model's (a rollback past the state before the last pass and the anchor:
+ * gpu_model_impl.h SSM_SLOTS), or the K/V of the window layers' ring (a
+ * rollback further back than a pass). */
 uint64_t gpu_model_replayed(const gpu_model *gm);
+/* The GPU memory of the KV cache (every attention layer's buffer). */
+uint64_t gpu_model_kv_gpu_bytes(const gpu_model *gm);
 /* The GPU memory of a recurrent model's states (every slot of every layer
  * with a Mamba block). */
 uint64_t gpu_model_state_gpu_bytes(const gpu_model *gm);

@@ -62,6 +62,8 @@ typedef struct gpu_layer {
     uint64_t q_norm, k_norm;  /* model_hparams.qk_norm: the weights' float offsets in act */
     uint64_t attn_post, ffn_post; /* model_hparams.post_norms: their weights' float offsets */
     uint32_t window;          /* model_layer_window: the positions a query sees, 0: all */
+    bool ring;                /* its K/V in the window layers' pool (gpu_model.kv_ring) */
+    uint64_t v_base;          /* V's uint offset in its cache (K's: gpu_model.k_base) */
     uint64_t rope;            /* float offset in act of its RoPE table (gm->rope, or
                                  gm->no_rope for a layer without RoPE) */
     /* a Mamba block (model_hparams.ssm): in (x | z), x (dt | B | C), out;
@@ -79,6 +81,13 @@ typedef struct gpu_layer {
                        (model_layer.recurrent) */
     bool moe;       /* experts in place of the FFN (the layer has a router) */
 } gpu_layer;
+
+/* A pool of the KV cache's pages: each page's sequences (more than one: a
+ * shared start), and the pages no sequence has (n_free of them). */
+typedef struct kv_pool {
+    uint32_t pages, n_free;
+    uint32_t *ref, *free;
+} kv_pool;
 
 struct gpu_pass;
 /* An architecture's graph: records every layer and the output head of a pass. */
@@ -142,15 +151,19 @@ struct gpu_model {
     /* float offsets in act */
     uint64_t out_norm, rope, no_rope, x, xn, attn_out, hidden, logits, partials, argmax_part, lists;
     uint64_t sq; /* fuse_norm: the partial sums of squares of x (x times the weight at xn) */
-    uint64_t k_base, v_base; /* uint offsets in a layer's cache */
-    /* the cache's pages (kv_pages.c): kvl as the kernels see it, kv_pages
-     * of them; the page table (n_seq rows of kvl.pps entries, KV_NO_PAGE
-     * where none; the one at the start of act is its copy), each page's
-     * sequences (more than one: a shared start), the pages no sequence has
-     * (kv_n_free of them) */
+    uint64_t k_base; /* K's uint offset in a layer's cache (V's: gpu_layer.v_base) */
+    /* the cache's pages (kv_pages.c): kvl as the kernels see it; the page
+     * table (kv_rows rows of kvl.pps entries, KV_NO_PAGE where none; the
+     * one at the start of act is its copy): n_seq rows of pool 0, then with
+     * kv_ring n_seq rows of pool 1, the window layers' ring (ops/kv_layout.h
+     * kv_ring_pages a sequence, holding kv_hold positions before a pass of
+     * at most kv_pass; kv_window the widest window) */
     kv_layout kvl;
-    uint32_t kv_pages, kv_n_free;
-    uint32_t *kv_tab, *kv_ref, *kv_free;
+    kv_pool kvp[2];
+    uint32_t *kv_tab;
+    uint32_t kv_rows;
+    bool kv_ring;
+    uint32_t kv_window, kv_hold, kv_pass;
     /* prefill: n_batch rows each (float offsets in act) */
     uint32_t n_batch;
     uint64_t bx, bxn, bq, battn, bhid;
@@ -260,6 +273,7 @@ typedef struct gpu_pass {
     /* a batch over sequences (gpu_model_step_batch): token t's (seq << 24) |
      * position; NULL: the tokens are positions pos0.. of the selected one */
     const uint32_t *seq_tab;
+    const uint32_t *seq_tab_w; /* the same with the rows of the ring (gpu_model.kv_ring) */
     uint32_t n_logits; /* its rows with logits: the first n_logits */
     /* Mamba blocks: the state slot the pass starts from (none: an empty
      * state) and the one it leaves its state in */
@@ -274,19 +288,26 @@ static inline uint32_t gm_tok_base(const gpu_model *gm) { return gm->seq * (gm->
  *   gm_kv_init     a pool of `positions` positions (rounded up to whole
  *                  pages of `page`; 0: every sequence's n_ctx), every
  *                  sequence without pages
- *   gm_kv_row      the cache row of a sequence's position (it has its page)
+ *   gm_kv_row      the cache row of a position of a row of the table (the
+ *                  sequence's, or n_seq + its in the ring; it has its page)
  *   gm_kv_take     pages for positions pos .. pos + n - 1 of seq, its own
  *                  (a shared page copied first), before a pass writes
  *                  them; its pages past them given back. Fails, taking
  *                  nothing, when the pool has too few free.
  *   gm_kv_drop     seq's pages past its first `keep` positions given back
- *   gm_kv_share    dst's pages become src's first n positions' (shared) */
+ *   gm_kv_share    dst's pages become src's first n positions' (shared)
+ *   gm_kv_window_held  whether seq's ring holds what a pass at pos reads
+ *                  (always without a ring) */
 glesllm_status gm_kv_init(gpu_model *gm, uint32_t page, uint64_t positions);
 void gm_kv_destroy(gpu_model *gm);
 uint32_t gm_kv_row(const gpu_model *gm, uint32_t seq, uint32_t pos);
 glesllm_status gm_kv_take(gpu_model *gm, uint32_t seq, uint32_t pos, uint32_t n);
 void gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep);
 glesllm_status gm_kv_share(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
+bool gm_kv_window_held(const gpu_model *gm, uint32_t seq, uint32_t pos);
+/* pass.c: the selected sequence's ring made to hold what a pass at pos
+ * reads, by running positions 0 .. pos - 1 again where it does not. */
+glesllm_status gm_kv_window_ready(gpu_model *gm, uint32_t pos);
 
 /* The ops of a transformer layer (pass.c). Each records what its pass kind
  * needs and leaves x (the residual stream) or the named output in act. */

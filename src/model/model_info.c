@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "ops/kv_layout.h"
 
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
                                          "granite", "granitemoe", "command-r", "olmo", "deepseek",
@@ -100,6 +101,11 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
             }
         }
     }
+    mi->window = gguf_get_arch_u32(f, a, "attention.sliding_window", 0);
+    if (mi->window)
+        mi->n_window_layers = strcmp(a, "gemma2") == 0   ? (mi->n_attn_layers + 1) / 2
+                              : strcmp(a, "gemma3") == 0 ? mi->n_attn_layers - mi->n_attn_layers / 6
+                                                         : mi->n_attn_layers;
     mi->head_dim = gguf_get_arch_u32(f, a, "attention.key_length", 0);
     mi->head_dim_given = mi->head_dim != 0;
     if (!mi->head_dim && mi->n_head)
@@ -138,12 +144,22 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
     return GLESLLM_OK;
 }
 
+uint32_t model_info_ring_positions(const model_info *mi, uint32_t n_ctx)
+{
+    /* (gpu_model's defaults: chunks of 512 at most the context, pages of 32) */
+    uint32_t pass = n_ctx < 512 ? n_ctx : 512, page = 32;
+    uint64_t ring = kv_ring_pages(mi->window, pass, page);
+    return mi->window && ring < (n_ctx + page - 1) / page ? (uint32_t)(ring * page) : n_ctx;
+}
+
 model_memory model_info_memory(const model_info *mi, uint32_t n_ctx)
 {
     model_memory m;
     m.weights = mi->tensor_bytes;
     uint64_t kv_dim = (uint64_t)mi->n_head_kv * mi->head_dim;
-    m.kv_cache = 2ull * mi->n_attn_layers * n_ctx * kv_dim * 2u;
+    uint32_t ring = model_info_ring_positions(mi, n_ctx);
+    m.kv_cache = 2ull * ((uint64_t)(mi->n_attn_layers - mi->n_window_layers) * n_ctx +
+                         (uint64_t)mi->n_window_layers * ring) * kv_dim * 2u;
     uint64_t q_dim = (uint64_t)mi->n_head * mi->head_dim;
     m.activations = 4ull * (2ull * mi->n_embd + q_dim + 2 * kv_dim + 2ull * mi->n_ff + mi->n_vocab +
                             (uint64_t)mi->n_head * n_ctx);

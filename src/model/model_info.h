@@ -23,6 +23,10 @@ typedef struct model_info {
      * of Mamba's, Jamba's where its attention.head_count_kv array is not 0
      * (n_head_kv then that value) */
     uint32_t n_attn_layers;
+    /* {arch}.attention.sliding_window (0: none) and the layers it is on, as
+     * the architecture places it (Gemma 2: every other, Gemma 3: five of
+     * six, others: all) */
+    uint32_t window, n_window_layers;
     const char *rope_type;  /* "norm", "neox", "none" or "unknown" (by architecture) */
     float rope_base;        /* {arch}.rope.freq_base, default 10000 */
     uint32_t rope_dims;     /* {arch}.rope.dimension_count, 0 if absent */
@@ -45,7 +49,7 @@ glesllm_status model_info_read(const gguf_file *f, model_info *out);
 
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
  * the F16 KV cache (2 x attention layers x n_ctx x kv_heads x head_dim x 2
- * bytes), a
+ * bytes; a sliding-window layer's ring_positions at most), a
  * state-space or RWKV model's recurrent state (F32, three copies: before and after
  * the last pass, and a rollback's), and activations (residual, Q/K/V, FFN, logits, attention
  * scores per head). */
@@ -53,5 +57,8 @@ typedef struct model_memory {
     uint64_t weights, kv_cache, recurrent, activations, total;
 } model_memory;
 model_memory model_info_memory(const model_info *mi, uint32_t n_ctx);
+/* The positions a window layer keeps at a context of n_ctx with the default
+ * chunk and page (n_ctx where its ring would not be smaller). */
+uint32_t model_info_ring_positions(const model_info *mi, uint32_t n_ctx);
 
 #endif

@@ -18,13 +18,26 @@ static const model_hparams *hparams(const gpu_pass *p) { return &p->gm->m->hp; }
 
 static uint64_t kv_half(const model_hparams *hp) { return (uint64_t)hp->n_head_kv * hp->head_dim / 2; }
 
+/* The row of the page table of the selected sequence's K/V in a layer (its
+ * ring's for a window layer where there is one), and a batch's entries for
+ * the layer (each token's (row << 24) | position). */
+static uint32_t layer_row(const gpu_pass *p, const gpu_layer *l)
+{
+    return p->gm->seq + (l->ring ? p->gm->n_seq : 0);
+}
+
+static const uint32_t *layer_tab(const gpu_pass *p, const gpu_layer *l)
+{
+    return l->ring ? p->seq_tab_w : p->seq_tab;
+}
+
 /* The layer's cache, the selected sequence's positions (a batch over
  * sequences: each token's entry names its sequence). */
 static attn_io attention_io(const gpu_pass *p, const gpu_layer *l)
 {
     const gpu_model *gm = p->gm;
     attn_io io = { .cache = &l->cache, .act = &gm->act, .count = &gm->attn_count,
-                   .k_base = gm->k_base, .v_base = gm->v_base, .seq = gm->seq,
+                   .k_base = gm->k_base, .v_base = l->v_base, .seq = layer_row(p, l),
                    .partials = gm->partials };
     return io;
 }
@@ -134,8 +147,8 @@ static glesllm_status record_multi(gpu_pass *p, const gpu_linear *l, const gpu_b
         const matvec_kernel *k = l->vk[gm_multi_set(gm, a.n_tok)];
         a.y_stride = y_stride;
         a.xp_off = gm->bxp;
-        if (qkv && p->seq_tab) { /* (the entries give each token's row and slot) */
-            a.seq_tab = p->seq_tab + t0;
+        if (qkv && base->seq_tab) { /* (the entries give each token's row and slot) */
+            a.seq_tab = base->seq_tab + t0;
             a.q_off += t0 * q_stride;
         } else if (qkv) { /* (a run of positions: base.kv_run) */
             a.rope_off += (uint64_t)t0 * hp->head_dim;
@@ -319,7 +332,7 @@ static glesllm_status qkv_normed(gpu_pass *p, const gpu_layer *l, uint64_t rope,
                        .q_weight = l->q_norm, .k_weight = l->k_norm, .rope_off = rope,
                        .q_off = gm->bq, .q_stride = act_stride(q_dim),
                        .q_to_cache = p->kind == PASS_STEP, .k_off = k_off, .v_off = v_off,
-                       .seq_tab = p->seq_tab,
+                       .seq_tab = layer_tab(p, l),
                        .kv_run = p->kind != PASS_STEP && !p->seq_tab, .kv_first = kv_first };
     return st ? st : norm_record_qk(gm->q, &gm->qk, &gm->act, &l->cache, &a);
 }
@@ -334,13 +347,14 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
     /* K and V: a step's row found here; else, with the cache's start, the
      * rows through the page table, by each token's entry or from the run's
      * first (ops/kv_layout.h) */
-    uint64_t k_off = gm->k_base, v_off = gm->v_base;
+    uint64_t k_off = gm->k_base, v_off = l->v_base;
+    uint32_t row = layer_row(p, l);
     if (p->kind == PASS_STEP) {
-        uint64_t r = gm_kv_row(gm, gm->seq, p->pos0) * kv_half(hp);
+        uint64_t r = gm_kv_row(gm, row, p->pos0) * kv_half(hp);
         k_off += r;
         v_off += r;
     }
-    uint32_t first = gm->seq << 24 | p->pos0;
+    uint32_t first = row << 24 | p->pos0;
     glesllm_status st = GLESLLM_OK;
     if (hp->qk_norm != MODEL_QK_NONE)
         return qkv_normed(p, l, rope, k_off, v_off, first);
@@ -360,7 +374,8 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
     } else if (p->kind == PASS_SMALL) {
         matvec_args a = { .norm_off = p->norm, .eps = hp->eps, .rope_off = rope,
                            .bias_off = l->bias, .k_off = k_off, .v_off = v_off, .q_off = gm->bq,
-                           .kv_run = !p->seq_tab, .kv_first = first };
+                           .seq_tab = layer_tab(p, l), .kv_run = !p->seq_tab,
+                           .kv_first = first };
         step_norm_split(p, &a);
         for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++)
             st = record_multi(p, &l->qkv[i].l, &l->cache, gm->bx, l->qkv[i].row_base, 0, &a);
@@ -386,7 +401,7 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
         return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);
     if (p->seq_tab)
-        return attn_record_seqs(gm->q, &gm->attn, &io, p->seq_tab, p->n, l->window,
+        return attn_record_seqs(gm->q, &gm->attn, &io, layer_tab(p, l), p->n, l->window,
                                 gm->bq, gm->battn, q_stride);
     return attn_record_batch(gm->q, &gm->attn, &io, p->pos0, p->n, l->window,
                              p->n <= gm_few_limit(gm, p->flags), gm->bq, gm->battn, q_stride);
@@ -892,6 +907,19 @@ glesllm_status gm_check_past(const gpu_model *gm, uint32_t pos)
 
 static glesllm_status record_prefill(gpu_model *gm, uint32_t pos, uint32_t n, unsigned flags);
 
+glesllm_status gm_kv_window_ready(gpu_model *gm, uint32_t pos)
+{
+    if (gm_kv_window_held(gm, gm->seq, pos))
+        return GLESLLM_OK;
+    /* (every layer's K/V at a position depends on the window layers' before
+     * it, back to the start: the whole prefix runs again) */
+    gm->replayed += pos;
+    glesllm_status st = record_prefill(gm, 0, pos, 0);
+    return st ? err_prefix(st, "running positions 0..%u again for the sliding-window layers: ",
+                           pos - 1)
+              : GLESLLM_OK;
+}
+
 void gm_drop_slots_after(gpu_model *gm, uint32_t pos)
 {
     for (uint32_t i = 0; i < SSM_SLOTS; i++)
@@ -968,7 +996,7 @@ static glesllm_status run_pass(gpu_model *gm, pass_kind kind, uint32_t pos0, uin
 {
     gpu_pass p = { gm, kind, pos0, n, flags, last };
     bool recurrent = model_hp_recurrent(&gm->m->hp);
-    glesllm_status st = recurrent ? ssm_slots(gm, &p) : GLESLLM_OK;
+    glesllm_status st = recurrent ? ssm_slots(gm, &p) : gm_kv_window_ready(gm, pos0);
     if (!st) /* (the pages its K and V go to) */
         st = gm_kv_take(gm, gm->seq, pos0, n);
     if (!st)
@@ -1020,7 +1048,7 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
                        (unsigned long long)total, gm->n_small);
     /* rows 0 .. n - 1: each sequence's last token (the rows with logits);
      * then the others of sequences with several */
-    uint32_t tab[GPU_SMALL_BATCH_MAX], past[GPU_SMALL_BATCH_MAX];
+    uint32_t tab[GPU_SMALL_BATCH_MAX], tab_w[GPU_SMALL_BATCH_MAX], past[GPU_SMALL_BATCH_MAX];
     uint32_t *tok = gm->tokens.mapped;
     for (uint32_t i = 0, row = n; i < n; i++) {
         uint32_t s = seqs[i], c = counts ? counts[i] : 1;
@@ -1041,9 +1069,21 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
         for (uint32_t j = 0; j < c; j++) {
             uint32_t r = j + 1 == c ? i : row++;
             tab[r] = s << 24 | (pos + j);
+            tab_w[r] = (gm->n_seq + s) << 24 | (pos + j);
             tok[gm->tok_scratch + r] = tok[s * (gm->n_ctx + 1) + pos + j];
         }
     }
+    /* (a sequence whose ring lost what this pass reads runs its start again) */
+    uint32_t selected = gm->seq;
+    for (uint32_t i = 0; i < n; i++)
+        if (!gm_kv_window_held(gm, seqs[i], past[i])) {
+            glesllm_status st = gpu_model_select_seq(gm, seqs[i]);
+            if (!st)
+                st = gm_kv_window_ready(gm, past[i]);
+            gpu_model_select_seq(gm, selected);
+            if (st)
+                return st;
+        }
     for (uint32_t i = 0; i < n; i++) {
         glesllm_status st = gm_kv_take(gm, seqs[i], past[i], counts ? counts[i] : 1);
         if (st)
@@ -1052,6 +1092,7 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
     uint64_t before = gpu_queue_get_stats(gm->q).dispatches;
     gpu_pass p = { gm, PASS_SMALL, 0, (uint32_t)total, GPU_STEP_ARGMAX_ALL, true };
     p.seq_tab = tab;
+    p.seq_tab_w = tab_w;
     p.n_logits = n;
     glesllm_status st = gm->graph(&p);
     if (!st)

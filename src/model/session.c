@@ -17,9 +17,15 @@ typedef struct session_header {
     uint32_t version, n_layer, n_head_kv, head_dim, n_vocab;
     uint64_t fingerprint;
     uint32_t n_tokens;
+    uint32_t window_from; /* version 3 */
 } session_header;
 
-#define HEADER_BYTES (8 + 5 * 4 + 8 + 4)
+#define HEADER_BYTES (8 + 5 * 4 + 8 + 4 + 4)
+
+static uint32_t header_bytes(const session_header *h)
+{
+    return h->version >= 3 ? HEADER_BYTES : HEADER_BYTES - 4;
+}
 
 /* Shapes and types of every tensor and samples of its bytes (start, middle,
  * end): a different model or another quantization of it gives another value. */
@@ -86,8 +92,10 @@ static uint32_t get32(const unsigned char *p)
 static session_header header_of(const gpu_model *gm, uint32_t n)
 {
     const model *m = gpu_model_model(gm);
-    session_header h = { SESSION_VERSION, m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim,
-                         m->hp.n_vocab, model_fingerprint(m), n };
+    uint32_t ring, used;
+    gpu_model_kv_ring(gm, &ring, &used);
+    session_header h = { ring ? 3 : 2, m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim,
+                         m->hp.n_vocab, model_fingerprint(m), n, 0 };
     return h;
 }
 
@@ -100,19 +108,28 @@ static void encode_header(const session_header *h, unsigned char *b)
     put32(b + 28, (uint32_t)h->fingerprint);
     put32(b + 32, (uint32_t)(h->fingerprint >> 32));
     put32(b + 36, h->n_tokens);
+    if (h->version >= 3)
+        put32(b + 40, h->window_from);
 }
 
 /* bytes of one layer's K (or V) for one position */
 static size_t kv_row(const session_header *h) { return (size_t)h->n_head_kv * h->head_dim * 2; }
 
-static bool write_body(gpu_model *gm, FILE *f, const session_header *h, const int32_t *tokens,
+static bool write_body(gpu_model *gm, FILE *f, session_header *h, const int32_t *tokens,
                        glesllm_status *st)
 {
     unsigned char b[HEADER_BYTES];
-    encode_header(h, b);
-    if (fwrite(b, 1, sizeof b, f) != sizeof b)
+    /* (the ring made to hold its last positions first: a rollback may
+     * have lost them) */
+    if (h->version >= 3 && (*st = gpu_model_ring_held(gm, &h->window_from)))
         return false;
-    uint64_t sum = sum_words(FNV1A_SEED, b, sizeof b);
+    if (h->window_from > h->n_tokens)
+        h->window_from = h->n_tokens;
+    encode_header(h, b);
+    uint32_t hb = header_bytes(h);
+    if (fwrite(b, 1, hb, f) != hb)
+        return false;
+    uint64_t sum = sum_words(FNV1A_SEED, b, hb);
     for (uint32_t i = 0; i < h->n_tokens; i++) {
         put32(b, (uint32_t)tokens[i]);
         sum = sum_words(sum, b, 4);
@@ -190,7 +207,7 @@ static glesllm_status read_header(FILE *f, const char *path, session_header *h, 
     unsigned char b[HEADER_BYTES];
     if (fseek(f, 0, SEEK_END) != 0 || (*size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
         return err_set(GLESLLM_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (fread(b, 1, sizeof b, f) != sizeof b || memcmp(b, MAGIC, 8) != 0)
+    if (fread(b, 1, HEADER_BYTES - 4, f) != HEADER_BYTES - 4 || memcmp(b, MAGIC, 8) != 0)
         return err_set(GLESLLM_ERR_FORMAT,
                        "%s is not a glesllm session file; delete it or give another path", path);
     h->version = get32(b + 8);
@@ -200,10 +217,16 @@ static glesllm_status read_header(FILE *f, const char *path, session_header *h, 
     h->n_vocab = get32(b + 24);
     h->fingerprint = get32(b + 28) | (uint64_t)get32(b + 32) << 32;
     h->n_tokens = get32(b + 36);
-    if (h->version != SESSION_VERSION)
+    if (h->version != 2 && h->version != SESSION_VERSION)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
-                       "%s: session file version %u, this build reads %u; delete it (the next "
-                       "run writes a new one)", path, h->version, SESSION_VERSION);
+                       "%s: session file version %u, this build reads 2 and %u; delete it (the "
+                       "next run writes a new one)", path, h->version, SESSION_VERSION);
+    h->window_from = 0;
+    if (h->version >= 3) {
+        if (fread(b + 40, 1, 4, f) != 4)
+            return err_set(GLESLLM_ERR_STATE_MISMATCH, "%s: cut short in its header", path);
+        h->window_from = get32(b + 40);
+    }
     return GLESLLM_OK;
 }
 
@@ -253,7 +276,7 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s was written for another model (a recurrent one)", path);
     uint64_t states = h.n_tokens ? (uint64_t)n_rec * sb : 0;
-    uint64_t expect = HEADER_BYTES + 4ull * h.n_tokens +
+    uint64_t expect = header_bytes(&h) + 4ull * h.n_tokens +
                       2ull * (h.n_layer - n_rec) * row * h.n_tokens + states + 8;
     if ((uint64_t)size != expect && h.fingerprint != mine.fingerprint)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
@@ -270,7 +293,7 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
         h.fingerprint != mine.fingerprint)
         return err_set(GLESLLM_ERR_STATE_MISMATCH,
                        "%s was written for another model (or another quantization of it)", path);
-    if (fseek(f, HEADER_BYTES, SEEK_SET) != 0)
+    if (fseek(f, (long)header_bytes(&h), SEEK_SET) != 0)
         return err_set(GLESLLM_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     /* the file's tokens, as far as they match want (want NULL: all), at most
      * the context's */
@@ -290,7 +313,10 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
             return st;
         n++;
     }
-    if (n_rec && n < h.n_tokens) /* (the states after fewer tokens are not in the file) */
+    /* (the states after fewer tokens are not in the file; nor, before
+     * window_from, the window layers' K/V, which a model without a ring
+     * reads, and one with a ring where the next pass reads them) */
+    if ((n_rec && n < h.n_tokens) || h.window_from > gpu_model_ring_reads(gm, n))
         n = 0;
     *n_loaded = n;
     if (!n)
@@ -300,7 +326,7 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     unsigned char *k = malloc(room ? room : 1);
     if (!k)
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory reading %s", path);
-    long at = (long)(HEADER_BYTES + 4ull * h.n_tokens);
+    long at = (long)(header_bytes(&h) + 4ull * h.n_tokens);
     for (uint32_t l = 0; !st && l < h.n_layer; l++) {
         if (gpu_model_model(gm)->layers[l].recurrent) {
             if (fseek(f, at, SEEK_SET) != 0 || fread(k, 1, (size_t)sb, f) != sb)
@@ -322,6 +348,8 @@ static glesllm_status load(gpu_model *gm, FILE *f, const char *path, const int32
     free(k);
     if (st)
         gpu_model_truncate(gm, 0);
+    else /* (the zeros before it are no K/V) */
+        gpu_model_ring_forget(gm, h.window_from);
     return st;
 }
 
@@ -351,7 +379,7 @@ uint64_t session_bytes(const gpu_model *gm, uint32_t n)
 {
     session_header h = header_of(gm, n);
     uint32_t n_rec = model_recurrent_layers(gpu_model_model(gm));
-    return HEADER_BYTES + 4ull * n + 2ull * (h.n_layer - n_rec) * kv_row(&h) * n +
+    return header_bytes(&h) + 4ull * n + 2ull * (h.n_layer - n_rec) * kv_row(&h) * n +
            (n ? n_rec * gpu_model_state_bytes(gm) : 0) + 8;
 }
 

@@ -9,6 +9,9 @@
  *   uint32   n_layer, n_head_kv, head_dim, n_vocab
  *   uint64   fingerprint   of the model's shapes, types and weight bytes
  *   uint32   n_tokens
+ *   uint32   window_from   version 3 only: the first position whose K/V the
+ *                          sliding-window layers hold (their ring keeps only
+ *                          the last ones: gpu_model_kv_ring; zeros before it)
  *   int32    tokens[n_tokens]
  *   per layer: uint16 K[n_tokens][n_head_kv * head_dim], then V likewise;
  *              a Mamba block's layer: float its states after n_tokens - 1
@@ -25,7 +28,9 @@
 
 #include "model/gpu_model.h"
 
-#define SESSION_VERSION 2
+/* Version 3 is written for models with a ring, version 2 (no window_from)
+ * for the others; both are read. */
+#define SESSION_VERSION 3
 
 /* Writes positions [0, n) of gm's cache (n <= gpu_model_n_past) and the ids
  * that made them to path, through a temporary file renamed at the end. */

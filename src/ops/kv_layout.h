@@ -18,6 +18,21 @@ typedef struct kv_layout {
 /* The entry "none" of the table (a page not taken yet). */
 #define KV_NO_PAGE 0xffffffffu
 
+/* The ring of sliding-window layers (model/kv_pages.c): what a sequence's
+ * ring holds before a pass of at most n_pass tokens (the widest window, the
+ * prefill attention's K/V tiles that start up to KV_WINDOW_SLACK before it,
+ * and one pass more for a rollback), and its pages: those and the pass's
+ * own, not starting on a page's first position. */
+#define KV_WINDOW_SLACK 32u
+static inline uint32_t kv_ring_hold(uint32_t window, uint32_t n_pass)
+{
+    return window + KV_WINDOW_SLACK + n_pass;
+}
+static inline uint64_t kv_ring_pages(uint32_t window, uint32_t n_pass, uint32_t page)
+{
+    return ((uint64_t)kv_ring_hold(window, n_pass) + n_pass + page - 1) / page + 1;
+}
+
 /* Its defines for a kernel's build ("" for no pages). */
 static inline void kv_layout_defines(const kv_layout *l, char *buf, size_t n)
 {
