@@ -223,10 +223,11 @@ static void test_reference_prompts(void)
 /* ---- rules, on small hand-made vocabularies (no ../shared needed) ------------------ */
 
 /* SPM: <unk> <s> </s>, the 256 byte tokens, then pieces with scores. */
-#define SPM_N (3 + 256 + 12)
-static const char *spm_pieces[12] = { "\342\226\201", "a", "b", "c", "ab", "bc", "\342\226\201a",
-                                      "\342\226\201ab", "<|user|>", "h", "i", "hi" };
-static const float spm_piece_scores[12] = { -1, -2, -2, -2, -1.0f, -0.5f, -3, -4, 0, -2, -2, -1 };
+#define SPM_N (3 + 256 + 13)
+static const char *spm_pieces[13] = { "\342\226\201", "a", "b", "c", "ab", "bc", "\342\226\201a",
+                                      "\342\226\201ab", "<|user|>", "h", "i", "hi",
+                                      "<end_of_turn>" };
+static const float spm_piece_scores[13] = { -1, -2, -2, -2, -1.0f, -0.5f, -3, -4, 0, -2, -2, -1, 0 };
 
 static vocab *spm_vocab(void)
 {
@@ -241,9 +242,9 @@ static vocab *spm_vocab(void)
         toks[3 + b] = bytes[b];
         types[3 + b] = TOKEN_BYTE;
     }
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 13; i++) {
         toks[259 + i] = spm_pieces[i];
-        types[259 + i] = i == 8 ? TOKEN_USER_DEFINED : TOKEN_NORMAL;
+        types[259 + i] = i == 8 || i == 12 ? TOKEN_USER_DEFINED : TOKEN_NORMAL;
     }
     for (int i = 0; i < SPM_N; i++)
         scores[i] = i >= 259 ? spm_piece_scores[i - 259] : 0.0f;
@@ -278,6 +279,16 @@ static void test_spm_rules(void)
     TEST_ASSERT_EQUAL_STRING(want, encode_str(v, "<s>hi", 5, TOK_PARSE_SPECIAL));
     snprintf(want, sizeof want, "%d %d %d %d", SPM_ID(6), SPM_ID(8), SPM_ID(0), SPM_ID(11));
     TEST_ASSERT_EQUAL_STRING(want, encode_str(v, "a<|user|>hi", 11, 0));
+    /* an end-of-turn text is a control token whatever its type (as
+     * llama.cpp makes Gemma's user-defined <end_of_turn>): text unless
+     * parsed */
+    const char *eot = "hi<end_of_turn>";
+    char eot_id[16];
+    snprintf(eot_id, sizeof eot_id, "%d", SPM_ID(12));
+    TEST_ASSERT_NULL(strstr(encode_str(v, eot, strlen(eot), 0), eot_id));
+    snprintf(want, sizeof want, "%d %d %d", SPM_ID(0), SPM_ID(11), SPM_ID(12));
+    TEST_ASSERT_EQUAL_STRING(want, encode_str(v, eot, strlen(eot), TOK_PARSE_SPECIAL));
+    TEST_ASSERT_EQUAL_INT(SPM_ID(12), vocab_eot(v));
     /* empty text: nothing, or BOS alone */
     TEST_ASSERT_EQUAL_STRING("", encode_str(v, "", 0, 0));
     TEST_ASSERT_EQUAL_STRING("1", encode_str(v, "", 0, TOK_ADD_SPECIAL));

@@ -289,8 +289,7 @@ static void find_eog(vocab *v)
             continue;
         if (v->eot < 0)
             v->eot = id;
-        if (v->type[id] != TOKEN_CONTROL && v->type[id] != TOKEN_USER_DEFINED)
-            v->type[id] = TOKEN_CONTROL;
+        v->type[id] = TOKEN_CONTROL; /* (a user-defined one too: Gemma's <end_of_turn>) */
         bool seen = false;
         for (int k = 0; k < v->n_eog; k++)
             seen |= v->eog[k] == id;
