@@ -193,6 +193,22 @@ static void test_gpt2_vocab(void) { check_vocab("gpt-2"); }
 static void test_starcoder_vocab(void) { check_vocab("starcoder"); }
 static void test_deepseek_coder_vocab(void) { check_vocab("deepseek-coder"); }
 
+/* Real vocabularies (tests/data/vocab, from Hugging Face tokenizer.json
+ * files by tests/reference/vocab_from_hf.py): Gemma's SentencePiece of
+ * 256,000 pieces without a space prefix, Llama 3's byte-level BPE (SmolLM3's
+ * too), Qwen3's; llama.cpp's ids on 175 texts (vocab_reference.py), and
+ * back to the same text. */
+static void test_real_vocabularies(void)
+{
+    static const char *const names[] = { "gemma", "llama3", "qwen3" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1024], out[1024];
+        snprintf(path, sizeof path, "%s/%s.gguf", GLESLLM_TEST_VOCAB_DIR, names[i]);
+        snprintf(out, sizeof out, "%s/data/vocab/%s.out", GLESLLM_TEST_DATA_DIR, names[i]);
+        check_strings(names[i], path, GLESLLM_TEST_DATA_DIR "/data/vocab/texts.inp", out);
+    }
+}
+
 /* The reference prompts tokenize to llama.cpp's prompt_ids (BOS as the
  * vocabulary asks: the SPM models add it, GPT-2 does not). */
 static void test_reference_prompts(void)
@@ -608,6 +624,7 @@ int main(void)
     RUN_TEST(test_starcoder_vocab);
     RUN_TEST(test_deepseek_coder_vocab);
     RUN_TEST(test_rwkv_vocab);
+    RUN_TEST(test_real_vocabularies);
     RUN_TEST(test_reference_prompts);
     RUN_TEST(test_spm_rules);
     RUN_TEST(test_bpe_rules);

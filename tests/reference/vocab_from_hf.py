@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A vocabulary-only GGUF from a Hugging Face tokenizer.json, for checking
 glesllm's tokenizers against llama.cpp's on a real vocabulary
-(compare_tokenizers.sh). Writes what llama.cpp's loader reads:
+(vocab_reference.py; test_tokenizer's tests/data/vocab). Writes what
+llama.cpp's loader reads:
 
   spm   SentencePiece as BPE with byte fallback (Gemma): tokenizer.ggml.model
         "llama", no space prefix; a piece's score minus the rank of the merge
