@@ -84,6 +84,19 @@ static inline demo_spec fixture_small_spec(const char *arch, uint32_t type)
     return s;
 }
 
+/* A small Gemma 2/3 (arch) of n_layer layers, F32, 128 hidden in heads of
+ * 64, a window of 5, tied. */
+static inline demo_spec fixture_gemma_spec(const char *arch, uint32_t n_layer)
+{
+    demo_spec g = fixture_small_spec(arch, GGML_TYPE_F32);
+    g.n_layer = n_layer;
+    g.n_embd = 128;
+    g.head_dim = 64;
+    g.window = 5;
+    g.tied = true;
+    return g;
+}
+
 /* The Qwen3, Qwen3-MoE, SmolLM3 and Gemma 3 files whose reference is Hugging
  * Face transformers (tests/reference/hf-*.jsonl, make_reference.py): 2
  * layers, 64 hidden, 4/2 heads of 32 (Q wider than x), F32; 192 ff, or 8

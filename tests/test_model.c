@@ -305,17 +305,6 @@ static void check_batch(const demo_spec *s, uint32_t n_seq)
 
 /* Gemma 2 or 3 in a small shape with windows of 5 (every other layer, or
  * five of six): 4 heads of 64, wider than n_embd / n_head, tied output */
-static demo_spec gemma_spec(const char *arch, uint32_t n_layer)
-{
-    demo_spec g = fixture_small_spec(arch, GGML_TYPE_F32);
-    g.n_layer = n_layer;
-    g.n_embd = 128;
-    g.head_dim = 64;
-    g.window = 5;
-    g.tied = true;
-    return g;
-}
-
 /* Qwen3's Q/K norm a head, in a small shape */
 static demo_spec qwen3_batch_spec(void)
 {
@@ -335,7 +324,7 @@ static void test_batch_over_sequences(void)
     check_batch(&s, 2);
     /* Gemma 2 (soft caps, norms after attention and the FFN, a window the
      * sequences run past), Phi-3 (fused Q|K|V and a window), Qwen2 (biases) */
-    demo_spec g = gemma_spec("gemma2", 3);
+    demo_spec g = fixture_gemma_spec("gemma2", 3);
     check_batch(&g, 3);
     demo_spec ph = fixture_small_spec("phi3", GGML_TYPE_Q8_0);
     ph.window = 7;
@@ -351,7 +340,7 @@ static void test_batch_over_sequences(void)
      * windows and local RoPE), the whole width (OLMoE) */
     demo_spec q3 = qwen3_batch_spec();
     check_batch(&q3, 3);
-    demo_spec g3 = gemma_spec("gemma3", 7);
+    demo_spec g3 = fixture_gemma_spec("gemma3", 7);
     ref_tol = 5e-4; /* (test_gemma3_matches_cpu says why) */
     check_batch(&g3, 3);
     ref_tol = 1e-4;
@@ -375,6 +364,28 @@ static void expect_ref(ref_model *ref, int32_t tok, uint32_t pos, const float *g
     snprintf(msg, sizeof msg, "%s: sequence %u at %u: max |gpu - cpu| / max |cpu| = %.3g", what,
              seq, pos, rel);
     TEST_ASSERT_TRUE_MESSAGE(rel < ref_tol, msg);
+}
+
+/* One pass over sequences seqs[0..n) of a token each (paged_token(seq + 5,
+ * its position)), each sequence's logits against its own reference. */
+static void paged_round(gpu_model *gm, ref_model *const *ref, const uint32_t *seqs, uint32_t n,
+                        float *gpu, float *cpu, uint32_t nv, const char *what)
+{
+    int32_t toks[4];
+    uint32_t pos[4];
+    TEST_ASSERT_TRUE(n <= 4);
+    for (uint32_t i = 0; i < n; i++) {
+        pos[i] = gpu_model_seq_past(gm, seqs[i]);
+        toks[i] = paged_token(seqs[i] + 5, pos[i], nv);
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, seqs[i]));
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
+    }
+    TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, n, seqs, NULL, NULL),
+                                  glesllm_last_error());
+    for (uint32_t i = 0; i < n; i++) {
+        TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));
+        expect_ref(ref[seqs[i]], toks[i], pos[i], gpu, cpu, nv, what, seqs[i]);
+    }
 }
 
 enum { PAGED_CTX = 160 };
@@ -456,23 +467,8 @@ static void check_paged(uint32_t page_size)
     for (uint32_t pos = 0; pos < 22; pos++)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[2], paged_token(0, pos, nv), pos, NULL));
     uint32_t seqs[3] = { 2, 0, 1 };
-    for (uint32_t round = 0; round < 70; round++) {
-        int32_t toks[3];
-        uint32_t pos[3];
-        for (uint32_t i = 0; i < 3; i++) {
-            uint32_t q = seqs[i];
-            pos[i] = gpu_model_seq_past(gm, q);
-            toks[i] = paged_token(q + 5, pos[i], nv);
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, q));
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
-        }
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 3, seqs, NULL, NULL),
-                                      glesllm_last_error());
-        for (uint32_t i = 0; i < 3; i++) {
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));
-            expect_ref(ref[seqs[i]], toks[i], pos[i], gpu, cpu, nv, "a batch over pages", seqs[i]);
-        }
-    }
+    for (uint32_t round = 0; round < 70; round++)
+        paged_round(gm, ref, seqs, 3, gpu, cpu, nv, "a batch over pages");
     TEST_ASSERT_TRUE(gpu_model_seq_past(gm, 1) > 64);
     /* truncation gives pages back; a sequence emptied holds none */
     gpu_model_kv_pages(gm, &page, &used, &total);
@@ -576,7 +572,7 @@ static void ring_step(gpu_model *gm, ref_model *ref, int32_t tok, uint32_t pos, 
 static void test_window_ring_matches_cpu(void)
 {
     enum { N_CTX = 200, PAGE = 4 };
-    demo_spec s = gemma_spec("gemma2", 4);
+    demo_spec s = fixture_gemma_spec("gemma2", 4);
     tune.kv_page = PAGE;
     gpu_model_options opt = options(N_CTX);
     opt.n_batch = 16;
@@ -629,22 +625,8 @@ static void test_window_ring_matches_cpu(void)
     uint32_t seqs[2] = { 1, 0 };
     /* (at 92, 1.06e-4 from the CPU's: the same to the bit without the ring) */
     ref_tol = 2e-4;
-    for (uint32_t round = 0; round < 40; round++) {
-        int32_t toks[2];
-        uint32_t pos[2];
-        for (uint32_t i = 0; i < 2; i++) {
-            pos[i] = gpu_model_seq_past(gm, seqs[i]);
-            toks[i] = paged_token(seqs[i] + 5, pos[i], nv);
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, seqs[i]));
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_set_token(gm, pos[i], toks[i]));
-        }
-        TEST_ASSERT_EQUAL_INT_MESSAGE(GLESLLM_OK, gpu_model_step_batch(gm, 2, seqs, NULL, NULL),
-                                      glesllm_last_error());
-        for (uint32_t i = 0; i < 2; i++) {
-            TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_read_logits_all(gm, i, 1, gpu));
-            expect_ref(ref[seqs[i]], toks[i], pos[i], gpu, cpu, nv, "a batch with rings", seqs[i]);
-        }
-    }
+    for (uint32_t round = 0; round < 40; round++)
+        paged_round(gm, ref, seqs, 2, gpu, cpu, nv, "a batch with rings");
     ref_tol = 1e-4;
     TEST_ASSERT_EQUAL_UINT64(r0 + 30 + 25, gpu_model_replayed(gm));
     gpu_model_kv_ring(gm, &ring, &ring_used);
@@ -1440,7 +1422,7 @@ static void test_rwkv7_matches_cpu(void)
  * and a quantized file. */
 static void test_gemma2_matches_cpu(void)
 {
-    demo_spec s = gemma_spec("gemma2", 3);
+    demo_spec s = fixture_gemma_spec("gemma2", 3);
     check_steps_and_prefills(&s, 16);
     s.type = s.embd_type = GGML_TYPE_Q8_0;
     check_against_reference(&s, 32, 12, 1);
@@ -1452,7 +1434,7 @@ static void test_gemma2_matches_cpu(void)
  * 1e6 scaled by 1/8; steps and prefills across the window's edge. */
 static void test_gemma3_matches_cpu(void)
 {
-    demo_spec s = gemma_spec("gemma3", 7);
+    demo_spec s = fixture_gemma_spec("gemma3", 7);
     /* (its normed K values near 1 go to the F16 cache on both sides: a last
      * bit apart in f32 rounds to another f16 now and then, and seven layers
      * carry it to the logits; 1.8e-4 of the largest measured, and the

@@ -111,12 +111,7 @@ static long file_size(const char *path)
  * runs the start again first. */
 static void test_session_file_of_a_ring(void)
 {
-    demo_spec s = fixture_small_spec("gemma2", GGML_TYPE_F32);
-    s.n_layer = 4;
-    s.n_embd = 128;
-    s.head_dim = 64;
-    s.window = 5;
-    s.tied = true;
+    demo_spec s = fixture_gemma_spec("gemma2", 4);
     gpu_model_options opt = { 200 };
     opt.n_batch = 16;
     opt.n_small = 8;
