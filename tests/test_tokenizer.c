@@ -109,6 +109,20 @@ static bool cleaned_by_llama_cpp(const char *s, size_t n)
     return false;
 }
 
+/* Whether ids hold a user-defined SentencePiece piece with a "\342\226\201"
+ * in it (Gemma 3's runs of spaces): llama.cpp decodes such a piece as its
+ * text, so its round trip does not hold there either. */
+static bool user_piece_with_space(const vocab *v, const tok_ids *t)
+{
+    for (size_t i = 0; vocab_kind_of(v) == VOCAB_SPM && i < t->n; i++) {
+        size_t len;
+        const char *txt = vocab_text(v, t->ids[i], &len);
+        if (vocab_type(v, t->ids[i]) == TOKEN_USER_DEFINED && txt && strstr(txt, "\342\226\201"))
+            return true;
+    }
+    return false;
+}
+
 /* Every string of inp_path (separated by "\n__ggml_vocab_test__\n") encodes
  * under the vocabulary of the file at path to line k of out_path, with no
  * BOS and special tokens not parsed; and decodes back to itself where
@@ -139,16 +153,19 @@ static void check_strings(const char *name, const char *path, const char *inp_pa
         if (!vocab_cleans_spaces(v) || !cleaned_by_llama_cpp(s, len)) {
             tok_ids t = { 0 };
             TEST_ASSERT_EQUAL(GLESLLM_OK, tok_encode(v, s, len, TOK_ADD_SPECIAL, &t));
-            char *back;
-            size_t back_len;
-            TEST_ASSERT_EQUAL(GLESLLM_OK, tok_decode(v, t.ids, t.n, TOK_REMOVE_SPECIAL, &back, &back_len));
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s: decode(encode(s)) != s for string %d ('%.*s'): '%s'", name,
-                     checked, (int)(len < 100 ? len : 100), s, back);
-            TEST_ASSERT_TRUE_MESSAGE(back_len == len && memcmp(back, s, len) == 0, msg);
-            free(back);
+            if (!user_piece_with_space(v, &t)) {
+                char *back;
+                size_t back_len;
+                TEST_ASSERT_EQUAL(GLESLLM_OK,
+                                  tok_decode(v, t.ids, t.n, TOK_REMOVE_SPECIAL, &back, &back_len));
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s: decode(encode(s)) != s for string %d ('%.*s'): '%s'",
+                         name, checked, (int)(len < 100 ? len : 100), s, back);
+                TEST_ASSERT_TRUE_MESSAGE(back_len == len && memcmp(back, s, len) == 0, msg);
+                free(back);
+                round_trips++;
+            }
             tok_ids_free(&t);
-            round_trips++;
         }
         checked++;
         s = end + strlen(sep);
@@ -194,13 +211,13 @@ static void test_starcoder_vocab(void) { check_vocab("starcoder"); }
 static void test_deepseek_coder_vocab(void) { check_vocab("deepseek-coder"); }
 
 /* Real vocabularies (tests/data/vocab, from Hugging Face tokenizer.json
- * files by tests/reference/vocab_from_hf.py): Gemma's SentencePiece of
- * 256,000 pieces without a space prefix, Llama 3's byte-level BPE (SmolLM3's
- * too), Qwen3's; llama.cpp's ids on 175 texts (vocab_reference.py), and
- * back to the same text. */
+ * files by tests/reference/vocab_from_hf.py): Gemma 2's and Gemma 3's
+ * SentencePiece (256,000 and 262,144 pieces, no space prefix), Llama 3's
+ * byte-level BPE (SmolLM3's too), Qwen3's; llama.cpp's ids on 175 texts
+ * (vocab_reference.py), and back to the same text. */
 static void test_real_vocabularies(void)
 {
-    static const char *const names[] = { "gemma", "llama3", "qwen3" };
+    static const char *const names[] = { "gemma", "gemma3", "llama3", "qwen3" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[1024], out[1024];
         snprintf(path, sizeof path, "%s/%s.gguf", GLESLLM_TEST_VOCAB_DIR, names[i]);

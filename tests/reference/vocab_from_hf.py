@@ -6,9 +6,10 @@ llama.cpp's loader reads:
 
   spm   SentencePiece as BPE with byte fallback (Gemma): tokenizer.ggml.model
         "llama", no space prefix; a piece's score minus the rank of the merge
-        that makes it; <unusedN>, <start_of_turn>, <end_of_turn>, <mask>,
-        <2mass> and [@BOS@] user-defined (their type in Gemma's
-        tokenizer.model, which tokenizer.json does not keep)
+        that makes it; the added tokens control (special) or user-defined,
+        and <unusedN>, <start_of_turn>, <end_of_turn>, <mask>, <2mass> and
+        [@BOS@] user-defined (their type in Gemma's tokenizer.model, which
+        Gemma 2's tokenizer.json does not keep)
   bpe   byte-level BPE (Llama 3, Qwen): "gpt2" with the merges; the added
         tokens control (special) or user-defined
 
@@ -38,6 +39,8 @@ def main():
     toks, types = [None] * n, [1] * n
     for k, v in m['vocab'].items():
         toks[v] = k
+    for a in added:
+        toks[a['id']] = a['content']
     merges = [x if isinstance(x, str) else ' '.join(x) for x in m.get('merges', [])]
     kvs = []
 
@@ -54,16 +57,18 @@ def main():
         user = re.compile(r'^(<unused\d+>|<start_of_turn>|<end_of_turn>|<mask>|<2mass>|\[@BOS@\])$')
         scores = []
         for i, s in enumerate(toks):
+            if s is None:
+                scores.append(0.0)
+                continue
             if re.match(r'^<0x[0-9A-F]{2}>$', s):
                 types[i] = 6
             elif user.match(s):
                 types[i] = 4
             scores.append(-float(rank[s]) if s in rank else -float(len(merges) + i))
-        for a in added:
-            types[a['id']] = 2 if a['content'] == m.get('unk_token') else 3
+        for a in added:  # (Gemma 3's file lists its user-defined pieces here)
+            types[a['id']] = (2 if a['content'] == m.get('unk_token') else 3) if a['special'] else 4
     else:
         for a in added:
-            toks[a['id']] = a['content']
             types[a['id']] = 3 if a['special'] else 4
     for i in range(n):
         if toks[i] is None:
