@@ -1069,7 +1069,7 @@ glesllm_status gpu_model_step_batch(gpu_model *gm, uint32_t n, const uint32_t *s
         for (uint32_t j = 0; j < c; j++) {
             uint32_t r = j + 1 == c ? i : row++;
             tab[r] = s << 24 | (pos + j);
-            tab_w[r] = (gm->n_seq + s) << 24 | (pos + j);
+            tab_w[r] = gm->kv_ring ? (gm->n_seq + s) << 24 | (pos + j) : tab[r];
             tok[gm->tok_scratch + r] = tok[s * (gm->n_ctx + 1) + pos + j];
         }
     }
