@@ -213,11 +213,12 @@ static void test_deepseek_coder_vocab(void) { check_vocab("deepseek-coder"); }
 /* Real vocabularies (tests/data/vocab, from Hugging Face tokenizer.json
  * files by tests/reference/vocab_from_hf.py): Gemma 2's and Gemma 3's
  * SentencePiece (256,000 and 262,144 pieces, no space prefix), Llama 3's
- * byte-level BPE (SmolLM3's too), Qwen3's; llama.cpp's ids on 175 texts
- * (vocab_reference.py), and back to the same text. */
+ * byte-level BPE, the same with SmolLM3's pre-tokenizer (smollm: each digit
+ * alone), Qwen3's; llama.cpp's ids on 175 texts (vocab_reference.py), and
+ * back to the same text. */
 static void test_real_vocabularies(void)
 {
-    static const char *const names[] = { "gemma", "gemma3", "llama3", "qwen3" };
+    static const char *const names[] = { "gemma", "gemma3", "llama3", "smollm3", "qwen3" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[1024], out[1024];
         snprintf(path, sizeof path, "%s/%s.gguf", GLESLLM_TEST_VOCAB_DIR, names[i]);
