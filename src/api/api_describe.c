@@ -213,14 +213,14 @@ static void print_text(FILE *f, const char *path, const gguf_file *gf, const mod
         fprintf(f, "head dimension:     %u\n", mi->head_dim);
     }
     fprintf(f, "context length:     %u\n", mi->n_ctx_train);
-    uint32_t ring = model_info_ring_positions(mi, n_ctx);
-    if (mi->window && ring < n_ctx)
-        fprintf(f, "sliding window:     %u positions on %u of %u layers (at context %u their "
-                   "K/V a ring of %u)\n",
-                mi->window, mi->n_window_layers, mi->n_attn_layers, n_ctx, ring);
-    else if (mi->window)
-        fprintf(f, "sliding window:     %u positions on %u of %u layers\n", mi->window,
+    if (mi->window) {
+        uint32_t ring = model_info_ring_positions(mi, n_ctx);
+        fprintf(f, "sliding window:     %u positions on %u of %u layers", mi->window,
                 mi->n_window_layers, mi->n_attn_layers);
+        if (ring < n_ctx)
+            fprintf(f, " (at context %u their K/V a ring of %u)", n_ctx, ring);
+        fputc('\n', f);
+    }
     fprintf(f, "RoPE:               %s, base %g, scaling %s (factor %g)\n", mi->rope_type,
             mi->rope_base, term_str(mi->rope_scaling, e1), mi->rope_factor);
     fprintf(f, "vocab size:         %llu\n", (unsigned long long)mi->n_vocab);

@@ -838,8 +838,7 @@ static glesllm_status create_caches(gpu_model *gm)
         if (gm->m->layers[i].recurrent)
             continue;
         gpu_layer *l = &gm->layers[i];
-        /* (a window layer's K/V in the ring where there is one) */
-        l->ring = gm->kv_ring && model_layer_window(hp, i) > 0;
+        l->ring = gm_kv_layer_ring(gm, i);
         uint64_t positions = (uint64_t)gm->kvp[l->ring].pages * gm->kvl.page;
         l->v_base = gm->k_base + align64(positions * kv_dim / 2);
         uint64_t bytes = (l->v_base + align64(positions * kv_dim / 2)) * 4;
@@ -949,8 +948,8 @@ static glesllm_status check_memory(gpu_model *gm, uint64_t weights)
     uint64_t kv = 0;
     for (uint32_t i = 0; i < hp->n_layer; i++)
         if (!gm->m->layers[i].recurrent)
-            kv += 2ull * gm->kvp[gm->kv_ring && model_layer_window(hp, i) > 0].pages *
-                  gm->kvl.page * hp->n_head_kv * hp->head_dim * 2;
+            kv += 2ull * gm->kvp[gm_kv_layer_ring(gm, i)].pages * gm->kvl.page * hp->n_head_kv *
+                  hp->head_dim * 2;
     uint64_t need = weights + kv + (uint64_t)4 * (hp->n_vocab + 4ull * hp->n_ff + gm->n_ctx * 128ull);
     uint64_t avail = gpu_context_memory_available(gm->ctx);
     if (avail && need > avail)
@@ -1078,7 +1077,7 @@ glesllm_status gpu_model_create(gpu_context *ctx, const model *m, const gpu_mode
         return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory");
     }
     gm->max_part_bytes = opt->max_part_bytes;
-    gm->n_batch = opt->n_batch ? opt->n_batch : 512;
+    gm->n_batch = opt->n_batch ? opt->n_batch : GPU_N_BATCH;
     if (gm->n_batch > opt->n_ctx)
         gm->n_batch = opt->n_ctx;
     long n_small = opt->n_small ? opt->n_small : dflt_small;

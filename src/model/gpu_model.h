@@ -49,8 +49,8 @@ typedef struct gpu_model_options {
     /* called after each tensor upload; may be NULL */
     void (*progress)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_ud;
-    uint32_t n_batch;       /* prefill chunk (0: 512; at most n_ctx, less when the
-                               GPU's storage-block limit says so) */
+    uint32_t n_batch;       /* prefill chunk (0: GPU_N_BATCH; at most n_ctx, less when
+                               the GPU's storage-block limit says so) */
     int32_t n_small;        /* prefills of at most this many tokens read each weight
                                once for up to 8 tokens (multi-token matvecs) instead
                                of the tiled matmul (0: GPU_SMALL_BATCH; < 0: never) */
@@ -78,6 +78,9 @@ typedef struct gpu_model_options {
 /* Positions a page of the KV cache (the tuning's kv_page stands in for it;
  * bench/RESULTS.md "The paged KV cache") */
 #define GPU_KV_PAGE 32
+
+/* Tokens a prefill chunk (gpu_model_options.n_batch) */
+#define GPU_N_BATCH 512
 
 #define GPU_SMALL_BATCH 8
 /* the most tokens of a small batch (gpu_model_options.n_small, the tuning) */

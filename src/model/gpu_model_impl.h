@@ -297,7 +297,8 @@ static inline uint32_t gm_tok_base(const gpu_model *gm) { return gm->seq * (gm->
  *   gm_kv_drop     seq's pages past its first `keep` positions given back
  *   gm_kv_share    dst's pages become src's first n positions' (shared)
  *   gm_kv_window_held  whether seq's ring holds what a pass at pos reads
- *                  (always without a ring) */
+ *                  (always without a ring)
+ *   gm_kv_layer_ring   whether a layer's K/V are in the ring */
 glesllm_status gm_kv_init(gpu_model *gm, uint32_t page, uint64_t positions);
 void gm_kv_destroy(gpu_model *gm);
 uint32_t gm_kv_row(const gpu_model *gm, uint32_t seq, uint32_t pos);
@@ -305,6 +306,7 @@ glesllm_status gm_kv_take(gpu_model *gm, uint32_t seq, uint32_t pos, uint32_t n)
 void gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep);
 glesllm_status gm_kv_share(gpu_model *gm, uint32_t src, uint32_t dst, uint32_t n);
 bool gm_kv_window_held(const gpu_model *gm, uint32_t seq, uint32_t pos);
+bool gm_kv_layer_ring(const gpu_model *gm, uint32_t layer);
 /* pass.c: the selected sequence's ring made to hold what a pass at pos
  * reads, by running positions 0 .. pos - 1 again where it does not. */
 glesllm_status gm_kv_window_ready(gpu_model *gm, uint32_t pos);

@@ -10,9 +10,10 @@
  * Sliding-window layers have a pool of their own (the ring) where that
  * saves memory: their rows of the table follow the full layers' (sequence
  * seq's is row n_seq + seq), and a pass gives back the pages that lie wholly
- * before its first query's window and the kv_margin positions kept for a
- * rollback. A sequence truncated further back has lost K/V that its next
- * pass needs; gm_kv_window_ready runs its tokens again from the start. */
+ * before its first query's window, the prefill tiles' slack and one pass
+ * more kept for a rollback (kv_hold). A sequence truncated further back has
+ * lost K/V that its next pass needs; gm_kv_window_ready runs its tokens
+ * again from the start. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,14 +135,14 @@ static glesllm_status copy_page(gpu_model *gm, bool ring, uint32_t from, uint32_
     return st;
 }
 
-/* A row's pages from page index `first` on given back. */
-static void drop_row(gpu_model *gm, uint32_t r, uint32_t first)
+/* A row's pages [first, end) given back. */
+static void drop_pages(gpu_model *gm, uint32_t r, uint32_t first, uint32_t end)
 {
     uint32_t *row = tab_row(gm, r);
     kv_pool *pool = pool_of(gm, r);
     /* (the table in act keeps the old entries: no kernel reads a position
      * it does not hold, and a page taken again is written there) */
-    for (uint32_t i = first; i < gm->kvl.pps; i++)
+    for (uint32_t i = first; i < end && i < gm->kvl.pps; i++)
         if (row[i] != KV_NO_PAGE) {
             give_back(pool, row[i]);
             row[i] = KV_NO_PAGE;
@@ -151,9 +152,9 @@ static void drop_row(gpu_model *gm, uint32_t r, uint32_t first)
 void gm_kv_drop(gpu_model *gm, uint32_t seq, uint32_t keep)
 {
     uint32_t first = (keep + gm->kvl.page - 1) / gm->kvl.page;
-    drop_row(gm, seq, first);
+    drop_pages(gm, seq, first, gm->kvl.pps);
     if (gm->kv_ring)
-        drop_row(gm, gm->n_seq + seq, first);
+        drop_pages(gm, gm->n_seq + seq, first, gm->kvl.pps);
 }
 
 /* The pages [first, last] of a row: how many it must take (none yet, or
@@ -175,13 +176,9 @@ static glesllm_status take_row(gpu_model *gm, uint32_t r, uint32_t first, uint32
 {
     uint32_t *row = tab_row(gm, r);
     kv_pool *pool = pool_of(gm, r);
-    for (uint32_t i = 0; i < below; i++) /* (before the window and the margin) */
-        if (row[i] != KV_NO_PAGE) {
-            give_back(pool, row[i]);
-            row[i] = KV_NO_PAGE;
-        }
+    drop_pages(gm, r, 0, below); /* (before the window and the margin) */
     /* (the positions past this pass's are no longer the sequence's) */
-    drop_row(gm, r, last + 1);
+    drop_pages(gm, r, last + 1, gm->kvl.pps);
     uint32_t lo = last + 1, hi = first;
     for (uint32_t i = first; i <= last; i++) {
         uint32_t old = row[i];
@@ -263,13 +260,18 @@ bool gm_kv_window_held(const gpu_model *gm, uint32_t seq, uint32_t pos)
 {
     if (!gm->kv_ring || !pos)
         return true;
-    uint32_t back = gm->kv_window + KV_WINDOW_SLACK;
-    uint32_t from = pos > back ? pos - back : 0, P = gm->kvl.page;
+    uint32_t P = gm->kvl.page;
     const uint32_t *row = gm->kv_tab + (size_t)(gm->n_seq + seq) * gm->kvl.pps;
-    for (uint32_t i = from / P; i <= (pos - 1) / P; i++)
+    for (uint32_t i = gpu_model_ring_reads(gm, pos) / P; i <= (pos - 1) / P; i++)
         if (row[i] == KV_NO_PAGE)
             return false;
     return true;
+}
+
+bool gm_kv_layer_ring(const gpu_model *gm, uint32_t layer)
+{
+    return gm->kv_ring && !gm->m->layers[layer].recurrent &&
+           model_layer_window(&gm->m->hp, layer) > 0;
 }
 
 uint32_t gpu_model_kv_pages_of(const gpu_model *gm, const uint32_t *seqs, uint32_t n)
@@ -321,7 +323,8 @@ glesllm_status gpu_model_ring_held(gpu_model *gm, uint32_t *from)
 
 uint32_t gpu_model_ring_reads(const gpu_model *gm, uint32_t n)
 {
-    /* (the first page gm_kv_window_held asks for) */
+    /* (the first page a window's query at n reads, and the prefill tiles'
+     * slack before it) */
     uint32_t back = gm->kv_window + KV_WINDOW_SLACK;
     if (!gm->kv_ring || n <= back)
         return 0;
@@ -330,12 +333,7 @@ uint32_t gpu_model_ring_reads(const gpu_model *gm, uint32_t n)
 
 void gpu_model_ring_forget(gpu_model *gm, uint32_t from)
 {
-    if (!gm->kv_ring)
-        return;
-    uint32_t *row = tab_row(gm, gm->n_seq + gm->seq);
-    for (uint32_t i = 0; i < gm->kvl.pps && i * gm->kvl.page < from; i++)
-        if (row[i] != KV_NO_PAGE) {
-            give_back(&gm->kvp[1], row[i]);
-            row[i] = KV_NO_PAGE;
-        }
+    /* (a page that starts before it, whole) */
+    if (gm->kv_ring)
+        drop_pages(gm, gm->n_seq + gm->seq, 0, (from + gm->kvl.page - 1) / gm->kvl.page);
 }

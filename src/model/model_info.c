@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "model/gpu_model.h"
 #include "ops/kv_layout.h"
 
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
@@ -146,8 +147,8 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
 
 uint32_t model_info_ring_positions(const model_info *mi, uint32_t n_ctx)
 {
-    /* (gpu_model's defaults: chunks of 512 at most the context, pages of 32) */
-    uint32_t pass = n_ctx < 512 ? n_ctx : 512, page = 32;
+    /* (gpu_model's defaults: chunks at most the context, pages) */
+    uint32_t pass = n_ctx < GPU_N_BATCH ? n_ctx : GPU_N_BATCH, page = GPU_KV_PAGE;
     uint64_t ring = kv_ring_pages(mi->window, pass, page);
     return mi->window && ring < (n_ctx + page - 1) / page ? (uint32_t)(ring * page) : n_ctx;
 }
