@@ -11,7 +11,12 @@
  *                f16 sums into its f32 accumulators
  *   f16x2 bcast  a = b.x a + c with b the next chain: one half times a pair,
  *                as the matmul multiplies a weight by a pair of tokens
- * and prints TFLOP/s (2 a multiply-add and component).
+ *   i32          uint chains, a = a a + c: the integer multiply-add that int8
+ *                activations would run on where the driver has no
+ *                integer-dot extension (a 32-bit multiply-add holds at most
+ *                two 4-bit x 8-bit products in 16-bit fields: twice its rate
+ *                in such products)
+ * and prints TFLOP/s (2 a multiply-add and component; TOP/s for i32).
  *
  *   bench_flops [--wg 128] [--chains 16] [--iters 512] [--groups 4096]
  */
@@ -34,7 +39,15 @@ static const char *src =
     "#ifdef F16\n"
     "#extension GL_NV_gpu_shader5 : require\n"
     "#define T f16vec2\n"
+    "#define INIT(v) T(v.xy)\n"
+    "#define OUT(v) vec2(v)\n"
+    "#elif defined(I32)\n"
+    "#define T uint\n"
+    "#define INIT(v) (floatBitsToUint(v.x) | 1u)\n"
+    "#define OUT(v) vec2(float(v))\n"
     "#else\n"
+    "#define INIT(v) T(v.x)\n"
+    "#define OUT(v) vec2(v)\n"
     "#define T float\n"
     "#endif\n"
     "#ifdef BCAST\n"
@@ -47,10 +60,10 @@ static const char *src =
     "layout(std430, binding = 1) writeonly buffer O { vec4 o[]; };\n"
     "uniform uint u_params[20];\n"
     "void main() {\n"
-    "  T c = T(p[0].zw);\n"
+    "  T c = INIT(p[0].zw);\n"
     "  T a[CH];\n"
     "  vec2 s[CH];\n"
-    "  for (int i = 0; i < CH; i++) { a[i] = T(p[1 + i].xy); s[i] = vec2(0.0); }\n"
+    "  for (int i = 0; i < CH; i++) { a[i] = INIT(p[1 + i].xy); s[i] = vec2(0.0); }\n"
     "  for (uint it = 0u; it < u_params[0]; it++) {\n"
     "#pragma optionNV(unroll all)\n"
     "    for (int k = 0; k < 32; k++)\n"
@@ -58,11 +71,11 @@ static const char *src =
     "      for (int i = 0; i < CH; i++) STEP(i);\n"
     "#ifdef CVT\n"
     "#pragma optionNV(unroll all)\n"
-    "    for (int i = 0; i < CH; i++) s[i] += vec2(a[i]);\n"
+    "    for (int i = 0; i < CH; i++) s[i] += OUT(a[i]);\n"
     "#endif\n"
     "  }\n"
     "  vec4 r = vec4(0.0);\n"
-    "  for (int i = 0; i < CH; i++) r += vec4(vec2(a[i]), s[i]);\n"
+    "  for (int i = 0; i < CH; i++) r += vec4(OUT(a[i]), s[i]);\n"
     "  if (r.x == 12345.0) o[gl_GlobalInvocationID.x] = r;\n"
     "}\n";
 
@@ -108,7 +121,8 @@ int main(int argc, char **argv)
     } v[] = { { "f32", "", 1 },
               { "f16x2", "F16 1\n", 2 },
               { "f16x2+cvt", "F16 1\nCVT 1\n", 2 },
-              { "f16x2 bcast", "F16 1\nBCAST 1\n", 2 } };
+              { "f16x2 bcast", "F16 1\nBCAST 1\n", 2 },
+              { "i32", "I32 1\n", 1 } };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         if (v[k].comps == 2 && !gpu_context_caps(ctx)->f16_types) {
             printf("  %-12s (no f16 types on this driver: GL_NV_gpu_shader5)\n", v[k].name);
@@ -140,7 +154,8 @@ int main(int argc, char **argv)
         }
         check_gl("the dispatches");
         double flops = 2.0 * v[k].comps * chains * 32.0 * iters * (double)wg * groups;
-        printf("  %-12s %9.3f ms  %7.1f TFLOP/s\n", v[k].name, best * 1e3, flops / best / 1e12);
+        printf("  %-12s %9.3f ms  %7.1f T%s/s\n", v[k].name, best * 1e3, flops / best / 1e12,
+               strcmp(v[k].name, "i32") ? "FLOP" : "OP");
         gpu_program_destroy(&p);
     }
     gpu_buffer_destroy(&pb);

@@ -1,8 +1,10 @@
 // Causal attention of a batch of new tokens (prefill) over the KV cache,
 // which already holds their K and V and every earlier position's, without
-// an N x N score matrix: one work group per (head, block of BQ queries)
-// walks the positions in tiles of BKV, keeping a running max and sum per
-// query (online softmax) and the unnormalised output in registers.
+// an N x N score matrix: one work group per (KV head, block of BQ queries)
+// takes the GROUP query heads that share the KV head, so that its rows are
+// R = BQ GROUP (query, head) pairs and each K/V tile it loads serves all of
+// them. It walks the positions in tiles of BKV, keeping a running max and
+// sum per row (online softmax) and the unnormalised output in registers.
 // Query i of the batch is at position pos0 + i and sees positions <= pos0 + i
 // (with a window W, the last W of them).
 // Bindings: 0 the layer's cache (uint[]: K and V as packed halves,
@@ -14,17 +16,22 @@
 //         4 floats per query in both, 5 K uint offset, 6 V uint offset,
 //         7 the window (0: none), 8 the sequence.
 // Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
-// KV_DIM, BQ, BKV (powers of two, BKV <= 2 WG_SIZE), LPQ (lanes per query:
-// BQ * LPQ <= WG_SIZE, LPQ divides HEAD_DIM / 2; lane l of a query owns
-// output dimensions DPT l .. DPT l + DPT - 1); SCORE_SCALE and SOFTCAP as
+// KV_DIM, BQ, BKV (BKV / SJ divides WG_SIZE, BKV <= WG_SIZE), SJ, SQ, LPR
+// (lanes per row: R LPR <= WG_SIZE); SCORE_SCALE and SOFTCAP as
 // attention.comp's.
-// A tile's scores: thread (qq, jj) of a QT x JT grid takes SQ queries
-// (qq + QT a) x SJ positions (jj + JT b), its SQ SJ dot products sharing
-// each load of a pair of K values and of Q (SJ 2 where a tile has at least
-// 2 WG_SIZE scores, else 1). Then every lane of a query reads the query's
-// BKV scores and keeps the running max and sum itself (the same values in
-// each lane): no serial pass and no barrier between the softmax and the
-// output (bench/RESULTS.md "Prefill attention").
+// Row r is query r / GROUP of the block and head GROUP x + r % GROUP.
+// Each tile goes through three phases, a barrier apart:
+// - scores: thread (qq, jj) of a QT x JT grid takes SQ rows (qq + QT a) x SJ
+//   positions (jj + JT b), each load of a pair of K values and of Q serving
+//   SQ SJ multiply-adds;
+// - softmax: thread r < R keeps row r's running max and sum, turns the
+//   tile's scores into weights in place and writes the factor by which the
+//   row's earlier output shrinks (one exp a score, not one a lane);
+// - output: the LPR lanes of a row each own HEAD_DIM / (2 LPR) pairs of
+//   output dimensions (lane l pairs l, l + LPR, ...: neighbouring lanes read
+//   neighbouring V pairs).
+// K and V are staged as f32 pairs, converted once a tile rather than once a
+// row (bench/RESULTS.md "Prefill attention").
 #pragma optionNV(unroll all)
 #include "common.glsl"
 
@@ -35,76 +42,95 @@ layout(std430, binding = 1) restrict buffer A { float act[]; };
 
 #define ACT_AT(i) act[i]
 
+#define R (BQ * GROUP)             // rows: (query, head) pairs
 #define H2I (HEAD_DIM / 2)
-#define KSI (H2I + 1)              // padded row of a K/V tile, uints
-#define DPTI (HEAD_DIM / LPQ)      // output dimensions per lane
+#define KSI (H2I + 1)              // padded row of a K/V tile, pairs
+#define PSI (BKV + 1)              // padded row of the scores
+#define PPLI (H2I / LPR)           // output pairs per lane
 #define H2 uint(H2I)
 #define KS uint(KSI)
-#define DPT uint(DPTI)
+#define PS uint(PSI)
 
-shared float qs[BQ * HEAD_DIM];
-shared uint ks[BKV * KSI];
-shared uint vs[BKV * KSI];
-shared float ps[BQ * BKV];
+shared vec2 qs[R * H2I];
+shared vec2 ks[BKV * KSI];
+shared vec2 vs[BKV * KSI];
+shared float ps[R * PSI];
+shared float shrink[R];
 
-#if BQ * BKV >= 2 * WG_SIZE
-#define SJ 2
-#else
-#define SJ 1
+#define JT (BKV / SJ)              // position slots
+#define QT (WG_SIZE / JT)          // row slots
+
+// A tile's K and V words, NLD an invocation: loaded a tile ahead into
+// registers, stored into the tiles after the barrier
+#define NLD ((BKV * H2I + WG_SIZE - 1) / WG_SIZE)
+uint kr[NLD], vr[NLD];
+void fetch_tile(uint p0, uint kv_end)
+{
+    uint t = gl_LocalInvocationIndex, kvo = gl_WorkGroupID.x * H2;
+#if KV_PAGE % BKV == 0
+    // (tiles start at multiples of BKV: a tile lies in one page)
+    uint tile_row = KV_ROW(PARAM_U(8), p0);
 #endif
-#define JT (BKV / SJ)                                   // position slots
-#define QT (BQ < WG_SIZE / JT ? BQ : WG_SIZE / JT)      // query slots
-#define SQ (BQ / QT)                                    // queries a thread
+    for (int m = 0; m < NLD; m++) {
+        uint i = t + uint(m * WG_SIZE), j = i / H2, d2 = i % H2, p = p0 + j;
+        kr[m] = 0u;
+        vr[m] = 0u;
+        if (p < kv_end && i < uint(BKV) * H2) {
+#if KV_PAGE % BKV == 0
+            uint off = (tile_row + j) * uint(KV_DIM / 2) + kvo + d2;
+#else
+            uint off = KV_ROW(PARAM_U(8), p) * uint(KV_DIM / 2) + kvo + d2;
+#endif
+            kr[m] = lb[PARAM_U(5) + off];
+            vr[m] = lb[PARAM_U(6) + off];
+        }
+    }
+}
 
 void main()
 {
-    uint h = gl_WorkGroupID.x, qb = gl_WorkGroupID.y * uint(BQ);
+    uint kvh = gl_WorkGroupID.x, qb = gl_WorkGroupID.y * uint(BQ);
     uint t = gl_LocalInvocationIndex;
     uint n = PARAM_U(0), pos0 = PARAM_U(1), stride = PARAM_U(4);
-    uint kvo = (h / uint(GROUP)) * H2;  // the KV head within a cache row, uints
 #ifdef SCORE_SCALE
     float scale = SCORE_SCALE;
 #else
     float scale = inversesqrt(float(HEAD_DIM));
 #endif
-    for (uint i = t; i < uint(BQ * HEAD_DIM); i += uint(WG_SIZE)) {
-        uint q = i / uint(HEAD_DIM), d = i % uint(HEAD_DIM);
-        qs[i] = qb + q < n ? act[PARAM_U(2) + (qb + q) * stride + h * uint(HEAD_DIM) + d] * scale
-                           : 0.0;
+    // row r's Q: query qb + r / GROUP, head kvh GROUP + r % GROUP
+    for (uint i = t; i < uint(R) * H2; i += uint(WG_SIZE)) {
+        uint r = i / H2, d2 = i % H2, q = qb + r / uint(GROUP);
+        uint at = PARAM_U(2) + q * stride + (kvh * uint(GROUP) + r % uint(GROUP)) * uint(HEAD_DIM) +
+                  2u * d2;
+        qs[i] = q < n ? vec2(act[at], act[at + 1u]) * scale : vec2(0.0);
     }
     uint kv_end = pos0 + min(qb + uint(BQ), n);  // positions this block's queries see
     uint w = PARAM_U(7), pos_b = pos0 + qb;  // (the block's first query: the lowest window)
     uint kv_lo = w != 0u && pos_b + 1u > w ? (pos_b + 1u - w) / uint(BKV) * uint(BKV) : 0u;
 
-    // this lane's query and output dimensions (lanes past BQ * LPQ only help load)
-    uint mq = t / uint(LPQ), d0 = (t % uint(LPQ)) * DPT;
-    bool owner = mq < uint(BQ);
-    float o[DPTI];
-    for (uint d = 0u; d < DPT; d++)
-        o[d] = 0.0;
-    float m = -1.0e30, l = 0.0;  // running max and sum (each lane of the query keeps them)
+    // the softmax phase's row (t < R): its running max and sum
+    float m = -1.0e30, l = 0.0;
+    // the output phase's row and lane (lanes past R LPR only help)
+    uint mr = t / uint(LPR), ln = t % uint(LPR);
+    bool owner = mr < uint(R);
+    vec2 o[PPLI];
+    for (int i = 0; i < PPLI; i++)
+        o[i] = vec2(0.0);
 
+    fetch_tile(kv_lo, kv_end);
     for (uint p0 = kv_lo; p0 < kv_end; p0 += uint(BKV)) {
         barrier();  // the previous tile is consumed
-#if KV_PAGE % BKV == 0
-        // (tiles start at multiples of BKV: a tile lies in one page)
-        uint tile_row = KV_ROW(PARAM_U(8), p0);
-#endif
-        for (uint i = t; i < uint(BKV) * H2; i += uint(WG_SIZE)) {
-            uint j = i / H2, d2 = i % H2, p = p0 + j;
-            uint kk = 0u, vv = 0u;
-            if (p < kv_end) {
-#if KV_PAGE % BKV == 0
-                uint off = (tile_row + j) * uint(KV_DIM / 2) + kvo + d2;
-#else
-                uint off = KV_ROW(PARAM_U(8), p) * uint(KV_DIM / 2) + kvo + d2;
-#endif
-                kk = lb[PARAM_U(5) + off];
-                vv = lb[PARAM_U(6) + off];
+        for (int e = 0; e < NLD; e++) {
+            uint i = t + uint(e * WG_SIZE);
+            if (NLD * WG_SIZE == BKV * H2I || i < uint(BKV) * H2) {
+                uint at = (i / H2) * KS + i % H2;
+                ks[at] = unpackHalf2x16(kr[e]);
+                vs[at] = unpackHalf2x16(vr[e]);
             }
-            ks[j * KS + d2] = kk;
-            vs[j * KS + d2] = vv;
         }
+        // the next tile's loads in flight through this one's arithmetic
+        if (p0 + uint(BKV) < kv_end)
+            fetch_tile(p0 + uint(BKV), kv_end);
         barrier();
         if (t < uint(QT * JT)) {
             uint qq = t / uint(JT), jj = t % uint(JT);
@@ -115,52 +141,69 @@ void main()
             for (uint d2 = 0u; d2 < H2; d2++) {
                 vec2 k[SJ];
                 for (int b = 0; b < SJ; b++)
-                    k[b] = unpackHalf2x16(ks[(jj + uint(JT * b)) * KS + d2]);
+                    k[b] = ks[(jj + uint(JT * b)) * KS + d2];
                 for (int a = 0; a < SQ; a++) {
-                    uint qi = (qq + uint(QT * a)) * uint(HEAD_DIM) + 2u * d2;
-                    vec2 qv = vec2(qs[qi], qs[qi + 1u]);
+                    // (rows past R, where QT SQ > R, read row R - 1 and are not stored)
+                    vec2 qv = qs[min(qq + uint(QT * a), uint(R) - 1u) * H2 + d2];
                     for (int b = 0; b < SJ; b++)
                         s[a][b] += dot(qv, k[b]);
                 }
             }
-            for (int a = 0; a < SQ; a++)
+            for (int a = 0; a < SQ; a++) {
+                uint r = qq + uint(QT * a), pq = pos_b + r / uint(GROUP);
+                if (r >= uint(R))
+                    continue;
                 for (int b = 0; b < SJ; b++) {
-                    uint q = qq + uint(QT * a), j = jj + uint(JT * b), pq = pos_b + q;
+                    uint j = jj + uint(JT * b);
                     // causal (also keeps p0 + j < kv_end), and within the window
                     bool seen = p0 + j <= pq && (w == 0u || p0 + j + w > pq);
 #ifdef SOFTCAP
                     s[a][b] = SOFTCAP * tanh(s[a][b] / SOFTCAP);
 #endif
-                    ps[q * uint(BKV) + j] = seen ? s[a][b] : -1.0e30;
-                }
-        }
-        barrier();
-        if (owner) {
-            // the running max and sum, in every lane of the query
-            float mx = m;
-            for (uint j = 0u; j < uint(BKV); j++)
-                mx = max(mx, ps[mq * uint(BKV) + j]);
-            float a = exp(m - mx);
-            m = mx;
-            l *= a;
-            for (uint d = 0u; d < DPT; d++)
-                o[d] *= a;
-            for (uint j = 0u; j < uint(BKV); j++) {
-                float sj = ps[mq * uint(BKV) + j];
-                float pj = sj > -1.0e29 ? exp(sj - mx) : 0.0;
-                l += pj;
-                for (uint d = 0u; d < DPT; d += 2u) {
-                    vec2 v = unpackHalf2x16(vs[j * KS + (d0 + d) / 2u]);
-                    o[d] += pj * v.x;
-                    o[d + 1u] += pj * v.y;
+                    ps[r * PS + j] = seen ? s[a][b] : -1.0e30;
                 }
             }
         }
+        barrier();
+        if (t < uint(R)) {
+            float mx = m;
+            for (uint j = 0u; j < uint(BKV); j++)
+                mx = max(mx, ps[t * PS + j]);
+            float a = exp(m - mx), sum = 0.0;
+            for (uint j = 0u; j < uint(BKV); j++) {
+                float sj = ps[t * PS + j];
+                float pj = sj > -1.0e29 ? exp(sj - mx) : 0.0;  // (none seen yet: mx is -1e30 too)
+                ps[t * PS + j] = pj;
+                sum += pj;
+            }
+            l = l * a + sum;
+            m = mx;
+            shrink[t] = a;
+        }
+        barrier();
+        if (owner) {
+            float a = shrink[mr];
+            for (int i = 0; i < PPLI; i++)
+                o[i] *= a;
+            for (uint j = 0u; j < uint(BKV); j++) {
+                float pj = ps[mr * PS + j];
+                for (int i = 0; i < PPLI; i++)
+                    o[i] += pj * vs[j * KS + ln + uint(LPR * i)];
+            }
+        }
     }
-    if (owner && qb + mq < n) {
-        float inv = 1.0 / l;
-        uint base = PARAM_U(3) + (qb + mq) * stride + h * uint(HEAD_DIM) + d0;
-        for (uint d = 0u; d < DPT; d++)
-            act[base + d] = o[d] * inv;
+    barrier();
+    if (t < uint(R))
+        shrink[t] = 1.0 / l;  // (every row sees its own position: l > 0)
+    barrier();
+    uint q = qb + mr / uint(GROUP);
+    if (owner && q < n) {
+        float inv = shrink[mr];
+        uint base = PARAM_U(3) + q * stride + (kvh * uint(GROUP) + mr % uint(GROUP)) * uint(HEAD_DIM);
+        for (int i = 0; i < PPLI; i++) {
+            uint d = 2u * (ln + uint(LPR * i));
+            act[base + d] = o[i].x * inv;
+            act[base + d + 1u] = o[i].y * inv;
+        }
     }
 }

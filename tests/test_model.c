@@ -929,6 +929,19 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&w, 8, -1, mixed, 4);
     check_prefill(&g, 8, -1, mixed, 4);
     tune.matmul_slices = TUNE_AUTO;
+    /* a work group of the prefill attention takes every query head of a KV
+     * head: groups of 4, 3 (rows not a power of two) and 8 heads, over
+     * pieces that start past 0 and end inside a block of queries */
+    const uint32_t grouped[] = { 19, 45 };
+    static const uint32_t heads[][3] = { { 8, 2, 32 }, { 12, 4, 32 }, { 8, 1, 64 } };
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        demo_spec h = fixture_small_spec("llama", GGML_TYPE_F32);
+        h.n_layer = 1;
+        h.n_head = heads[i][0];
+        h.n_head_kv = heads[i][1];
+        h.head_dim = heads[i][2];
+        check_prefill(&h, 64, -1, grouped, 2);
+    }
 }
 
 /* Few tokens past 64 positions: attention.comp MULTI cuts each query's

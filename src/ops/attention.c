@@ -24,28 +24,39 @@ static void score_defines(const attn_shape *s, char *buf, size_t n)
         snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
 }
 
-/* The prefill kernel's tiles (queries x positions): the first of the list
- * whose shared memory fits. Small tiles leave room for several work groups a
- * multiprocessor (bench/RESULTS.md "Prefill attention"). */
+/* The prefill kernel's tiles: rows ((query, head) pairs: the GROUP heads of
+ * each of BQ queries) x positions, the first of the list whose shared
+ * memory fits. The most rows a K/V tile serves, not the most work groups a
+ * multiprocessor, made it fastest (bench/RESULTS.md "Prefill attention"). */
 static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
 {
     const attn_shape *s = &k->s;
-    uint32_t hd = s->head_dim, wg = ATTN_WG, max_shared = gpu_context_limits(ctx)->max_shared_bytes;
-    static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
+    uint32_t hd = s->head_dim, h2 = hd / 2, wg = ATTN_WG, group = s->n_head / s->n_head_kv;
+    uint32_t max_shared = gpu_context_limits(ctx)->max_shared_bytes;
+    static const uint32_t tiles[][2] = { { 64, 8 }, { 32, 8 }, { 16, 8 }, { 8, 8 }, { 4, 8 },
+                                         { 1, 4 } };
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
-        uint32_t bq = tiles[i][0], bkv = tiles[i][1];
-        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
-        if (bytes > max_shared)
+        uint32_t bq = tiles[i][0] / group ? tiles[i][0] / group : 1, bkv = tiles[i][1];
+        uint32_t rows = bq * group;
+        uint32_t bytes = 4 * (rows * 2 * h2 + 4 * bkv * (h2 + 1) + rows * (bkv + 2));
+        if (bytes > max_shared || rows > wg)
             continue;
-        uint32_t lpq = 1;
-        while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
-            lpq *= 2;
+        /* scores: SQ rows x SJ positions a thread; output: LPR lanes a row */
+        uint32_t sj = 1, sq = (rows + wg / bkv - 1) / (wg / bkv);
+        if (sq > 4 && bkv >= 2) {
+            sj = 2;
+            sq = (rows + wg / (bkv / 2) - 1) / (wg / (bkv / 2));
+        }
+        uint32_t lpr = 1;
+        while (lpr * 2 * rows <= wg && h2 % (lpr * 2) == 0)
+            lpr *= 2;
         char defs[384], sc[96], kv[64];
         score_defines(s, sc, sizeof sc);
         kv_layout_defines(&s->kv, kv, sizeof kv);
         snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s%s", wg,
-                 hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc, kv);
+                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nSJ %u\nSQ %u\n"
+                 "LPR %u%s%s",
+                 wg, hd, group, s->n_head_kv * hd, bq, bkv, sj, sq, lpr, sc, kv);
         glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
         if (st == GLESLLM_OK)
             k->tile_q = bq;
@@ -225,6 +236,7 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
     uint32_t p[] = { n, pos0, (uint32_t)q_off, (uint32_t)out_off, q_stride,
                      (uint32_t)io->k_base, (uint32_t)io->v_base, window, io->seq };
     gpu_dispatch d = dispatch(k, io, &k->tiles, p, 9, false);
+    d.groups[0] = k->s.n_head_kv; /* (a work group takes a KV head's query heads) */
     d.groups[1] = (n + k->tile_q - 1) / k->tile_q;
     return gpu_queue_dispatch(q, &d);
 }

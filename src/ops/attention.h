@@ -8,7 +8,8 @@
  *           each query cut into the chunks a step at its length would take,
  *           so that its output is that step's to the bit
  *   tiles   many queries (prefill): glsl/attn_prefill.comp, K and V shared
- *           through shared-memory tiles by a work group's queries
+ *           through shared-memory tiles by a work group's queries and every
+ *           query head of their KV head
  *
  * The cache is one buffer a layer: Q scratch at 0, K at uint k_base and V at
  * uint v_base, as packed halves [row][kv head][head_dim], a pool of pages of
