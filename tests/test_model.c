@@ -929,19 +929,38 @@ static void test_prefill_equals_decode_f32(void)
     check_prefill(&w, 8, -1, mixed, 4);
     check_prefill(&g, 8, -1, mixed, 4);
     tune.matmul_slices = TUNE_AUTO;
-    /* a work group of the prefill attention takes every query head of a KV
-     * head: groups of 4, 3 (rows not a power of two) and 8 heads, over
-     * pieces that start past 0 and end inside a block of queries */
+}
+
+/* The prefill attention's two kernels (a work group a KV head's query
+ * heads, or a head: GLESLLM_ATTN_GROUP), each against the steps: groups of
+ * 4, 3 (rows not a power of two) and 8 heads over pieces that start past 0
+ * and end inside a block of queries; with the grouped kernel also Gemma 2
+ * (soft caps, a window of 5, heads of 64), a window of 37 (Phi-3) and the
+ * paged cache in pages of 4 (tiles across pages). */
+static void test_prefill_attention_kernels(void)
+{
     const uint32_t grouped[] = { 19, 45 };
     static const uint32_t heads[][3] = { { 8, 2, 32 }, { 12, 4, 32 }, { 8, 1, 64 } };
-    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
-        demo_spec h = fixture_small_spec("llama", GGML_TYPE_F32);
-        h.n_layer = 1;
-        h.n_head = heads[i][0];
-        h.n_head_kv = heads[i][1];
-        h.head_dim = heads[i][2];
-        check_prefill(&h, 64, -1, grouped, 2);
+    for (int on = 0; on < 2; on++) {
+        tune.attn_group = on ? TUNE_ON : TUNE_OFF;
+        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+            demo_spec h = fixture_small_spec("llama", GGML_TYPE_F32);
+            h.n_layer = 1;
+            h.n_head = heads[i][0];
+            h.n_head_kv = heads[i][1];
+            h.head_dim = heads[i][2];
+            check_prefill(&h, 64, -1, grouped, 2);
+        }
     }
+    demo_spec g = fixture_gemma_spec("gemma2", 2);
+    const uint32_t pieces[] = { 5, 19, 3, 24 };
+    check_prefill(&g, 32, -1, pieces, 4);
+    demo_spec ph = fixture_small_spec("phi3", GGML_TYPE_F32);
+    ph.window = 37;
+    const uint32_t long_pieces[] = { 50, 7, 30 };
+    check_prefill(&ph, 64, -1, long_pieces, 3);
+    check_paged(4);
+    tune.attn_group = TUNE_AUTO;
 }
 
 /* Few tokens past 64 positions: attention.comp MULTI cuts each query's
@@ -1924,6 +1943,7 @@ int main(void)
     RUN_TEST(test_context_end_and_bad_tokens);
     RUN_TEST(test_prefill_equals_decode_f32);
     RUN_TEST(test_prefill_few_tokens_in_chunks);
+    RUN_TEST(test_prefill_attention_kernels);
     RUN_TEST(test_prefill_equals_decode_quantized);
     RUN_TEST(test_prefill_f16_tiles);
     RUN_TEST(test_prefill_bad_ranges);

@@ -97,7 +97,11 @@ static glesllm_status read_env(tuning *t)
         (st = flag("GLESLLM_PREFETCH", "0 or 1", &t->prefetch)) ||
         (st = flag("GLESLLM_RWKV_CHUNK",
                    "0 (an RWKV prompt's state update token by token: the default) or 1 (in "
-                   "chunks)", &t->rwkv_chunk)))
+                   "chunks)", &t->rwkv_chunk)) ||
+        (st = flag("GLESLLM_ATTN_GROUP",
+                   "0 (prefill attention a work group a head), 1 (a KV head's query heads a work "
+                   "group) or leave it unset (by the model's shape)",
+                   &t->attn_group)))
         return st;
     const char *kv = getenv("GLESLLM_KV");
     if (kv && *kv) {

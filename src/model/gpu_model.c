@@ -980,8 +980,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
                                   &gm->prefetch_down, &why);
     }
-    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, hp->attn_scale,
-                      hp->attn_softcap, gm->kvl };
+    attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, gm->n_batch,
+                      hp->attn_scale, hp->attn_softcap, gm->kvl, gm->tune.attn_group };
     ssm_shape sh = ssm_shape_of(hp);
     rwkv_shape rs = rwkv_shape_of(hp);
     if ((st = gpu_queue_create(gm->ctx, &gm->q)) ||

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/tuning.h"
 
 #define CHUNK_MAX 256u   /* positions a work group at most */
 #define ONE_CHUNK 64u    /* one chunk up to this many positions */
@@ -24,10 +25,45 @@ static void score_defines(const attn_shape *s, char *buf, size_t n)
         snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
 }
 
-/* The prefill kernel's tiles: rows ((query, head) pairs: the GROUP heads of
- * each of BQ queries) x positions, the first of the list whose shared
+/* The prefill kernel with a work group a head (attn_prefill_head.comp): the
+ * first tiling (queries x positions) of the list whose shared memory fits. */
+static glesllm_status build_head_tiles(gpu_context *ctx, attn_kernels *k)
+{
+    const attn_shape *s = &k->s;
+    uint32_t hd = s->head_dim, wg = ATTN_WG, max_shared = gpu_context_limits(ctx)->max_shared_bytes;
+    static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        uint32_t bq = tiles[i][0], bkv = tiles[i][1];
+        uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
+        if (bytes > max_shared)
+            continue;
+        uint32_t lpq = 1;
+        while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
+            lpq *= 2;
+        char defs[384], sc[96], kv[64];
+        score_defines(s, sc, sizeof sc);
+        kv_layout_defines(&s->kv, kv, sizeof kv);
+        snprintf(defs, sizeof defs,
+                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s%s", wg,
+                 hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc, kv);
+        k->tile_q = bq;
+        k->tiles_grouped = false;
+        return gpu_program_build(ctx, "attn_prefill_head.comp", defs, &k->tiles);
+    }
+    return err_set(GLESLLM_ERR_UNSUPPORTED,
+                   "prefill attention: a head dimension of %u does not fit in %u bytes of shared "
+                   "memory",
+                   hd, max_shared);
+}
+
+/* The prefill kernel: a KV head's query heads a work group
+ * (attn_prefill.comp), its tiles rows ((query, head) pairs: the GROUP heads
+ * of each of BQ queries) x positions, the first of the list whose shared
  * memory fits. The most rows a K/V tile serves, not the most work groups a
- * multiprocessor, made it fastest (bench/RESULTS.md "Prefill attention"). */
+ * multiprocessor, made it fastest; where its grid over a prefill of n_batch
+ * tokens is under ATTN_GROUPS / 2 work groups, or a tile's rows hold under
+ * 4096 values of Q, a work group a head ran faster, and the engine takes that
+ * kernel unless s->grouped says (bench/RESULTS.md "Prefill attention"). */
 static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
 {
     const attn_shape *s = &k->s;
@@ -41,6 +77,10 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         uint32_t bytes = 4 * (rows * 2 * h2 + 4 * bkv * (h2 + 1) + rows * (bkv + 2));
         if (bytes > max_shared || rows > wg)
             continue;
+        uint64_t grid = (uint64_t)s->n_head_kv * ((s->n_batch + bq - 1) / bq);
+        if (s->grouped == TUNE_OFF ||
+            (s->grouped == TUNE_AUTO && (grid < ATTN_GROUPS / 2 || rows * hd < 4096)))
+            return build_head_tiles(ctx, k);
         /* scores: SQ rows x SJ positions a thread; output: LPR lanes a row */
         uint32_t sj = 1, sq = (rows + wg / bkv - 1) / (wg / bkv);
         if (sq > 4 && bkv >= 2) {
@@ -57,15 +97,11 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
                  "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nSJ %u\nSQ %u\n"
                  "LPR %u%s%s",
                  wg, hd, group, s->n_head_kv * hd, bq, bkv, sj, sq, lpr, sc, kv);
-        glesllm_status st = gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
-        if (st == GLESLLM_OK)
-            k->tile_q = bq;
-        return st;
+        k->tile_q = bq;
+        k->tiles_grouped = true;
+        return gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
     }
-    return err_set(GLESLLM_ERR_UNSUPPORTED,
-                   "prefill attention: a head dimension of %u does not fit in %u bytes of shared "
-                   "memory",
-                   hd, max_shared);
+    return build_head_tiles(ctx, k);
 }
 
 glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *out)
@@ -236,7 +272,8 @@ glesllm_status attn_record_batch(gpu_queue *q, const attn_kernels *k, const attn
     uint32_t p[] = { n, pos0, (uint32_t)q_off, (uint32_t)out_off, q_stride,
                      (uint32_t)io->k_base, (uint32_t)io->v_base, window, io->seq };
     gpu_dispatch d = dispatch(k, io, &k->tiles, p, 9, false);
-    d.groups[0] = k->s.n_head_kv; /* (a work group takes a KV head's query heads) */
+    if (k->tiles_grouped)
+        d.groups[0] = k->s.n_head_kv; /* (a work group takes a KV head's query heads) */
     d.groups[1] = (n + k->tile_q - 1) / k->tile_q;
     return gpu_queue_dispatch(q, &d);
 }

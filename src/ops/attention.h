@@ -9,7 +9,9 @@
  *           so that its output is that step's to the bit
  *   tiles   many queries (prefill): glsl/attn_prefill.comp, K and V shared
  *           through shared-memory tiles by a work group's queries and every
- *           query head of their KV head
+ *           query head of their KV head; where that makes too few work
+ *           groups or too little work a tile, glsl/attn_prefill_head.comp,
+ *           a work group a head
  *
  * The cache is one buffer a layer: Q scratch at 0, K at uint k_base and V at
  * uint v_base, as packed halves [row][kv head][head_dim], a pool of pages of
@@ -18,6 +20,7 @@
 #ifndef GLESLLM_OPS_ATTENTION_H
 #define GLESLLM_OPS_ATTENTION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpu/gpu.h"
@@ -26,15 +29,20 @@
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
     uint32_t n_ctx; /* positions a query may see at most */
+    uint32_t n_batch; /* queries a prefill at most (the tiles' grid is sized by it) */
     float scale;    /* a score is q . k times this (0: 1 / sqrt(head_dim)) */
     float softcap;  /* > 0: then softcap tanh(score / softcap) (Gemma 2) */
     kv_layout kv;   /* the cache's pages (kv.page > 0) */
+    /* prefill: a KV head's query heads a work group (TUNE_ON), a head
+     * (TUNE_OFF), or as the engine chooses by the shape (TUNE_AUTO) */
+    int grouped;
 } attn_shape;
 
 typedef struct attn_kernels {
     attn_shape s;
     gpu_program step, few, tiles;
     uint32_t tile_q;     /* queries a work group of `tiles` */
+    bool tiles_grouped;  /* `tiles` takes a KV head's query heads (else a head) */
     uint32_t max_chunks; /* chunks a (query, head) at most: the partials' room */
 } attn_kernels;
 
