@@ -25,27 +25,42 @@ static void score_defines(const attn_shape *s, char *buf, size_t n)
         snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
 }
 
+/* A kernel's defines: the shape's (work-group size, head, group, KV row,
+ * score scale and cap, the cache's pages) around its own lines `own`. */
+static void kernel_defines(const attn_shape *s, const char *own, char *buf, size_t n)
+{
+    char sc[96], kv[64];
+    score_defines(s, sc, sizeof sc);
+    kv_layout_defines(&s->kv, kv, sizeof kv);
+    snprintf(buf, n, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\n%s%s%s", ATTN_WG,
+             s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim, own, sc, kv);
+}
+
+/* Lanes a row (a power of two) that rows rows' outputs of h2 pairs each
+ * spread over in a work group: the most that fit and divide h2. */
+static uint32_t lanes_a_row(uint32_t rows, uint32_t h2)
+{
+    uint32_t lanes = 1;
+    while (lanes * 2 * rows <= ATTN_WG && h2 % (lanes * 2) == 0)
+        lanes *= 2;
+    return lanes;
+}
+
 /* The prefill kernel with a work group a head (attn_prefill_head.comp): the
  * first tiling (queries x positions) of the list whose shared memory fits. */
 static glesllm_status build_head_tiles(gpu_context *ctx, attn_kernels *k)
 {
     const attn_shape *s = &k->s;
-    uint32_t hd = s->head_dim, wg = ATTN_WG, max_shared = gpu_context_limits(ctx)->max_shared_bytes;
+    uint32_t hd = s->head_dim, max_shared = gpu_context_limits(ctx)->max_shared_bytes;
     static const uint32_t tiles[][2] = { { 8, 16 }, { 4, 32 }, { 4, 16 }, { 4, 8 } };
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         uint32_t bq = tiles[i][0], bkv = tiles[i][1];
         uint32_t bytes = 4 * (bq * hd + 2 * bkv * (hd / 2 + 1) + bq * bkv);
         if (bytes > max_shared)
             continue;
-        uint32_t lpq = 1;
-        while (lpq * 2 * bq <= wg && (hd / 2) % (lpq * 2) == 0)
-            lpq *= 2;
-        char defs[384], sc[96], kv[64];
-        score_defines(s, sc, sizeof sc);
-        kv_layout_defines(&s->kv, kv, sizeof kv);
-        snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nLPQ %u%s%s", wg,
-                 hd, s->n_head / s->n_head_kv, s->n_head_kv * hd, bq, bkv, lpq, sc, kv);
+        char own[96], defs[384];
+        snprintf(own, sizeof own, "BQ %u\nBKV %u\nLPQ %u", bq, bkv, lanes_a_row(bq, hd / 2));
+        kernel_defines(s, own, defs, sizeof defs);
         k->tile_q = bq;
         k->tiles_grouped = false;
         return gpu_program_build(ctx, "attn_prefill_head.comp", defs, &k->tiles);
@@ -87,16 +102,10 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
             sj = 2;
             sq = (rows + wg / (bkv / 2) - 1) / (wg / (bkv / 2));
         }
-        uint32_t lpr = 1;
-        while (lpr * 2 * rows <= wg && h2 % (lpr * 2) == 0)
-            lpr *= 2;
-        char defs[384], sc[96], kv[64];
-        score_defines(s, sc, sizeof sc);
-        kv_layout_defines(&s->kv, kv, sizeof kv);
-        snprintf(defs, sizeof defs,
-                 "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nBQ %u\nBKV %u\nSJ %u\nSQ %u\n"
-                 "LPR %u%s%s",
-                 wg, hd, group, s->n_head_kv * hd, bq, bkv, sj, sq, lpr, sc, kv);
+        char own[96], defs[384];
+        snprintf(own, sizeof own, "BQ %u\nBKV %u\nSJ %u\nSQ %u\nLPR %u", bq, bkv, sj, sq,
+                 lanes_a_row(rows, h2));
+        kernel_defines(s, own, defs, sizeof defs);
         k->tile_q = bq;
         k->tiles_grouped = true;
         return gpu_program_build(ctx, "attn_prefill.comp", defs, &k->tiles);
@@ -113,15 +122,10 @@ glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *o
     /* at most n_ctx / CHUNK_MAX + 1 chunks of CHUNK_MAX, or ATTN_GROUPS /
      * n_head + 1 smaller ones */
     out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
-    const char *sg = gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "";
-    char defs[384], sc[96], kv[64];
-    score_defines(s, sc, sizeof sc);
-    kv_layout_defines(&s->kv, kv, sizeof kv);
-    snprintf(defs, sizeof defs,
-             "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\nCHUNK_MAX %u\nCHUNK_MIN %u\n"
-             "ONE_CHUNK %u%s%s%s",
-             ATTN_WG, s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim,
-             CHUNK_MAX, CHUNK_MIN, ONE_CHUNK, sg, sc, kv);
+    char own[96], defs[384];
+    snprintf(own, sizeof own, "CHUNK_MAX %u\nCHUNK_MIN %u\nONE_CHUNK %u%s", CHUNK_MAX, CHUNK_MIN,
+             ONE_CHUNK, gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "");
+    kernel_defines(s, own, defs, sizeof defs);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
         return st;
