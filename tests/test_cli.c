@@ -761,6 +761,40 @@ static void test_info_escapes_what_the_file_says(void)
     unlink(path);
 }
 
+/* A Gemma 2 file with a window of 5 on every other layer: info names the
+ * window and the ring its layers' K/V take at the context asked for, in
+ * text and in JSON. */
+static void test_info_names_the_window(void)
+{
+    demo_spec s = demo_spec_default();
+    s.arch = "gemma2";
+    s.n_layer = 4;
+    s.window = 5;
+    uint8_t *data;
+    size_t size;
+    TEST_ASSERT_EQUAL_INT(GLESLLM_OK, demo_model_to_memory(&s, &data, &size));
+    char path[300], args[400];
+    snprintf(path, sizeof path, "%s.window.gguf", out_path);
+    FILE *f = fopen(path, "wb");
+    TEST_ASSERT_EQUAL_size_t(size, fwrite(data, 1, size, f));
+    fclose(f);
+    free(data);
+    snprintf(args, sizeof args, "info %s -c 8192", path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "sliding window:     5 positions on 2 of 4 layers"), out);
+    TEST_ASSERT_NOT_NULL_MESSAGE(strstr(out, "(at context 8192 their K/V a ring of "), out);
+    snprintf(args, sizeof args, "info %s -c 8192 --json", path);
+    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run(NULL, args), err);
+    TEST_ASSERT_NOT_NULL_MESSAGE(
+        strstr(out, "\"sliding_window\": 5, \"window_layers\": 2, \"attention_layers\": 4, "
+                    "\"window_kv_positions\": "), out);
+    unsigned ring = 0;
+    TEST_ASSERT_EQUAL_INT(1, sscanf(strstr(out, "\"window_kv_positions\": "),
+                                    "\"window_kv_positions\": %u", &ring));
+    TEST_ASSERT_TRUE_MESSAGE(ring > 5 && ring < 8192, out);
+    unlink(path);
+}
+
 /* A model whose RoPE base is NaN computes NaN logits: refused when opened,
  * naming the key, by run and perplexity alike (perplexity printed "PPL =
  * -nan" with exit 0). */
@@ -869,6 +903,7 @@ int main(void)
     RUN_TEST(test_non_finite_hyperparameters_are_refused);
     RUN_TEST(test_messages_name_the_problem);
     RUN_TEST(test_info_escapes_what_the_file_says);
+    RUN_TEST(test_info_names_the_window);
     RUN_TEST(test_quantize_command);
     RUN_TEST(test_run_demo_and_flags);
     RUN_TEST(test_run_shared_model_greedy);

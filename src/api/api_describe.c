@@ -273,6 +273,12 @@ static void print_json(FILE *f, const char *path, const gguf_file *gf, const mod
            mi->n_head_kv, mi->head_dim, mi->n_ctx_train);
     fprintf(f, ", \"experts\": %u, \"experts_used\": %u", mi->n_expert, mi->n_expert_used);
     fprintf(f, ", \"wkv_head_size\": %u", mi->wkv_head_size);
+    /* sliding-window layers, and the positions of their K/V ring at n_ctx
+     * (n_ctx where the ring would not be smaller than a full row) */
+    fprintf(f, ", \"sliding_window\": %u, \"window_layers\": %u, \"attention_layers\": %u, "
+               "\"window_kv_positions\": %u",
+            mi->window, mi->n_window_layers, mi->n_attn_layers,
+            mi->window ? model_info_ring_positions(mi, n_ctx) : n_ctx);
     fprintf(f, ", \"rope\": {\"type\": \"%s\", \"base\": %.9g, \"scaling\": ", mi->rope_type, mi->rope_base);
     json_cstr(f, mi->rope_scaling);
     fprintf(f, ", \"factor\": %.9g}, \"vocab_size\": %llu, \"tokenizer_model\": ", mi->rope_factor,
