@@ -446,8 +446,8 @@ static glesllm_status read_rwkv(const gguf_file *f, const model_info *mi, model_
  * local RoPE base llama.cpp fixes for it. */
 static glesllm_status read_gemma2(const gguf_file *f, const char *a, model_hparams *hp)
 {
+    hp->swa_period = model_arch_swa_period(a);
     if (hp->arch == MODEL_ARCH_GEMMA3) { /* (no caps; llama.cpp's fixed local RoPE) */
-        hp->swa_period = 6;
         hp->rope_base_swa = 10000.0f;
         hp->embd_scale = sqrtf((float)hp->n_embd);
         hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
@@ -1025,13 +1025,16 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il)
     return !hp->no_rope_period || (il + 1) % hp->no_rope_period != 0;
 }
 
+uint32_t model_arch_swa_period(const char *arch)
+{
+    /* (Gemma 2: every other layer's window, from the first; Gemma 3: all but
+     * every sixth) */
+    return strcmp(arch, "gemma2") == 0 ? 2 : strcmp(arch, "gemma3") == 0 ? 6 : 0;
+}
+
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
 {
-    /* (Gemma 2: every other layer's, from the first; Gemma 3: all but every
-     * sixth; Phi-3: every layer's) */
-    if (hp->swa_period)
-        return (il + 1) % hp->swa_period ? hp->n_swa : 0;
-    return hp->arch == MODEL_ARCH_GEMMA2 && il % 2 ? 0 : hp->n_swa;
+    return hp->swa_period && (il + 1) % hp->swa_period == 0 ? 0 : hp->n_swa;
 }
 
 model_hparams model_layer_rope_hp(const model_hparams *hp, uint32_t il)

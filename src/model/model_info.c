@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "model/gpu_model.h"
+#include "model/model.h"
 #include "ops/kv_layout.h"
 
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
@@ -103,10 +104,9 @@ glesllm_status model_info_read(const gguf_file *f, model_info *mi)
         }
     }
     mi->window = gguf_get_arch_u32(f, a, "attention.sliding_window", 0);
+    uint32_t period = model_arch_swa_period(a);
     if (mi->window)
-        mi->n_window_layers = strcmp(a, "gemma2") == 0   ? (mi->n_attn_layers + 1) / 2
-                              : strcmp(a, "gemma3") == 0 ? mi->n_attn_layers - mi->n_attn_layers / 6
-                                                         : mi->n_attn_layers;
+        mi->n_window_layers = mi->n_attn_layers - (period ? mi->n_attn_layers / period : 0);
     mi->head_dim = gguf_get_arch_u32(f, a, "attention.key_length", 0);
     mi->head_dim_given = mi->head_dim != 0;
     if (!mi->head_dim && mi->n_head)
