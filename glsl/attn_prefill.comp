@@ -20,16 +20,15 @@
 // (lanes per row: R LPR <= WG_SIZE); SCORE_SCALE and SOFTCAP as
 // attention.comp's.
 // Row r is query r / GROUP of the block and head GROUP x + r % GROUP.
-// Each tile goes through three phases, a barrier apart:
+// Each tile goes through two phases, a barrier apart:
 // - scores: thread (qq, jj) of a QT x JT grid takes SQ rows (qq + QT a) x SJ
 //   positions (jj + JT b), each load of a pair of K values and of Q serving
 //   SQ SJ multiply-adds;
-// - softmax: thread r < R keeps row r's running max and sum, turns the
-//   tile's scores into weights in place and writes the factor by which the
-//   row's earlier output shrinks (one exp a score, not one a lane);
-// - output: the LPR lanes of a row each own HEAD_DIM / (2 LPR) pairs of
-//   output dimensions (lane l pairs l, l + LPR, ...: neighbouring lanes read
-//   neighbouring V pairs).
+// - output: the LPR lanes of a row each keep the row's running max and sum
+//   (the same values in each) and own HEAD_DIM / (2 LPR) pairs of output
+//   dimensions (lane l pairs l, l + LPR, ...: neighbouring lanes read
+//   neighbouring V pairs). With many rows LPR is small (2 at 64 rows), so
+//   the exps each lane repeats cost less than a phase of their own did.
 // K and V are staged as f32 pairs, converted once a tile rather than once a
 // row (bench/RESULTS.md "Prefill attention").
 #pragma optionNV(unroll all)
@@ -55,7 +54,6 @@ shared vec2 qs[R * H2I];
 shared vec2 ks[BKV * KSI];
 shared vec2 vs[BKV * KSI];
 shared float ps[R * PSI];
-shared float shrink[R];
 
 #define JT (BKV / SJ)              // position slots
 #define QT (WG_SIZE / JT)          // row slots
@@ -108,8 +106,7 @@ void main()
     uint w = PARAM_U(7), pos_b = pos0 + qb;  // (the block's first query: the lowest window)
     uint kv_lo = w != 0u && pos_b + 1u > w ? (pos_b + 1u - w) / uint(BKV) * uint(BKV) : 0u;
 
-    // the softmax phase's row (t < R): its running max and sum
-    float m = -1.0e30, l = 0.0;
+    float m = -1.0e30, l = 0.0;  // the output row's running max and sum
     // the output phase's row and lane (lanes past R LPR only help)
     uint mr = t / uint(LPR), ln = t % uint(LPR);
     bool owner = mr < uint(R);
@@ -165,40 +162,28 @@ void main()
             }
         }
         barrier();
-        if (t < uint(R)) {
+        if (owner) {
+            // the row's running max and sum, in each of its lanes
             float mx = m;
             for (uint j = 0u; j < uint(BKV); j++)
-                mx = max(mx, ps[t * PS + j]);
-            float a = exp(m - mx), sum = 0.0;
-            for (uint j = 0u; j < uint(BKV); j++) {
-                float sj = ps[t * PS + j];
-                float pj = sj > -1.0e29 ? exp(sj - mx) : 0.0;  // (none seen yet: mx is -1e30 too)
-                ps[t * PS + j] = pj;
-                sum += pj;
-            }
-            l = l * a + sum;
+                mx = max(mx, ps[mr * PS + j]);
+            float a = exp(m - mx);
             m = mx;
-            shrink[t] = a;
-        }
-        barrier();
-        if (owner) {
-            float a = shrink[mr];
+            l *= a;
             for (int i = 0; i < PPLI; i++)
                 o[i] *= a;
             for (uint j = 0u; j < uint(BKV); j++) {
-                float pj = ps[mr * PS + j];
+                float sj = ps[mr * PS + j];
+                float pj = sj > -1.0e29 ? exp(sj - mx) : 0.0;  // (none seen yet: mx is -1e30 too)
+                l += pj;
                 for (int i = 0; i < PPLI; i++)
                     o[i] += pj * vs[j * KS + ln + uint(LPR * i)];
             }
         }
     }
-    barrier();
-    if (t < uint(R))
-        shrink[t] = 1.0 / l;  // (every row sees its own position: l > 0)
-    barrier();
     uint q = qb + mr / uint(GROUP);
     if (owner && q < n) {
-        float inv = shrink[mr];
+        float inv = 1.0 / l;  // (every row sees its own position: l > 0)
         uint base = PARAM_U(3) + q * stride + (kvh * uint(GROUP) + mr % uint(GROUP)) * uint(HEAD_DIM);
         for (int i = 0; i < PPLI; i++) {
             uint d = 2u * (ln + uint(LPR * i));

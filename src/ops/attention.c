@@ -89,7 +89,7 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         uint32_t bq = tiles[i][0] / group ? tiles[i][0] / group : 1, bkv = tiles[i][1];
         uint32_t rows = bq * group;
-        uint32_t bytes = 4 * (rows * 2 * h2 + 4 * bkv * (h2 + 1) + rows * (bkv + 2));
+        uint32_t bytes = 4 * (rows * 2 * h2 + 4 * bkv * (h2 + 1) + rows * (bkv + 1));
         if (bytes > max_shared || rows > wg)
             continue;
         uint64_t grid = (uint64_t)s->n_head_kv * ((s->n_batch + bq - 1) / bq);
