@@ -1025,13 +1025,6 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il)
     return !hp->no_rope_period || (il + 1) % hp->no_rope_period != 0;
 }
 
-uint32_t model_arch_swa_period(const char *arch)
-{
-    /* (Gemma 2: every other layer's window, from the first; Gemma 3: all but
-     * every sixth) */
-    return strcmp(arch, "gemma2") == 0 ? 2 : strcmp(arch, "gemma3") == 0 ? 6 : 0;
-}
-
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il)
 {
     return hp->swa_period && (il + 1) % hp->swa_period == 0 ? 0 : hp->n_swa;

@@ -96,7 +96,7 @@ typedef struct model_hparams {
     float embd_scale, attn_scale, attn_softcap, final_softcap;
     bool gelu, post_norms;
     /* the window on every layer but each swa_period-th (0: on every layer;
-     * model_arch_swa_period), and (Gemma 3) those layers' RoPE of base
+     * model_info.h model_arch_swa_period), and (Gemma 3) those layers' RoPE of base
      * rope_base_swa without the file's scaling (0: the model's RoPE on
      * every layer) */
     uint32_t swa_period;
@@ -230,11 +230,6 @@ bool model_layer_rope(const model_hparams *hp, uint32_t il);
 /* The positions layer il's queries see back from their own (its sliding
  * window), 0: all of them. */
 uint32_t model_layer_window(const model_hparams *hp, uint32_t il);
-
-/* An architecture's period of layers without the window where its file has
- * one: layer il has none where (il + 1) % period is 0 (Gemma 2: 2, Gemma 3:
- * 6); 0: the window on every layer (Phi-3). */
-uint32_t model_arch_swa_period(const char *arch);
 
 /* The hyperparameters of layer il's RoPE: hp's, or Gemma 3's local ones
  * (rope_base_swa, no scaling or factors) on its window layers. */

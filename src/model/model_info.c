@@ -5,7 +5,6 @@
 
 #include "common/error.h"
 #include "model/gpu_model.h"
-#include "model/model.h"
 #include "ops/kv_layout.h"
 
 static const char *const rope_norm[] = { "llama", "baichuan", "internlm2", "minicpm", "deci",
@@ -52,6 +51,11 @@ static void copy_str(const gguf_file *f, const char *key, char *buf, size_t n)
     buf[0] = '\0';
     if (gguf_find(f, key) && gguf_get_str(f, key, &s) == GLESLLM_OK)
         gguf_str_copy(s, buf, n);
+}
+
+uint32_t model_arch_swa_period(const char *arch)
+{
+    return strcmp(arch, "gemma2") == 0 ? 2 : strcmp(arch, "gemma3") == 0 ? 6 : 0;
 }
 
 glesllm_status model_info_read(const gguf_file *f, model_info *mi)

@@ -47,6 +47,12 @@ typedef struct model_info {
 
 glesllm_status model_info_read(const gguf_file *f, model_info *out);
 
+/* An architecture's period of layers without the window where its file has
+ * one: layer il has none where (il + 1) % period is 0 (Gemma 2: 2, Gemma 3:
+ * 6); 0: the window on every layer (Phi-3). The hyperparameters
+ * (model_hparams.swa_period) and info's count of window layers read it. */
+uint32_t model_arch_swa_period(const char *arch);
+
 /* GPU memory the model needs at a context of n_ctx tokens: weights as stored,
  * the F16 KV cache (2 x attention layers x n_ctx x kv_heads x head_dim x 2
  * bytes; a sliding-window layer's ring_positions at most), a
