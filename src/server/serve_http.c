@@ -795,7 +795,7 @@ static enum MHD_Result route_metrics(serve_http *h, struct MHD_Connection *conn)
              "# HELP glesllm:kv_pages_kept KV cache pages only idle slots hold (a finished request's cache kept for a prompt that starts the same; taken back when pages are wanted).\n"
              "# TYPE glesllm:kv_pages_kept gauge\n"
              "glesllm:kv_pages_kept %u\n"
-             "# HELP glesllm:kv_pages KV cache pages in the pool the slots share (0: each slot its own cache).\n"
+             "# HELP glesllm:kv_pages KV cache pages in the pool the slots share (0: each slot its own cache); with sliding-window layers, the pool of the other layers (the window layers keep a ring of their own, sized not to run out first).\n"
              "# TYPE glesllm:kv_pages gauge\n"
              "glesllm:kv_pages %u\n"
              "# HELP glesllm:kv_page_size Positions a KV cache page.\n"
