@@ -16,14 +16,14 @@
 //         4 floats per query in both, 5 K uint offset, 6 V uint offset,
 //         7 the window (0: none), 8 the sequence.
 // Defines: WG_SIZE, HEAD_DIM (even), GROUP (query heads per KV head),
-// KV_DIM, BQ, BKV (BKV / SJ divides WG_SIZE, BKV <= WG_SIZE), SJ, SQ, LPR
-// (lanes per row: R LPR <= WG_SIZE); SCORE_SCALE and SOFTCAP as
-// attention.comp's.
+// KV_DIM, BQ, BKV (divides WG_SIZE), SQ (rows a thread's scores: at least
+// R BKV / WG_SIZE), LPR (lanes per row: R LPR <= WG_SIZE); SCORE_SCALE and
+// SOFTCAP as attention.comp's.
 // Row r is query r / GROUP of the block and head GROUP x + r % GROUP.
 // Each tile goes through two phases, a barrier apart:
-// - scores: thread (qq, jj) of a QT x JT grid takes SQ rows (qq + QT a) x SJ
-//   positions (jj + JT b), each load of a pair of K values and of Q serving
-//   SQ SJ multiply-adds;
+// - scores: thread (qq, jj) of a QT x BKV grid takes SQ rows (qq + QT a)
+//   at position jj, each load of a pair of K values serving SQ
+//   multiply-adds;
 // - output: the LPR lanes of a row each keep the row's running max and sum
 //   (the same values in each) and own HEAD_DIM / (2 LPR) pairs of output
 //   dimensions (lane l pairs l, l + LPR, ...: neighbouring lanes read
@@ -55,8 +55,7 @@ shared vec2 ks[BKV * KSI];
 shared vec2 vs[BKV * KSI];
 shared float ps[R * PSI];
 
-#define JT (BKV / SJ)              // position slots
-#define QT (WG_SIZE / JT)          // row slots
+#define QT (WG_SIZE / BKV)         // row slots
 
 // A tile's K and V words, NLD an invocation: loaded a tile ahead into
 // registers, stored into the tiles after the barrier
@@ -129,36 +128,26 @@ void main()
         if (p0 + uint(BKV) < kv_end)
             fetch_tile(p0 + uint(BKV), kv_end);
         barrier();
-        if (t < uint(QT * JT)) {
-            uint qq = t / uint(JT), jj = t % uint(JT);
-            float s[SQ][SJ];
+        if (t < uint(QT * BKV)) {
+            uint qq = t / uint(BKV), j = t % uint(BKV);
+            float s[SQ];
             for (int a = 0; a < SQ; a++)
-                for (int b = 0; b < SJ; b++)
-                    s[a][b] = 0.0;
+                s[a] = 0.0;
             for (uint d2 = 0u; d2 < H2; d2++) {
-                vec2 k[SJ];
-                for (int b = 0; b < SJ; b++)
-                    k[b] = ks[(jj + uint(JT * b)) * KS + d2];
-                for (int a = 0; a < SQ; a++) {
-                    // (rows past R, where QT SQ > R, read row R - 1 and are not stored)
-                    vec2 qv = qs[min(qq + uint(QT * a), uint(R) - 1u) * H2 + d2];
-                    for (int b = 0; b < SJ; b++)
-                        s[a][b] += dot(qv, k[b]);
-                }
+                vec2 k = ks[j * KS + d2];
+                for (int a = 0; a < SQ; a++)  // (rows past R, where QT SQ > R, read row R - 1)
+                    s[a] += dot(qs[min(qq + uint(QT * a), uint(R) - 1u) * H2 + d2], k);
             }
             for (int a = 0; a < SQ; a++) {
                 uint r = qq + uint(QT * a), pq = pos_b + r / uint(GROUP);
                 if (r >= uint(R))
                     continue;
-                for (int b = 0; b < SJ; b++) {
-                    uint j = jj + uint(JT * b);
-                    // causal (also keeps p0 + j < kv_end), and within the window
-                    bool seen = p0 + j <= pq && (w == 0u || p0 + j + w > pq);
+                // causal (also keeps p0 + j < kv_end), and within the window
+                bool seen = p0 + j <= pq && (w == 0u || p0 + j + w > pq);
 #ifdef SOFTCAP
-                    s[a][b] = SOFTCAP * tanh(s[a][b] / SOFTCAP);
+                s[a] = SOFTCAP * tanh(s[a] / SOFTCAP);
 #endif
-                    ps[r * PS + j] = seen ? s[a][b] : -1.0e30;
-                }
+                ps[r * PS + j] = seen ? s[a] : -1.0e30;
             }
         }
         barrier();

@@ -96,14 +96,10 @@ static glesllm_status build_tiles(gpu_context *ctx, attn_kernels *k)
         if (s->grouped == TUNE_OFF ||
             (s->grouped == TUNE_AUTO && (grid < ATTN_GROUPS / 2 || rows * hd < 4096)))
             return build_head_tiles(ctx, k);
-        /* scores: SQ rows x SJ positions a thread; output: LPR lanes a row */
-        uint32_t sj = 1, sq = (rows + wg / bkv - 1) / (wg / bkv);
-        if (sq > 4 && bkv >= 2) {
-            sj = 2;
-            sq = (rows + wg / (bkv / 2) - 1) / (wg / (bkv / 2));
-        }
+        /* scores: SQ rows at a position a thread; output: LPR lanes a row */
+        uint32_t sq = (rows + wg / bkv - 1) / (wg / bkv);
         char own[96], defs[384];
-        snprintf(own, sizeof own, "BQ %u\nBKV %u\nSJ %u\nSQ %u\nLPR %u", bq, bkv, sj, sq,
+        snprintf(own, sizeof own, "BQ %u\nBKV %u\nSQ %u\nLPR %u", bq, bkv, sq,
                  lanes_a_row(rows, h2));
         kernel_defines(s, own, defs, sizeof defs);
         k->tile_q = bq;
