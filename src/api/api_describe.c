@@ -278,7 +278,7 @@ static void print_json(FILE *f, const char *path, const gguf_file *gf, const mod
     fprintf(f, ", \"sliding_window\": %u, \"window_layers\": %u, \"attention_layers\": %u, "
                "\"window_kv_positions\": %u",
             mi->window, mi->n_window_layers, mi->n_attn_layers,
-            mi->window ? model_info_ring_positions(mi, n_ctx) : n_ctx);
+            model_info_ring_positions(mi, n_ctx));
     fprintf(f, ", \"rope\": {\"type\": \"%s\", \"base\": %.9g, \"scaling\": ", mi->rope_type, mi->rope_base);
     json_cstr(f, mi->rope_scaling);
     fprintf(f, ", \"factor\": %.9g}, \"vocab_size\": %llu, \"tokenizer_model\": ", mi->rope_factor,
