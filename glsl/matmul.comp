@@ -60,7 +60,9 @@
 // 32 products of a row and a token added up in f16, then into the f32 sums;
 // F16_TILES_F32: the same kernel in f32 (below); DUP_W (with F16_TILES): the
 // weights' tile holds (w, w) pairs (below, at RS4); WSPLIT (with F16_TILES,
-// 1 or 2): a unit staged in that many parts (below, at WSPLIT).
+// 1 or 2): a unit staged in that many parts (below, at WSPLIT); UNIT_AHEAD
+// (with F16_TILES, Q4_0 and Q4_K): the next unit's words loaded during a
+// unit's products (below, at fetch_unit).
 #pragma optionNV(unroll all)
 #if defined(F16_TILES_F32)
 // F16_TILES's code with f32 types and arithmetic, for a driver without f16
@@ -73,6 +75,9 @@
 #define packFloat2x16 packHalf2x16
 #elif defined(F16_TILES)
 #extension GL_NV_gpu_shader5 : require
+#endif
+#if defined(UNIT_AHEAD) && !(defined(F16_TILES) && (defined(WTYPE_Q4_0) || defined(WTYPE_Q4_K)))
+#undef UNIT_AHEAD  // (the formats with w_unit_fetch)
 #endif
 #include "common.glsl"
 #include "weights.glsl"
@@ -97,6 +102,7 @@ layout(std430, binding = 2) restrict buffer Y { float y[]; };
 // x_tiles.comp's tiles: NQ uvec4 a tile (BN tokens of one unit), tile (b, u)
 // at (b W_UNITS + u) NQ
 layout(std430, binding = 3) readonly restrict buffer XT { uvec4 xt[]; };
+#define NQ (4u * BN)  // = WG_SIZE TN / 4
 #endif
 
 #ifdef SLICES_SUM
@@ -263,12 +269,38 @@ vec4 x_vec(uint tl, uint u, uint k4, uint nt)
 }
 
 // Unit u's tiles: load_unit from memory into registers, store_part (after
-// a barrier) part p of them into shared memory
+// a barrier) part p of them into shared memory. UNIT_AHEAD: fetch_unit
+// loads unit u's words and its tokens' tile into registers as they are,
+// before the unit before it goes through the products, so that the loads
+// are in flight during them; decode_unit then makes the values, where
+// load_unit would have loaded them.
 TVEC sw[WPER * 8];
 #ifdef F16_TILES
 uvec4 xw[TN / 4];
 #else
 TVEC sx[XPER];
+#endif
+#ifdef UNIT_AHEAD
+w_words rw[WPER];
+void fetch_unit(uint u, uint row0, uint rows)
+{
+    uint t = gl_LocalInvocationIndex;
+    for (int m = 0; m < WPER; m++) {
+        uint sl = (t + uint(m * WG_SIZE)) % BM;
+        w_unit_fetch(min(row0 + slot_row(sl), rows - 1u), u, rw[m]);
+    }
+    for (int m = 0; m < TN / 4; m++)
+        xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
+}
+void decode_unit()
+{
+    for (int m = 0; m < WPER; m++) {
+        f16vec4 v[8];
+        w_unit_decode(rw[m], v);
+        for (int k = 0; k < 8; k++)
+            sw[m * 8 + k] = v[k];
+    }
+}
 #endif
 void load_unit(uint u, uint row0, uint rows, uint nt)
 {
@@ -289,9 +321,8 @@ void load_unit(uint u, uint row0, uint rows, uint nt)
 #endif
     }
 #ifdef F16_TILES
-    // NQ = WG_SIZE TN / 4 uvec4 a tile: TN / 4 an invocation, loaded now and
-    // stored after the weights
-#define NQ (4u * BN)
+    // NQ uvec4 a tile: TN / 4 an invocation, loaded now and stored after
+    // the weights
     for (int m = 0; m < TN / 4; m++)
         xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
 #else
@@ -423,8 +454,16 @@ void main()
     const uint u0 = 0u, y_slice = 0u;
     uint u1 = W_UNITS;
 #endif
+#ifdef UNIT_AHEAD
+    if (u0 < u1)
+        fetch_unit(u0, row0, rows);
+#endif
     for (uint u = u0; u < u1; u++) {
+#ifdef UNIT_AHEAD
+        decode_unit();
+#else
         load_unit(u, row0, rows, nt);
+#endif
 #ifdef F16_TILES
         // a row's products with a pair of tokens over the unit in one
         // f16vec2 (an f16 sum of 32 products), then into the f32 sums
@@ -437,6 +476,10 @@ void main()
                 barrier();
             store_part(p);
             barrier();
+#ifdef UNIT_AHEAD
+            if (p == WSPLIT - 1 && u + 1u < u1)
+                fetch_unit(u + 1u, row0, rows);
+#endif
             for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
                 // The same addresses in two spellings: with WSPLIT a register
                 // plus a constant, which NVIDIA's compiler turned into the

@@ -143,7 +143,9 @@ static void test_matmul_f16_tiles(void)
      * of 32 (the plain order); then each value twice (dup, the default):
      * the engine's 8 and 4 rows x 8 tokens, and 4 x 4; then each unit in
      * two halves (split 2, the engine's above 4224 rows) with the
-     * values twice, and once with 4 tokens a thread */
+     * values twice, and once with 4 tokens a thread. With the values twice
+     * and whole units, Q4_0 and Q4_K fetch the next unit's words during a
+     * unit's products (matmul.comp UNIT_AHEAD); 4 blocks a row here */
     const matmul_config cfgs[] = { { 128, 8, 8, false, true },
                                    { 128, 4, 8, false, true },
                                    { 64, 4, 4, false, true },
