@@ -77,7 +77,7 @@
 #extension GL_NV_gpu_shader5 : require
 #endif
 #if defined(UNIT_AHEAD) && !(defined(F16_TILES) && (defined(WTYPE_Q4_0) || defined(WTYPE_Q4_K)))
-#undef UNIT_AHEAD  // (the formats with w_unit_fetch)
+#undef UNIT_AHEAD  // (the formats with w_unit_f16_r)
 #endif
 #include "common.glsl"
 #include "weights.glsl"
@@ -281,22 +281,24 @@ uvec4 xw[TN / 4];
 TVEC sx[XPER];
 #endif
 #ifdef UNIT_AHEAD
-w_words rw[WPER];
+w_raw rw[WPER];
+uint rbi[WPER];  // their blocks
 void fetch_unit(uint u, uint row0, uint rows)
 {
     uint t = gl_LocalInvocationIndex;
     for (int m = 0; m < WPER; m++) {
         uint sl = (t + uint(m * WG_SIZE)) % BM;
-        w_unit_fetch(min(row0 + slot_row(sl), rows - 1u), u, rw[m]);
+        rbi[m] = w_block(min(row0 + slot_row(sl), rows - 1u), u);
+        rw[m] = w_fetch(rbi[m], u % W_UPB);
     }
     for (int m = 0; m < TN / 4; m++)
         xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
 }
-void decode_unit()
+void decode_unit(uint u)
 {
     for (int m = 0; m < WPER; m++) {
         f16vec4 v[8];
-        w_unit_decode(rw[m], v);
+        w_unit_f16_r(rw[m], rbi[m], u % W_UPB, v);
         for (int k = 0; k < 8; k++)
             sw[m * 8 + k] = v[k];
     }
@@ -460,7 +462,7 @@ void main()
 #endif
     for (uint u = u0; u < u1; u++) {
 #ifdef UNIT_AHEAD
-        decode_unit();
+        decode_unit(u);
 #else
         load_unit(u, row0, rows, nt);
 #endif

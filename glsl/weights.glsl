@@ -874,41 +874,23 @@ f16vec4 lvl_f16(uint bytes, float16_t off)
 #endif
 
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_K)
-// Q4_0's and Q4_K's w_unit_f16 in two steps: w_unit_fetch loads the unit's
-// words and computes nothing from them, w_unit_decode makes the values
-// (matmul.comp UNIT_AHEAD fetches the next unit during a unit's products).
-// Q4_0: a its levels, b.x the word holding its scale, sel which half;
-// Q4_K: a the unit's levels, b the block's scales, sel the unit in it.
-struct w_words { uvec4 a, b; uint sel; };
-void w_unit_fetch(uint row, uint u, out w_words r)
-{
-    uint bi = w_block(row, u);
-#if defined(WTYPE_Q4_0)
-    uint o = W_PLANE(1) + bi * 2u;
-    r.a = wq[(W_PLANE(0) >> 4u) + bi];
-    r.b = uvec4(w_u32(o & ~3u), 0u, 0u, 0u);
-    r.sel = o & 2u;
-#else
-    r.sel = u % W_UPB;
-    r.a = wq[(W_PLANE(0) >> 4u) + bi * 8u + r.sel];
-    r.b = wq[(W_PLANE(1) >> 4u) + bi];
-#endif
-}
-void w_unit_decode(w_words r, out f16vec4 v[8])
+// Q4_0's and Q4_K's w_unit_f16 from the unit's words (w_fetch's): matmul.comp
+// UNIT_AHEAD fetches the next unit's words during a unit's products
+void w_unit_f16_r(w_raw r, uint bi, uint ub, out f16vec4 v[8])
 {
 #if defined(WTYPE_Q4_0)
-    f16vec2 h = unpackFloat2x16(r.b.x);
-    float16_t d = r.sel != 0u ? h.y : h.x;
+    f16vec2 h = unpackFloat2x16(r.s.x);
+    float16_t d = ((W_PLANE(1) + bi * 2u) & 2u) != 0u ? h.y : h.x;
     for (int k = 0; k < 4; k++) {
-        v[k] = lvl_f16(r.a[k] & 0x0F0F0F0Fu, float16_t(8.0)) * d;
-        v[4 + k] = lvl_f16((r.a[k] >> 4u) & 0x0F0F0F0Fu, float16_t(8.0)) * d;
+        v[k] = lvl_f16(r.q[k] & 0x0F0F0F0Fu, float16_t(8.0)) * d;
+        v[4 + k] = lvl_f16((r.q[k] >> 4u) & 0x0F0F0F0Fu, float16_t(8.0)) * d;
     }
 #else
-    vec2 dm = unpackHalf2x16(r.b.x), sm = k4_scale_min(r.b, r.sel);
+    vec2 dm = unpackHalf2x16(r.s.x), sm = k4_scale_min(r.s, ub);
     float16_t sc = float16_t(dm.x * sm.x), mn = float16_t(-dm.y * sm.y);
     for (int k = 0; k < 4; k++) {
-        v[k] = lvl_f16(r.a[k] & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
-        v[4 + k] = lvl_f16((r.a[k] >> 4u) & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
+        v[k] = lvl_f16(r.q[k] & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
+        v[4 + k] = lvl_f16((r.q[k] >> 4u) & 0x0F0F0F0Fu, float16_t(0.0)) * sc + mn;
     }
 #endif
 }
@@ -917,9 +899,8 @@ void w_unit_decode(w_words r, out f16vec4 v[8])
 void w_unit_f16(uint row, uint u, out f16vec4 v[8])
 {
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_K)
-    w_words r;
-    w_unit_fetch(row, u, r);
-    w_unit_decode(r, v);
+    uint bi = w_block(row, u), ub = u % W_UPB;
+    w_unit_f16_r(w_fetch(bi, ub), bi, ub, v);
 #elif defined(WTYPE_Q8_0)
     uint bi = w_block(row, u);
     uint o = (W_PLANE(0) >> 4u) + bi * 2u;
