@@ -277,6 +277,12 @@ vec4 x_vec(uint tl, uint u, uint k4, uint nt)
 TVEC sw[WPER * 8];
 #ifdef F16_TILES
 uvec4 xw[TN / 4];
+// unit u's tokens' tile (NQ uvec4): TN / 4 an invocation into xw
+void load_x_tile(uint u)
+{
+    for (int m = 0; m < TN / 4; m++)
+        xw[m] = xt[(x_tile * W_UNITS + u) * NQ + gl_LocalInvocationIndex + uint(m * WG_SIZE)];
+}
 #else
 TVEC sx[XPER];
 #endif
@@ -291,8 +297,7 @@ void fetch_unit(uint u, uint row0, uint rows)
         rbi[m] = w_block(min(row0 + slot_row(sl), rows - 1u), u);
         rw[m] = w_fetch(rbi[m], u % W_UPB);
     }
-    for (int m = 0; m < TN / 4; m++)
-        xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
+    load_x_tile(u);
 }
 void decode_unit(uint u)
 {
@@ -323,10 +328,7 @@ void load_unit(uint u, uint row0, uint rows, uint nt)
 #endif
     }
 #ifdef F16_TILES
-    // NQ uvec4 a tile: TN / 4 an invocation, loaded now and stored after
-    // the weights
-    for (int m = 0; m < TN / 4; m++)
-        xw[m] = xt[(x_tile * W_UNITS + u) * NQ + t + uint(m * WG_SIZE)];
+    load_x_tile(u);  // (stored after the weights)
 #else
     for (int m = 0; m < XPER; m++) {
         uint i = t + uint(m * WG_SIZE);

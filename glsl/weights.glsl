@@ -854,11 +854,11 @@ void w_unit_values(uint row, uint u, out vec4 v[8])
 // more rounding of ~5e-4), a little faster in the prefill tiles
 // (bench/RESULTS.md "Prefill tiles"). Every other format rounds
 // w_unit_values.
-#if defined(WTYPE_Q8_0)
-// w_half as a float16_t
-float16_t w_half_f16(uint byte_off)
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q8_0)
+// half_of as a float16_t
+float16_t half_of_f16(uint word, uint byte_off)
 {
-    f16vec2 h = unpackFloat2x16(w_u32(byte_off & ~3u));
+    f16vec2 h = unpackFloat2x16(word);
     return (byte_off & 2u) != 0u ? h.y : h.x;
 }
 #endif
@@ -879,8 +879,7 @@ f16vec4 lvl_f16(uint bytes, float16_t off)
 void w_unit_f16_r(w_raw r, uint bi, uint ub, out f16vec4 v[8])
 {
 #if defined(WTYPE_Q4_0)
-    f16vec2 h = unpackFloat2x16(r.s.x);
-    float16_t d = ((W_PLANE(1) + bi * 2u) & 2u) != 0u ? h.y : h.x;
+    float16_t d = half_of_f16(r.s.x, W_PLANE(1) + bi * 2u);
     for (int k = 0; k < 4; k++) {
         v[k] = lvl_f16(r.q[k] & 0x0F0F0F0Fu, float16_t(8.0)) * d;
         v[4 + k] = lvl_f16((r.q[k] >> 4u) & 0x0F0F0F0Fu, float16_t(8.0)) * d;
@@ -905,7 +904,7 @@ void w_unit_f16(uint row, uint u, out f16vec4 v[8])
     uint bi = w_block(row, u);
     uint o = (W_PLANE(0) >> 4u) + bi * 2u;
     uvec4 a = wq[o], b = wq[o + 1u];
-    float16_t d = w_half_f16(W_PLANE(1) + bi * 2u);
+    float16_t d = half_of_f16(w_u32(W_PLANE(1) + bi * 2u), W_PLANE(1) + bi * 2u);
     for (int k = 0; k < 4; k++) {
         v[k] = lvl_f16(a[k] ^ 0x80808080u, float16_t(128.0)) * d;
         v[4 + k] = lvl_f16(b[k] ^ 0x80808080u, float16_t(128.0)) * d;
@@ -917,5 +916,4 @@ void w_unit_f16(uint row, uint u, out f16vec4 v[8])
         v[k] = f16vec4(f[k]);
 #endif
 }
-
 #endif

@@ -115,10 +115,7 @@ static void kernel_defines(gpu_context *ctx, uint32_t type, const matmul_config 
                            const matvec_variant *v, const char *extra, char *out, size_t n)
 {
     /* f16 tiles without the f16 types: the same kernel in f32 (the tests
-     * check its indexing on llvmpipe). The next unit's words are fetched
-     * during this one's products where a unit is staged whole (split 1):
-     * 6-8% off a 4096-row product on an H200, nothing or a loss with split
-     * 2 (bench/RESULTS.md "Prefill tiles"). */
+     * check its indexing on llvmpipe) */
     bool f16_f32 = cfg->f16 && !gpu_context_caps(ctx)->f16_types;
     char tdef[32], epi[128];
     weight_type_define(type, tdef, sizeof tdef);
@@ -129,6 +126,10 @@ static void kernel_defines(gpu_context *ctx, uint32_t type, const matmul_config 
              : cfg->f16  ? "\nF16_TILES 1"
              : cfg->half ? "\nHALF_TILES 1"
                          : "",
+             /* the next unit's words fetched during this one's products
+              * where a unit is staged whole: 6-8% off a 4096-row product on
+              * an H200, nothing or a loss with split 2 (bench/RESULTS.md
+              * "Prefill tiles") */
              cfg->f16 && cfg->dup && matmul_split(cfg) == 1 ? "\nDUP_W 1\nUNIT_AHEAD 1"
              : cfg->f16 && cfg->dup                         ? "\nDUP_W 1"
                                                             : "",
