@@ -12,6 +12,7 @@
 #include "model/gpu_model.h"
 #include "model/model.h"
 #include "model/ref_model.h"
+#include "ops/attention.h"
 #include "ops/moe.h"
 #include "ops/ref_ops.h"
 #include "quant/quant.h"
@@ -399,7 +400,7 @@ static demo_spec paged_spec(void)
 
 /* A cache of three sequences in pages of page_size positions: their pages
  * interleaved in the pool, a chunk and a small batch across page ends,
- * shared starts, batches past 64 positions (attention's partitions), each
+ * shared starts, batches past ATTN_ONE_CHUNK positions (attention's partitions), each
  * against its own CPU reference; truncation's pages given back. */
 static void check_paged(uint32_t page_size)
 {
@@ -462,14 +463,15 @@ static void check_paged(uint32_t page_size)
     expect_ref(ref[0], paged_token(0, 21, nv), 21, gpu, cpu, nv, "the source after the copy", 0);
     /* sequence 2 starts as all of sequence 0's 22 (a shared partial page
      * that sequence 0 writes into next), then the three run in batches past
-     * 64 positions (attention in partitions), the tokens their own */
+     * ATTN_ONE_CHUNK positions (attention in partitions), the tokens their own */
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_seq_copy(gm, 0, 2, 22));
     for (uint32_t pos = 0; pos < 22; pos++)
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, ref_model_forward(ref[2], paged_token(0, pos, nv), pos, NULL));
     uint32_t seqs[3] = { 2, 0, 1 };
-    for (uint32_t round = 0; round < 70; round++)
+    const uint32_t rounds = ATTN_ONE_CHUNK - 8;
+    for (uint32_t round = 0; round < rounds; round++)
         paged_round(gm, ref, seqs, 3, gpu, cpu, nv, "a batch over pages");
-    TEST_ASSERT_TRUE(gpu_model_seq_past(gm, 1) > 64);
+    TEST_ASSERT_TRUE(gpu_model_seq_past(gm, 1) > ATTN_ONE_CHUNK);
     /* truncation gives pages back; a sequence emptied holds none */
     gpu_model_kv_pages(gm, &page, &used, &total);
     uint32_t before = used;
@@ -477,7 +479,7 @@ static void check_paged(uint32_t page_size)
     TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
     gpu_model_kv_pages(gm, &page, &used, &total);
     /* (the pages before the one both wrote into still sequence 0's) */
-    TEST_ASSERT_EQUAL_UINT(before - (92 + PAGE - 1) / PAGE + 22 / PAGE, used);
+    TEST_ASSERT_EQUAL_UINT(before - (22 + rounds + PAGE - 1) / PAGE + 22 / PAGE, used);
     for (uint32_t q = 0; q < 2; q++) {
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_select_seq(gm, q));
         TEST_ASSERT_EQUAL_INT(GLESLLM_OK, gpu_model_truncate(gm, 0));
@@ -771,7 +773,7 @@ static void test_f16_products_match_cpu(void)
 
 static void test_long_context_splits_attention(void)
 {
-    /* past 64 positions attention runs in chunks merged in the kernel */
+    /* past ATTN_ONE_CHUNK positions attention runs in chunks merged in the kernel */
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_F32);
     s.n_layer = 1;
     s.n_embd = 64;
@@ -963,8 +965,8 @@ static void test_prefill_attention_kernels(void)
     tune.attn_group = TUNE_AUTO;
 }
 
-/* Few tokens past 64 positions: attention.comp MULTI cuts each query's
- * positions into chunks merged in the kernel (4 to 10 chunks here), each
+/* Few tokens past ATTN_ONE_CHUNK positions: attention.comp MULTI cuts each
+ * query's positions into chunks merged in the kernel (9 or 10 here), each
  * query of a piece with its own count of them. */
 static void test_prefill_few_tokens_in_chunks(void)
 {
@@ -1354,7 +1356,7 @@ static void check_steps_and_prefills(const demo_spec *s, uint32_t steps)
  * as row ranges of one tensor each), against the CPU reference across the
  * window's edge: steps, the several-token and chunked prefills (tiles whose
  * first positions fall out of the window), a window past one chunk of the
- * step kernel (64 positions), and a quantized file. */
+ * step kernel (ATTN_ONE_CHUNK positions), and a quantized file. */
 static void test_sliding_window_matches_cpu(void)
 {
     demo_spec s = fixture_small_spec("phi3", GGML_TYPE_F32);
@@ -1370,7 +1372,7 @@ static void test_sliding_window_matches_cpu(void)
     l.n_head_kv = 1;
     l.n_ff = 64;
     l.n_vocab = 64;
-    l.window = 150; /* in chunks past 64 positions, from a first position past 0 */
+    l.window = 150; /* in chunks past ATTN_ONE_CHUNK positions, from a first position past 0 */
     check_against_reference(&l, 400, 400, 50);
     demo_spec q = fixture_small_spec("phi3", GGML_TYPE_Q4_K);
     q.window = 7;

@@ -7,22 +7,17 @@
 #include "common/error.h"
 #include "common/tuning.h"
 
-#define CHUNK_MAX 256u   /* positions a work group at most */
-#define ONE_CHUNK 64u    /* one chunk up to this many positions */
-#define CHUNK_MIN 16u    /* and at least this many a chunk past them */
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
-#define ATTN_WG 128u
 
-/* The score's scale and soft cap as defines (SCORE_SCALE, SOFTCAP; none:
- * the kernels' 1 / sqrt(HEAD_DIM) and no cap), the floats' bits exact. */
-static void score_defines(const attn_shape *s, char *buf, size_t n)
+/* (the floats' bits exact) */
+void attn_score_defines(float scale, float softcap, char *buf, size_t n)
 {
     int k = 0;
     buf[0] = 0;
-    if (s->scale > 0.0f)
-        k = snprintf(buf, n, "\nSCORE_SCALE uintBitsToFloat(%uu)", gpu_f2u(s->scale));
-    if (s->softcap > 0.0f && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
+    if (scale > 0.0f)
+        k = snprintf(buf, n, "\nSCORE_SCALE uintBitsToFloat(%uu)", gpu_f2u(scale));
+    if (softcap > 0.0f && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(softcap));
 }
 
 /* A kernel's defines: the shape's (work-group size, head, group, KV row,
@@ -30,7 +25,7 @@ static void score_defines(const attn_shape *s, char *buf, size_t n)
 static void kernel_defines(const attn_shape *s, const char *own, char *buf, size_t n)
 {
     char sc[96], kv[64];
-    score_defines(s, sc, sizeof sc);
+    attn_score_defines(s->scale, s->softcap, sc, sizeof sc);
     kv_layout_defines(&s->kv, kv, sizeof kv);
     snprintf(buf, n, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\n%s%s%s", ATTN_WG,
              s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim, own, sc, kv);
@@ -115,12 +110,13 @@ glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *o
     if (!s->kv.page)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "attention: the cache's pages not given");
     out->s = *s;
-    /* at most n_ctx / CHUNK_MAX + 1 chunks of CHUNK_MAX, or ATTN_GROUPS /
+    /* at most n_ctx / ATTN_CHUNK_MAX + 1 chunks of ATTN_CHUNK_MAX, or ATTN_GROUPS /
      * n_head + 1 smaller ones */
-    out->max_chunks = s->n_ctx / CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
+    out->max_chunks = s->n_ctx / ATTN_CHUNK_MAX + 1 + (ATTN_GROUPS + s->n_head - 1) / s->n_head + 1;
     char own[96], defs[384];
-    snprintf(own, sizeof own, "CHUNK_MAX %u\nCHUNK_MIN %u\nONE_CHUNK %u%s", CHUNK_MAX, CHUNK_MIN,
-             ONE_CHUNK, gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "");
+    snprintf(own, sizeof own, "CHUNK_MAX %u\nCHUNK_MIN %u\nONE_CHUNK %u%s", ATTN_CHUNK_MAX,
+             ATTN_CHUNK_MIN, ATTN_ONE_CHUNK,
+             gpu_context_caps(ctx)->subgroup ? "\nUSE_SUBGROUP 1" : "");
     kernel_defines(s, own, defs, sizeof defs);
     glesllm_status st = gpu_program_build(ctx, "attention.comp", defs, &out->step);
     if (st)
@@ -157,17 +153,17 @@ static uint32_t seen(uint32_t len, uint32_t window)
 }
 
 /* The chunks over len positions: *chunk positions each, *n_chunks of them.
- * Past ONE_CHUNK positions the range is cut so that the heads make about
- * ATTN_GROUPS work groups, each chunk CHUNK_MIN..CHUNK_MAX positions. */
+ * Past ATTN_ONE_CHUNK positions the range is cut so that the heads make about
+ * ATTN_GROUPS work groups, each chunk ATTN_CHUNK_MIN..ATTN_CHUNK_MAX positions. */
 static glesllm_status chunks(const attn_kernels *k, uint32_t len, uint32_t *chunk,
                              uint32_t *n_chunks)
 {
     *chunk = len;
     *n_chunks = 1;
-    if (len > ONE_CHUNK) {
+    if (len > ATTN_ONE_CHUNK) {
         uint32_t want = (ATTN_GROUPS + k->s.n_head - 1) / k->s.n_head;
         uint32_t c = (len + want - 1) / want;
-        *chunk = c < CHUNK_MIN ? CHUNK_MIN : c > CHUNK_MAX ? CHUNK_MAX : c;
+        *chunk = c < ATTN_CHUNK_MIN ? ATTN_CHUNK_MIN : c > ATTN_CHUNK_MAX ? ATTN_CHUNK_MAX : c;
         *n_chunks = (len + *chunk - 1) / *chunk;
     }
     if (*n_chunks > k->max_chunks)

@@ -3,7 +3,11 @@
  *
  *   step    one query (the decode step): glsl/attention.comp, the positions
  *           cut into chunks so that a long context spreads over the GPU, the
- *           chunks' partial results merged by the last to finish
+ *           chunks' partial results merged by the last to finish; up to
+ *           ATTN_ONE_CHUNK positions one chunk, which the step's QKV matvec
+ *           can run itself where its kernel allows (GLESLLM_ATTN_FUSED=1,
+ *           off by default; ops/matvec.h matvec_variant.attn:
+ *           glsl/attn_chunk.glsl, the same arithmetic)
  *   few     a few queries (a verifying pass, a short prompt): the same kernel,
  *           each query cut into the chunks a step at its length would take,
  *           so that its output is that step's to the bit
@@ -25,6 +29,14 @@
 
 #include "gpu/gpu.h"
 #include "ops/kv_layout.h"
+
+/* attention.comp's work group; a query's positions up to ATTN_ONE_CHUNK are
+ * one chunk (a work group a head), past them chunks of ATTN_CHUNK_MIN to
+ * ATTN_CHUNK_MAX positions (bench/RESULTS.md "Decode attention") */
+#define ATTN_WG 128u
+#define ATTN_ONE_CHUNK 128u
+#define ATTN_CHUNK_MIN 16u
+#define ATTN_CHUNK_MAX 256u
 
 typedef struct attn_shape {
     uint32_t n_head, n_head_kv, head_dim;
@@ -58,6 +70,10 @@ typedef struct attn_io {
 
 glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *out);
 void attn_destroy(attn_kernels *k);
+
+/* A shape's score scale and soft cap as a kernel's defines (SCORE_SCALE,
+ * SOFTCAP; "" for the kernels' 1 / sqrt(HEAD_DIM) and no cap). */
+void attn_score_defines(float scale, float softcap, char *buf, size_t n);
 
 /* The floats of partial results n queries at once need (step: 1), and the
  * counters (uints) they need. */
