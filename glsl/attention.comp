@@ -87,13 +87,13 @@ void main()
     uint slot = q * gl_NumWorkGroups.x + h;  // the (query, head): its counter and partials
     uint out_ = PARAM_U(3) + q * PARAM_U(8) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
-        qs[i] = act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i];
+        QS_SET(i, act[PARAM_U(7) + q * PARAM_U(8) + h * uint(HEAD_DIM) + i]);
 #else
     uint len = PARAM_U(0), chunk = PARAM_U(1), n_chunks = PARAM_U(2), seq = PARAM_U(8);
     uint lo = first_seen(len, PARAM_U(7));
     uint slot = h, out_ = PARAM_U(3) + h * uint(HEAD_DIM);
     for (uint i = t; i < uint(HEAD_DIM); i += uint(WG_SIZE))
-        qs[i] = uintBitsToFloat(lb[h * uint(HEAD_DIM) + i]);
+        QS_SET(i, uintBitsToFloat(lb[h * uint(HEAD_DIM) + i]));
 #endif
     attend_chunk(h, c, len, lo, chunk, n_chunks, seq, slot, out_, PARAM_U(5), PARAM_U(6),
                  PARAM_U(4), PARAM_U(2));

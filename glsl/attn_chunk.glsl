@@ -1,7 +1,7 @@
 // One chunk of one head's attention for one query (attention.comp's work
 // group; the QKV matvec's, matvec.comp FUSED_ATTN): softmax(q . k_p scale)
 // . v_p over positions [lo + c chunk, lo + (c + 1) chunk) of the len the
-// query sees, q in qs (loaded by the caller before attend_chunk). One chunk
+// query sees, q in QS (set by the caller before attend_chunk). One chunk
 // (n_chunks 1): the output to out_; else the chunk's partials, and the last
 // chunk of a slot (a (query, head)) to finish merges them (see attention.comp).
 // The arithmetic is that of AW invocations whatever the group's size
@@ -19,14 +19,55 @@
 #define LANES (uint(HEAD_DIM) / VEC)  // invocations per position in the V pass
 #define GROUPS (uint(AW) / LANES)     // positions at a time in the V pass
 
+// The shared arrays: q (QS), the scores (SC), the V pass's partials (PART),
+// the pages of this group's positions (PGS: read once from the table, a
+// position's row is then a shared-memory read away) and the merge's maxima
+// and sums (CM, CL): arrays of their own, or with ATT_WORDS (an array of
+// uvec4 that the including kernel is done with by then, ATT_WORDS_N of
+// them) laid over it, so that the kernel's shared memory does not grow.
+#define PG_MAX (uint(CHUNK_MAX) / uint(KV_PAGE) + 2u)
+#ifdef ATT_WORDS
+#define AT_PART 0u
+#define AT_QS (AT_PART + uint(AW) * 2u)
+#define AT_SC (AT_QS + uint(HEAD_DIM + 3) / 4u)
+#define AT_PGS (AT_SC + uint(CHUNK_MAX + 3) / 4u)
+#define AT_CM (AT_PGS + (PG_MAX + 3u) / 4u)
+#define AT_CL (AT_CM + uint(AW) / 4u)
+// (ATT_WORDS too small for them: an array of negative size, a compile error)
+shared uint att_words_fit[ATT_WORDS_N >= AT_CL + uint(AW) / 4u ? 1 : -1];
+#define AT_F(at, i) ATT_WORDS[(at) + (i) / 4u][(i) % 4u]
+#define QS(i) uintBitsToFloat(AT_F(AT_QS, i))
+#define QS_SET(i, v) AT_F(AT_QS, i) = floatBitsToUint(v)
+#define SC(i) uintBitsToFloat(AT_F(AT_SC, i))
+#define SC_SET(i, v) AT_F(AT_SC, i) = floatBitsToUint(v)
+#define PART(i) uintBitsToFloat(ATT_WORDS[AT_PART + (i)])
+#define PART_SET(i, v) ATT_WORDS[AT_PART + (i)] = floatBitsToUint(v)
+#define PGS(i) AT_F(AT_PGS, i)
+#define PGS_SET(i, v) AT_F(AT_PGS, i) = (v)
+#define CM(i) uintBitsToFloat(AT_F(AT_CM, i))
+#define CM_SET(i, v) AT_F(AT_CM, i) = floatBitsToUint(v)
+#define CL(i) uintBitsToFloat(AT_F(AT_CL, i))
+#define CL_SET(i, v) AT_F(AT_CL, i) = floatBitsToUint(v)
+#else
 shared float qs[HEAD_DIM];
 shared float sc[CHUNK_MAX];
 shared vec4 part[AW * 2];
-shared bool merge_here;
-// the pages of this group's positions (read once from the table: a
-// position's row is then a shared-memory read away)
-#define PG_MAX (uint(CHUNK_MAX) / uint(KV_PAGE) + 2u)
 shared uint pgs[PG_MAX];
+shared float cm[AW], cl[AW];
+#define QS(i) qs[i]
+#define QS_SET(i, v) qs[i] = (v)
+#define SC(i) sc[i]
+#define SC_SET(i, v) sc[i] = (v)
+#define PART(i) part[i]
+#define PART_SET(i, v) part[i] = (v)
+#define PGS(i) pgs[i]
+#define PGS_SET(i, v) pgs[i] = (v)
+#define CM(i) cm[i]
+#define CM_SET(i, v) cm[i] = (v)
+#define CL(i) cl[i]
+#define CL_SET(i, v) cl[i] = (v)
+#endif
+shared bool merge_here;
 
 #define STRIDE uint(HEAD_DIM + 2)
 #ifndef V_AHEAD
@@ -42,19 +83,18 @@ uint first_seen(uint len, uint w) { return w != 0u && len > w ? len - w : 0u; }
 // a chunk an invocation (into cm, cl); each output's values are loaded
 // V_AHEAD chunks at a time, so that the loads are in flight together. The
 // sums are in chunk order all the same.
-shared float cm[AW], cl[AW];
 void merge_chunks(uint base, uint n, uint out_)
 {
     uint t = gl_LocalInvocationIndex;
     bool staged = n <= uint(AW);  // (the same in the whole group)
     if (staged && t < n) {
-        cm[t] = ACT_AT(base + t * STRIDE);
-        cl[t] = ACT_AT(base + t * STRIDE + 1u);
+        CM_SET(t, ACT_AT(base + t * STRIDE));
+        CL_SET(t, ACT_AT(base + t * STRIDE + 1u));
     }
     memoryBarrierShared();
     barrier();
-#define M_AT(c) (staged ? cm[c] : ACT_AT(base + (c) * STRIDE))
-#define L_AT(c) (staged ? cl[c] : ACT_AT(base + (c) * STRIDE + 1u))
+#define M_AT(c) (staged ? CM(c) : ACT_AT(base + (c) * STRIDE))
+#define L_AT(c) (staged ? CL(c) : ACT_AT(base + (c) * STRIDE + 1u))
     float m = -3.0e38;
     for (uint c = 0u; c < n; c++)
         m = max(m, M_AT(c));
@@ -86,8 +126,8 @@ void attend_chunk(uint h, uint c, uint len, uint lo, uint chunk, uint n_chunks, 
     uint pg0 = p0 / uint(KV_PAGE), tab = seq * uint(KV_PPS) + pg0;
     uint n_pg = p1 > p0 ? (p1 - 1u) / uint(KV_PAGE) - pg0 + 1u : 0u;
     for (uint i = t; i < n_pg; i += uint(WG_SIZE))
-        pgs[i] = floatBitsToUint(ACT_AT(tab + i));
-#define ROW(p) (pgs[(p) / uint(KV_PAGE) - pg0] * uint(KV_PAGE) + (p) % uint(KV_PAGE))
+        PGS_SET(i, floatBitsToUint(ACT_AT(tab + i)));
+#define ROW(p) (PGS((p) / uint(KV_PAGE) - pg0) * uint(KV_PAGE) + (p) % uint(KV_PAGE))
     barrier();
 
 #ifdef SCORE_SCALE
@@ -104,30 +144,30 @@ void attend_chunk(uint h, uint c, uint len, uint lo, uint chunk, uint n_chunks, 
             uint b = 8u * j;
             vec2 k0 = unpackHalf2x16(k.x), k1 = unpackHalf2x16(k.y);
             vec2 k2 = unpackHalf2x16(k.z), k3 = unpackHalf2x16(k.w);
-            s += dot(vec4(qs[b], qs[b + 1u], qs[b + 2u], qs[b + 3u]), vec4(k0, k1)) +
-                 dot(vec4(qs[b + 4u], qs[b + 5u], qs[b + 6u], qs[b + 7u]), vec4(k2, k3));
+            s += dot(vec4(QS(b), QS(b + 1u), QS(b + 2u), QS(b + 3u)), vec4(k0, k1)) +
+                 dot(vec4(QS(b + 4u), QS(b + 5u), QS(b + 6u), QS(b + 7u)), vec4(k2, k3));
         }
 #else
         for (uint j = 0u; j < uint(HEAD_DIM) / 2u; j++) {
             vec2 k = unpackHalf2x16(LB(kb + j));
-            s += qs[2u * j] * k.x + qs[2u * j + 1u] * k.y;
+            s += QS(2u * j) * k.x + QS(2u * j + 1u) * k.y;
         }
 #endif
         s *= scale;
 #ifdef SOFTCAP
         s = SOFTCAP * tanh(s / SOFTCAP);
 #endif
-        sc[p - p0] = s;
+        SC_SET(p - p0, s);
         mx = max(mx, s);
     }
     mx = wg_reduce_max(mx);
     float sum = 0.0;
     for (uint p = p0 + t; t < uint(AW) && p < p1; p += uint(AW)) {
-        float e = exp(sc[p - p0] - mx);
-        sc[p - p0] = e;
+        float e = exp(SC(p - p0) - mx);
+        SC_SET(p - p0, e);
         sum += e;
     }
-    sum = wg_reduce_sum(sum);  // its barriers also publish sc[]
+    sum = wg_reduce_sum(sum);  // its barriers also publish the scores
 
     // V pass: LANES invocations per position, each on VEC dimensions, V_AHEAD
     // positions' rows loaded before any is summed (a short context's pass
@@ -154,7 +194,7 @@ void attend_chunk(uint h, uint c, uint len, uint lo, uint chunk, uint n_chunks, 
             for (uint i = 0u; i < V_AHEAD; i++) {
                 uint pi = p + i * GROUPS;
                 if (pi < p1) {
-                    float w = sc[pi - p0];
+                    float w = SC(pi - p0);
 #if VEC == 8u
                     o0 += w * vec4(unpackHalf2x16(v[i].x), unpackHalf2x16(v[i].y));
                     o1 += w * vec4(unpackHalf2x16(v[i].z), unpackHalf2x16(v[i].w));
@@ -165,15 +205,15 @@ void attend_chunk(uint h, uint c, uint len, uint lo, uint chunk, uint n_chunks, 
             }
         }
     if (t < uint(AW)) {
-        part[2u * t] = o0;
-        part[2u * t + 1u] = o1;
+        PART_SET(2u * t, o0);
+        PART_SET(2u * t + 1u, o1);
     }
     barrier();
     if (t < LANES) {
         vec4 s0 = vec4(0.0), s1 = vec4(0.0);
         for (uint i = 0u; i < GROUPS; i++) {
-            s0 += part[2u * (i * LANES + t)];
-            s1 += part[2u * (i * LANES + t) + 1u];
+            s0 += PART(2u * (i * LANES + t));
+            s1 += PART(2u * (i * LANES + t) + 1u);
         }
         float r[8] = float[8](s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w);
         if (n_chunks == 1u) {

@@ -219,6 +219,14 @@ void once_x(uint i, out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float
 #define LB(i) yu[i]
 #define LB4(i) yu4[i]
 #define ATT_COUNTER counter
+// (the attention's arrays over x's staged units and the sums' red, done with
+// by then: the kernel's shared memory, and so its groups a multiprocessor,
+// as without it)
+#ifdef X_ONCE
+#define ATT_WORDS xonce
+#define ATT_WORDS_N (uint(X_ONCE_UNITS) * uint(XO_V))
+#endif
+#define RED_PARTIAL red
 #include "reduce.glsl"
 #include "attn_chunk.glsl"
 shared uint fa_heads[GROUP];
@@ -246,7 +254,7 @@ void fused_attention(uint row0)
         uint h = fa_heads[i];
         memoryBarrierBuffer();
         for (uint j = t; j < uint(HEAD_DIM); j += uint(WG_SIZE))
-            qs[j] = uintBitsToFloat(yu[h * uint(HEAD_DIM) + j]);
+            QS_SET(j, uintBitsToFloat(yu[h * uint(HEAD_DIM) + j]));
         attend_chunk(h, 0u, len, 0u, len, 1u, PARAM_U(28), h, PARAM_U(25) + h * uint(HEAD_DIM),
                      PARAM_U(26), PARAM_U(27), 0u, 1u);
         if (t == 0u)

@@ -7,20 +7,25 @@
 // before it: without it Mesa's llvmpipe let one SIMD group's write of the
 // next reduction land before another group had read this one's result.
 
-#ifdef USE_SUBGROUP
-shared float red_partial[WG_SIZE];  // one slot per subgroup is used
+// RED_PARTIAL: the includer's shared float[WG_SIZE] to use (else an array
+// of their own; with USE_SUBGROUP one slot a subgroup is used).
+#ifndef RED_PARTIAL
+shared float red_partial[WG_SIZE];
+#define RED_PARTIAL red_partial
+#endif
 
+#ifdef USE_SUBGROUP
 float wg_reduce_sum(float v)
 {
     float s = subgroupAdd(v);
     uint n_sub = (uint(WG_SIZE) + gl_SubgroupSize - 1u) / gl_SubgroupSize;
     if (subgroupElect())
-        red_partial[gl_SubgroupID] = s;
+        RED_PARTIAL[gl_SubgroupID] = s;
     memoryBarrierShared();
     barrier();
     float total = 0.0;
     for (uint i = 0u; i < n_sub; i++)
-        total += red_partial[i];
+        total += RED_PARTIAL[i];
     memoryBarrierShared();
     barrier();
     return total;
@@ -31,32 +36,30 @@ float wg_reduce_max(float v)
     float s = subgroupMax(v);
     uint n_sub = (uint(WG_SIZE) + gl_SubgroupSize - 1u) / gl_SubgroupSize;
     if (subgroupElect())
-        red_partial[gl_SubgroupID] = s;
+        RED_PARTIAL[gl_SubgroupID] = s;
     memoryBarrierShared();
     barrier();
-    float total = red_partial[0];
+    float total = RED_PARTIAL[0];
     for (uint i = 1u; i < n_sub; i++)
-        total = max(total, red_partial[i]);
+        total = max(total, RED_PARTIAL[i]);
     memoryBarrierShared();
     barrier();
     return total;
 }
 #else
-shared float red_partial[WG_SIZE];
-
 float wg_reduce_sum(float v)
 {
     uint t = gl_LocalInvocationIndex;
-    red_partial[t] = v;
+    RED_PARTIAL[t] = v;
     memoryBarrierShared();
     barrier();
     for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
         if (t < s)
-            red_partial[t] += red_partial[t + s];
+            RED_PARTIAL[t] += RED_PARTIAL[t + s];
         memoryBarrierShared();
         barrier();
     }
-    float total = red_partial[0];
+    float total = RED_PARTIAL[0];
     memoryBarrierShared();
     barrier();
     return total;
@@ -65,16 +68,16 @@ float wg_reduce_sum(float v)
 float wg_reduce_max(float v)
 {
     uint t = gl_LocalInvocationIndex;
-    red_partial[t] = v;
+    RED_PARTIAL[t] = v;
     memoryBarrierShared();
     barrier();
     for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
         if (t < s)
-            red_partial[t] = max(red_partial[t], red_partial[t + s]);
+            RED_PARTIAL[t] = max(RED_PARTIAL[t], RED_PARTIAL[t + s]);
         memoryBarrierShared();
         barrier();
     }
-    float total = red_partial[0];
+    float total = RED_PARTIAL[0];
     memoryBarrierShared();
     barrier();
     return total;
