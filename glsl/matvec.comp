@@ -87,16 +87,14 @@
 // per-token sums stay in registers (a dynamically indexed array goes to local memory)
 #pragma optionNV(unroll all)
 #endif
+layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
 #ifdef FUSED_ATTN
 // (x's buffer takes the attention's output too, the cache is read back:
 // coherent, other work groups' rows of this dispatch)
-layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
 layout(std430, binding = 1) writeonly buffer XA { float act[]; };  // (other floats than xv's)
 layout(std430, binding = 2) coherent buffer Y { uint yu[]; };
 layout(std430, binding = 2) coherent buffer Y4 { uvec4 yu4[]; };
 layout(std430, binding = 3) coherent buffer C { uint counter[]; };
-#else
-layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
 #endif
 #ifdef QKV
 #ifndef FUSED_ATTN

@@ -662,8 +662,8 @@ static void kv_free(uint16_t *k[2], uint16_t *v[2])
  * ready (XG): the same lanes a row and units a lane as the one-token kernels,
  * their sums added in the same order (the subgroups' or the tree's), the
  * norm's sum of squares as the step splits it, each query's attention in the
- * step's chunks (past ATTN_ONE_CHUNK positions here). So greedy ids with --draft are the
- * target's alone, near-ties too. Every format whose kernels agree so on
+ * step's chunks (past ATTN_ONE_CHUNK positions here). So greedy ids with
+ * --draft are the target's alone, near-ties too. Every format whose kernels agree so on
  * NVIDIA too (bench/RESULTS.md "Verifying drafted tokens"). */
 static void pass_equals_steps_at(uint32_t type, const tuning *t, uint32_t p0)
 {

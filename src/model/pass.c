@@ -364,10 +364,10 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
         a.bias_off = l->bias;
         a.k_off = k_off;
         a.v_off = v_off;
-        /* up to ATTN_ONE_CHUNK positions, the attention in the same dispatch
-         * where the layer has that kernel (bench/RESULTS.md "Decode attention") */
+        /* the attention in the same dispatch where the layer has that kernel,
+         * up to the positions it takes (bench/RESULTS.md "Decode attention") */
         const segment *s0 = &l->qkv[0];
-        if (s0->fused && p->pos0 + 1 <= ATTN_ONE_CHUNK && !l->window) {
+        if (s0->fused && p->pos0 + 1 <= s0->fused->var.attn_positions && !l->window) {
             attn_io io = attention_io(p, l);
             a.attn_len = p->pos0 + 1;
             a.attn_seq = io.seq;
@@ -411,11 +411,11 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    attn_io io = attention_io(p, l);
     if (p->kind == PASS_STEP && p->attn_done) { /* (pass_qkv's kernel ran it) */
         p->attn_done = false;
         return GLESLLM_OK;
     }
+    attn_io io = attention_io(p, l);
     if (p->kind == PASS_STEP)
         return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);
     uint32_t q_stride = (uint32_t)act_stride((uint64_t)hp->n_head * hp->head_dim);

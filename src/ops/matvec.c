@@ -593,8 +593,10 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
             !matvec_fused_attn_fits(ctx, type, cfg, v.head_dim) || !v.attn_group ||
             v.attn_positions > ATTN_ONE_CHUNK)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "matvec: a QKV kernel with the step's attention needs one token, "
-                           "the norm split, and a split matvec_fused_attn_fits takes");
+                           "matvec: a QKV kernel with the step's attention needs one token, no "
+                           "norm folded in, at most %u positions and a split "
+                           "matvec_fused_attn_fits takes",
+                           ATTN_ONE_CHUNK);
         char at[192], sc[96];
         attn_score_defines(v.attn_scale, v.attn_softcap, sc, sizeof sc);
         snprintf(at, sizeof at, "\nFUSED_ATTN 1\nGROUP %u\nCHUNK_MAX %u\nAW %u%s", v.attn_group,
