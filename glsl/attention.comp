@@ -7,8 +7,7 @@
 // sum of exp and its unnormalised output, and the last of a head's chunks to
 // finish (counted with an atomic) merges them into the head's output:
 // o = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c.
-// A (head, chunk)'s work is attn_chunk.glsl's, which the QKV matvec can run
-// too (matvec.comp FUSED_ATTN) with the same arithmetic.
+// A (head, chunk)'s work is attn_chunk.glsl's.
 // Bindings: 0 the layer's buffer (uint[]: Q as f32 bits at 0, K and V as
 //           packed halves, [cache row][kv head][HEAD_DIM], a position's row
 //           through the page table: common.glsl KV_ROW),

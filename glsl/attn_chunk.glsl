@@ -1,12 +1,11 @@
 // One chunk of one head's attention for one query (attention.comp's work
-// group; the QKV matvec's, matvec.comp FUSED_ATTN): softmax(q . k_p scale)
-// . v_p over positions [lo + c chunk, lo + (c + 1) chunk) of the len the
-// query sees, q in QS (set by the caller before attend_chunk). One chunk
-// (n_chunks 1): the output to out_; else the chunk's partials, and the last
-// chunk of a slot (a (query, head)) to finish merges them (see attention.comp).
-// The arithmetic is that of AW invocations whatever the group's size
-// (WG_SIZE >= AW: the others take part in the barriers and reductions with
-// nothing), so that every kernel that includes this gives the same bits.
+// group): softmax(q . k_p scale) . v_p over positions [lo + c chunk,
+// lo + (c + 1) chunk) of the len the query sees, q in QS (set by the caller
+// before attend_chunk). One chunk (n_chunks 1): the output to out_; else the
+// chunk's partials, and the last chunk of a slot (a (query, head)) to finish
+// merges them (see attention.comp). The arithmetic is that of AW
+// invocations (WG_SIZE >= AW: the others take part in the barriers and
+// reductions with nothing).
 // Needs: reduce.glsl; HEAD_DIM, GROUP, KV_DIM, CHUNK_MAX, KV_PAGE, KV_PPS,
 // AW; LB(i) / LB4(i) the layer's buffer as uint / uvec4 (K and V as packed
 // halves), ACT_AT(i) / ACT_SET(i, v) the activations (the page table, the
@@ -22,33 +21,8 @@
 // The shared arrays: q (QS), the scores (SC), the V pass's partials (PART),
 // the pages of this group's positions (PGS: read once from the table, a
 // position's row is then a shared-memory read away) and the merge's maxima
-// and sums (CM, CL): arrays of their own, or with ATT_WORDS (an array of
-// uvec4 that the including kernel is done with by then, ATT_WORDS_N of
-// them) laid over it, so that the kernel's shared memory does not grow.
+// and sums (CM, CL).
 #define PG_MAX (uint(CHUNK_MAX) / uint(KV_PAGE) + 2u)
-#ifdef ATT_WORDS
-#define AT_PART 0u
-#define AT_QS (AT_PART + uint(AW) * 2u)
-#define AT_SC (AT_QS + uint(HEAD_DIM + 3) / 4u)
-#define AT_PGS (AT_SC + uint(CHUNK_MAX + 3) / 4u)
-#define AT_CM (AT_PGS + (PG_MAX + 3u) / 4u)
-#define AT_CL (AT_CM + uint(AW) / 4u)
-// (ATT_WORDS too small for them: an array of negative size, a compile error)
-shared uint att_words_fit[ATT_WORDS_N >= AT_CL + uint(AW) / 4u ? 1 : -1];
-#define AT_F(at, i) ATT_WORDS[(at) + (i) / 4u][(i) % 4u]
-#define QS(i) uintBitsToFloat(AT_F(AT_QS, i))
-#define QS_SET(i, v) AT_F(AT_QS, i) = floatBitsToUint(v)
-#define SC(i) uintBitsToFloat(AT_F(AT_SC, i))
-#define SC_SET(i, v) AT_F(AT_SC, i) = floatBitsToUint(v)
-#define PART(i) uintBitsToFloat(ATT_WORDS[AT_PART + (i)])
-#define PART_SET(i, v) ATT_WORDS[AT_PART + (i)] = floatBitsToUint(v)
-#define PGS(i) AT_F(AT_PGS, i)
-#define PGS_SET(i, v) AT_F(AT_PGS, i) = (v)
-#define CM(i) uintBitsToFloat(AT_F(AT_CM, i))
-#define CM_SET(i, v) AT_F(AT_CM, i) = floatBitsToUint(v)
-#define CL(i) uintBitsToFloat(AT_F(AT_CL, i))
-#define CL_SET(i, v) AT_F(AT_CL, i) = floatBitsToUint(v)
-#else
 shared float qs[HEAD_DIM];
 shared float sc[CHUNK_MAX];
 shared vec4 part[AW * 2];
@@ -66,7 +40,6 @@ shared float cm[AW], cl[AW];
 #define CM_SET(i, v) cm[i] = (v)
 #define CL(i) cl[i]
 #define CL_SET(i, v) cl[i] = (v)
-#endif
 shared bool merge_here;
 
 #define STRIDE uint(HEAD_DIM + 2)

@@ -88,18 +88,8 @@
 #pragma optionNV(unroll all)
 #endif
 layout(std430, binding = 1) readonly restrict buffer X { vec4 xv[]; };
-#ifdef FUSED_ATTN
-// (x's buffer takes the attention's output too, the cache is read back:
-// coherent, other work groups' rows of this dispatch)
-layout(std430, binding = 1) writeonly buffer XA { float act[]; };  // (other floats than xv's)
-layout(std430, binding = 2) coherent buffer Y { uint yu[]; };
-layout(std430, binding = 2) coherent buffer Y4 { uvec4 yu4[]; };
-layout(std430, binding = 3) coherent buffer C { uint counter[]; };
-#endif
 #ifdef QKV
-#ifndef FUSED_ATTN
 layout(std430, binding = 2) writeonly restrict buffer Y { uint yu[]; };
-#endif
 #else
 layout(std430, binding = 2) restrict buffer Y { float y[]; };
 #endif
@@ -197,81 +187,10 @@ void once_x(uint i, out f16vec2 xl[8], out f16vec2 xh[8], out float m, out float
 
 #include "matvec_out.glsl"
 
-#ifdef FUSED_ATTN
-#if !defined(QKV) || NT > 1 || defined(EXPERT)
-#error "FUSED_ATTN is one token's QKV"
-#endif
-// FUSED_ATTN (ops/matvec.h matvec_variant.attn): the step's attention over
-// the PARAM_U(24) positions it sees (at most CHUNK_MAX, one chunk), run by
-// the last work group to write a head's rows, so that the step has no
-// attention dispatch (and no barrier before it: bench/RESULTS.md "Decode
-// attention"). A work group's ROWS_WG rows lie in one head's Q, or in one
-// K/V head's K or V (the host's matvec_fused_attn_fits), so a head's rows
-// are 3 HEAD_DIM / ROWS_WG work groups': each counts itself in at the
-// counter of every head it wrote for, and the one that makes the count runs
-// the head (attn_chunk.glsl) and puts the counter back to 0. Params: 24 the
-// positions seen, 25 the output's float offset (a head's HEAD_DIM floats
-// after another), 26 / 27 uint offsets of the cache's K / V, 28 the page
-// table's row.
-#define ACT_SET(i, v) act[i] = (v)
-#define LB(i) yu[i]
-#define LB4(i) yu4[i]
-#define ATT_COUNTER counter
-// (the attention's arrays over x's staged units and the sums' red, done with
-// by then: the kernel's shared memory, and so its groups a multiprocessor,
-// as without it)
-#ifdef X_ONCE
-#define ATT_WORDS xonce
-#define ATT_WORDS_N (uint(X_ONCE_UNITS) * uint(XO_V))
-#endif
-#define RED_PARTIAL red
-#include "reduce.glsl"
-#include "attn_chunk.glsl"
-shared uint fa_heads[GROUP];
-shared uint fa_n;
-void fused_attention(uint row0)
-{
-    uint t = gl_LocalInvocationIndex;
-    memoryBarrierBuffer();  // this group's rows out before it counts itself in
-    barrier();
-    if (t == 0u) {
-        uint g = PARAM_U(1) + row0, h0 = g / uint(HEAD_DIM), nh = 1u;
-        if (g >= uint(Q_DIM)) {  // K or V of K/V head kv: its GROUP query heads
-            h0 = ((g - uint(Q_DIM)) % uint(KV_DIM)) / uint(HEAD_DIM) * uint(GROUP);
-            nh = uint(GROUP);
-        }
-        uint n = 0u;
-        for (uint i = 0u; i < nh; i++)
-            if (atomicAdd(counter[h0 + i], 1u) == 3u * (uint(HEAD_DIM) / uint(ROWS_WG)) - 1u)
-                fa_heads[n++] = h0 + i;
-        fa_n = n;
-    }
-    barrier();
-    uint n = fa_n, len = PARAM_U(24);
-    for (uint i = 0u; i < n; i++) {
-        uint h = fa_heads[i];
-        memoryBarrierBuffer();
-        for (uint j = t; j < uint(HEAD_DIM); j += uint(WG_SIZE))
-            QS_SET(j, uintBitsToFloat(yu[h * uint(HEAD_DIM) + j]));
-        attend_chunk(h, 0u, len, 0u, len, 1u, PARAM_U(28), h, PARAM_U(25) + h * uint(HEAD_DIM),
-                     PARAM_U(26), PARAM_U(27), 0u, 1u);
-        if (t == 0u)
-            counter[h] = 0u;
-    }
-}
-#endif
-
 void main()
 {
     uint rows = PARAM_U(0) & 0xFFFFFFu;
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-#ifdef FUSED_ATTN
-    // K's and V's rows first, Q's after them: a head's last rows to be
-    // written are then its own Q's, so its attention starts as they are done,
-    // beside the heads after it, not all in K/V's last groups at the end
-    uint kv_wgs = 2u * uint(KV_DIM) / uint(ROWS_WG);
-    wg = wg < kv_wgs ? wg + uint(Q_DIM) / uint(ROWS_WG) : wg - kv_wgs;
-#endif
     uint row0 = wg * uint(ROWS_WG);
     if (row0 >= rows)
         return;  // the whole work group
@@ -445,10 +364,8 @@ void main()
 #endif
     }
     barrier();
-#ifndef FUSED_ATTN  // (else every invocation goes on to the attention: writes by lane 0 below)
     if (lane != 0u)
         return;
-#endif
     uint sg0 = slot * uint(TPR / SG_SIZE);
     for (int r = 0; r < NR; r++) {
         tot[r] = 0.0;
@@ -475,10 +392,8 @@ void main()
     // the slot's lanes loaded every unit of x once: their squares add up to sum(x^2)
     float nscale = inversesqrt(slot_sum(ssum) / float(W_COLS) + PARAM_F(4));
 #endif
-#ifndef FUSED_ATTN
     if (lane != 0u)
         return;
-#endif
 #endif
 #ifdef NORM_ANY
     for (int r = 0; r < NR; r++)
@@ -492,15 +407,9 @@ void main()
     }
 #endif
 #if defined(GLU) || defined(QKV)
-#ifdef FUSED_ATTN
-    if (lane == 0u)
-#endif
-        for (int r = 0; r < NR; r += 2)
-            if (first + uint(r) < rows)
-                put_pair(first + uint(r), z, tot[r], tot[r + 1]);
-#ifdef FUSED_ATTN
-    fused_attention(row0);
-#endif
+    for (int r = 0; r < NR; r += 2)
+        if (first + uint(r) < rows)
+            put_pair(first + uint(r), z, tot[r], tot[r + 1]);
 #elif defined(NORM_OUT)
     float ss = 0.0;  // the squares of this slot's new y
     for (int r = 0; r < NR; r++) {

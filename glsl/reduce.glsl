@@ -7,25 +7,20 @@
 // before it: without it Mesa's llvmpipe let one SIMD group's write of the
 // next reduction land before another group had read this one's result.
 
-// RED_PARTIAL: the includer's shared float[WG_SIZE] to use (else an array
-// of their own; with USE_SUBGROUP one slot a subgroup is used).
-#ifndef RED_PARTIAL
-shared float red_partial[WG_SIZE];
-#define RED_PARTIAL red_partial
-#endif
-
 #ifdef USE_SUBGROUP
+shared float red_partial[WG_SIZE];  // one slot per subgroup is used
+
 float wg_reduce_sum(float v)
 {
     float s = subgroupAdd(v);
     uint n_sub = (uint(WG_SIZE) + gl_SubgroupSize - 1u) / gl_SubgroupSize;
     if (subgroupElect())
-        RED_PARTIAL[gl_SubgroupID] = s;
+        red_partial[gl_SubgroupID] = s;
     memoryBarrierShared();
     barrier();
     float total = 0.0;
     for (uint i = 0u; i < n_sub; i++)
-        total += RED_PARTIAL[i];
+        total += red_partial[i];
     memoryBarrierShared();
     barrier();
     return total;
@@ -36,30 +31,32 @@ float wg_reduce_max(float v)
     float s = subgroupMax(v);
     uint n_sub = (uint(WG_SIZE) + gl_SubgroupSize - 1u) / gl_SubgroupSize;
     if (subgroupElect())
-        RED_PARTIAL[gl_SubgroupID] = s;
+        red_partial[gl_SubgroupID] = s;
     memoryBarrierShared();
     barrier();
-    float total = RED_PARTIAL[0];
+    float total = red_partial[0];
     for (uint i = 1u; i < n_sub; i++)
-        total = max(total, RED_PARTIAL[i]);
+        total = max(total, red_partial[i]);
     memoryBarrierShared();
     barrier();
     return total;
 }
 #else
+shared float red_partial[WG_SIZE];
+
 float wg_reduce_sum(float v)
 {
     uint t = gl_LocalInvocationIndex;
-    RED_PARTIAL[t] = v;
+    red_partial[t] = v;
     memoryBarrierShared();
     barrier();
     for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
         if (t < s)
-            RED_PARTIAL[t] += RED_PARTIAL[t + s];
+            red_partial[t] += red_partial[t + s];
         memoryBarrierShared();
         barrier();
     }
-    float total = RED_PARTIAL[0];
+    float total = red_partial[0];
     memoryBarrierShared();
     barrier();
     return total;
@@ -68,16 +65,16 @@ float wg_reduce_sum(float v)
 float wg_reduce_max(float v)
 {
     uint t = gl_LocalInvocationIndex;
-    RED_PARTIAL[t] = v;
+    red_partial[t] = v;
     memoryBarrierShared();
     barrier();
     for (uint s = uint(WG_SIZE) / 2u; s > 0u; s >>= 1u) {
         if (t < s)
-            RED_PARTIAL[t] = max(RED_PARTIAL[t], RED_PARTIAL[t + s]);
+            red_partial[t] = max(red_partial[t], red_partial[t + s]);
         memoryBarrierShared();
         barrier();
     }
-    float total = RED_PARTIAL[0];
+    float total = red_partial[0];
     memoryBarrierShared();
     barrier();
     return total;

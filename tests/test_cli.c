@@ -315,7 +315,7 @@ static void test_run_demo_and_flags(void)
         "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,4", "GLESLLM_MATVEC=256,16,x",
         "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",     "GLESLLM_F16_SUBN=yes",
         "GLESLLM_FETCH_AHEAD=3",  "GLESLLM_FETCH_AHEAD=16",   "GLESLLM_X_ONCE=yes",
-        "GLESLLM_ATTN_GROUP=2",   "GLESLLM_ATTN_FUSED=yes",
+        "GLESLLM_ATTN_GROUP=2",
     };
     for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; i++) {
         char name[64];
@@ -328,10 +328,6 @@ static void test_run_demo_and_flags(void)
         run("GLESLLM_FUSE_NORM=0 GLESLLM_MULTI_XSH=0 GLESLLM_MATMUL=128,8,4,0 GLESLLM_FETCH_AHEAD=2",
             "run -n 2"),
         err);
-    /* the step's attention in the QKV matvec (a GPU's splits: a CPU
-     * rasteriser's work groups are too small for it) */
-    TEST_ASSERT_EQUAL_INT_MESSAGE(0, run("GLESLLM_ATTN_FUSED=1 GLESLLM_CPU_SPLITS=0", "run -n 2"),
-                                  err);
     /* f16 tiles with the weights' values doubled (f32 arithmetic without f16
      * types): a 40-token prompt goes through the matmul */
     TEST_ASSERT_EQUAL_INT_MESSAGE(

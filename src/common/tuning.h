@@ -37,7 +37,6 @@ typedef struct tuning {
     int prefetch;          /* FFN down matrix read into L2          GLESLLM_PREFETCH */
     int rwkv_chunk;        /* RWKV-7's prompts in the chunked form  GLESLLM_RWKV_CHUNK */
     int attn_group;        /* prefill attention a KV head's group a work group GLESLLM_ATTN_GROUP */
-    int attn_fused;        /* a step's attention in its QKV matvec   GLESLLM_ATTN_FUSED */
     int kv;                /* KV cache: TUNE_AUTO, TUNE_KV_DEVICE, TUNE_KV_MAPPED GLESLLM_KV */
     /* small batches: prefills of at most this many tokens take several-token
      * matvecs (<= 0: none; TUNE_SMALL_AUTO: the engine's)   GLESLLM_SMALL_BATCH */
@@ -59,7 +58,6 @@ enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
       .f16_subn = TUNE_AUTO, .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,  \
       .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
       .prefetch = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO, .attn_group = TUNE_AUTO, .kv = TUNE_AUTO, \
-      .attn_fused = TUNE_AUTO,                                                                  \
       .small_batch = TUNE_SMALL_AUTO, .matmul_slices = TUNE_AUTO }
 #define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)
 

@@ -101,11 +101,7 @@ static glesllm_status read_env(tuning *t)
         (st = flag("GLESLLM_ATTN_GROUP",
                    "0 (prefill attention a work group a head), 1 (a KV head's query heads a work "
                    "group) or leave it unset (by the model's shape)",
-                   &t->attn_group)) ||
-        (st = flag("GLESLLM_ATTN_FUSED",
-                   "0 (a decode step's attention its own dispatch: the default) or 1 (in the QKV "
-                   "matvec where its kernel allows, up to 128 positions)",
-                   &t->attn_fused)))
+                   &t->attn_group)))
         return st;
     const char *kv = getenv("GLESLLM_KV");
     if (kv && *kv) {

@@ -482,10 +482,6 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
             progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
         i = j;
     }
-    /* the step's attention in the QKV matvec (one segment, every position
-     * seen: no window) */
-    if (g->n_qkv == 1 && !qk && !g->window && (st = gm_fused_qkv_kernel(gm, &g->qkv[0], &qkv)))
-        return st;
     /* the residual adds write the next norm's first half, the matvecs after
      * them scale (the norm split across two kernels) */
     matvec_variant add = { MATVEC_ADD };

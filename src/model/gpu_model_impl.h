@@ -46,10 +46,6 @@ typedef struct gpu_linear {
 typedef struct segment {
     gpu_linear l;
     uint64_t row_base; /* its first row in the fused matrix */
-    /* the whole Q|K|V's one-token kernel with the step's attention
-     * (matvec_variant.attn; NULL: none), for steps of at most
-     * ATTN_ONE_CHUNK positions */
-    const matvec_kernel *fused;
 } segment;
 
 typedef struct gpu_layer {
@@ -232,9 +228,6 @@ glesllm_status gm_expert_kernel(gpu_model *gm, gpu_linear *l, uint64_t rows, mat
                                 bool stacked);
 /* the matmul of a dense weight beside the experts (the shared expert's) */
 glesllm_status gm_plain_matmul(gpu_model *gm, gpu_linear *l, matvec_epilogue e);
-/* s->fused for a layer whose Q|K|V is the one segment s, of the variant
- * `qkv`, where its kernel takes the attention (else NULL) */
-glesllm_status gm_fused_qkv_kernel(gpu_model *gm, segment *s, const matvec_variant *qkv);
 void gm_multi_sets(gpu_model *gm);
 uint32_t gm_multi_set(const gpu_model *gm, uint32_t n);
 glesllm_status gm_build_multi_set(gpu_model *gm, uint32_t si);
@@ -286,9 +279,6 @@ typedef struct gpu_pass {
      * state) and the one it leaves its state in */
     uint32_t src, dst;
     bool zero;
-    /* a step: the layer's QKV matvec ran its attention too (segment.fused),
-     * so pass_attention has nothing to record */
-    bool attn_done;
 } gpu_pass;
 
 /* The selected sequence's first token slot. */

@@ -18,10 +18,7 @@ static bool same_kernel(const matvec_kernel *k, uint32_t type, const matvec_conf
            k->var.epilogue == v->epilogue && k->var.norm == v->norm && k->var.q_dim == v->q_dim &&
            k->var.kv_dim == v->kv_dim && k->var.head_dim == v->head_dim &&
            k->var.bias == v->bias && k->var.nt == v->nt && k->var.norm_scale == v->norm_scale &&
-           k->var.norm_out == v->norm_out && k->var.expert == v->expert && k->var.gelu == v->gelu &&
-           k->var.attn == v->attn && k->var.attn_group == v->attn_group &&
-           k->var.attn_positions == v->attn_positions && k->var.attn_scale == v->attn_scale &&
-           k->var.attn_softcap == v->attn_softcap;
+           k->var.norm_out == v->norm_out && k->var.expert == v->expert && k->var.gelu == v->gelu;
 }
 
 static glesllm_status get_matvec(gpu_model *gm, uint32_t type, uint64_t rows, uint64_t cols,
@@ -127,27 +124,6 @@ glesllm_status gm_plain_matmul(gpu_model *gm, gpu_linear *l, matvec_epilogue e)
 {
     matvec_variant v = { e };
     return get_matmul(gm, l->w.type, l->w.rows, &v, &l->mk);
-}
-
-glesllm_status gm_fused_qkv_kernel(gpu_model *gm, segment *s, const matvec_variant *qkv)
-{
-    const gpu_weight *w = &s->l.w;
-    const attn_shape *as = &gm->attn.s;
-    s->fused = NULL;
-    matvec_config cfg = matvec_default_config(gm->ctx, &gm->tune, w->type, w->rows, w->cols);
-    if (cfg.nr % 2) /* (as get_matvec) */
-        cfg.nr = 2;
-    if (gm->tune.attn_fused != TUNE_ON || qkv->epilogue != MATVEC_QKV || !qkv->norm_scale ||
-        w->n_parts != 1 || !as->n_head_kv ||
-        !matvec_fused_attn_fits(gm->ctx, w->type, &cfg, qkv->head_dim))
-        return GLESLLM_OK;
-    matvec_variant v = *qkv;
-    v.attn = true;
-    v.attn_group = as->n_head / as->n_head_kv;
-    v.attn_positions = ATTN_ONE_CHUNK;
-    v.attn_scale = as->scale;
-    v.attn_softcap = as->softcap;
-    return get_matvec(gm, w->type, w->rows, w->cols, &v, &s->fused);
 }
 
 uint32_t gm_multi_tokens(uint32_t n_small)

@@ -364,21 +364,6 @@ glesllm_status pass_qkv(gpu_pass *p, const gpu_layer *l)
         a.bias_off = l->bias;
         a.k_off = k_off;
         a.v_off = v_off;
-        /* the attention in the same dispatch where the layer has that kernel,
-         * up to the positions it takes (bench/RESULTS.md "Decode attention") */
-        const segment *s0 = &l->qkv[0];
-        if (s0->fused && p->pos0 + 1 <= s0->fused->var.attn_positions && !l->window) {
-            attn_io io = attention_io(p, l);
-            a.attn_len = p->pos0 + 1;
-            a.attn_seq = io.seq;
-            a.attn_out = gm->attn_out;
-            a.attn_k = io.k_base;
-            a.attn_v = io.v_base;
-            a.attn_count = io.count;
-            p->attn_done = true;
-            return matvec_record_args(gm->q, s0->fused, &s0->l.w, &gm->act, gm->xn, &l->cache,
-                                      s0->row_base, &a);
-        }
         for (uint32_t i = 0; st == GLESLLM_OK && i < l->n_qkv; i++) {
             const segment *s = &l->qkv[i];
             a.y_lo = qkv_uint(hp, &a, s->row_base);
@@ -411,10 +396,6 @@ glesllm_status pass_attention(gpu_pass *p, const gpu_layer *l)
 {
     gpu_model *gm = p->gm;
     const model_hparams *hp = hparams(p);
-    if (p->kind == PASS_STEP && p->attn_done) { /* (pass_qkv's kernel ran it) */
-        p->attn_done = false;
-        return GLESLLM_OK;
-    }
     attn_io io = attention_io(p, l);
     if (p->kind == PASS_STEP)
         return attn_record_step(gm->q, &gm->attn, &io, p->pos0 + 1, l->window, gm->attn_out);

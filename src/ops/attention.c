@@ -9,8 +9,9 @@
 
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
 
-/* (the floats' bits exact) */
-void attn_score_defines(float scale, float softcap, char *buf, size_t n)
+/* The score's scale and soft cap as defines (SCORE_SCALE, SOFTCAP; none:
+ * the kernels' 1 / sqrt(HEAD_DIM) and no cap), the floats' bits exact. */
+static void score_defines(float scale, float softcap, char *buf, size_t n)
 {
     int k = 0;
     buf[0] = 0;
@@ -25,7 +26,7 @@ void attn_score_defines(float scale, float softcap, char *buf, size_t n)
 static void kernel_defines(const attn_shape *s, const char *own, char *buf, size_t n)
 {
     char sc[96], kv[64];
-    attn_score_defines(s->scale, s->softcap, sc, sizeof sc);
+    score_defines(s->scale, s->softcap, sc, sizeof sc);
     kv_layout_defines(&s->kv, kv, sizeof kv);
     snprintf(buf, n, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\n%s%s%s", ATTN_WG,
              s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim, own, sc, kv);

@@ -4,10 +4,7 @@
  *   step    one query (the decode step): glsl/attention.comp, the positions
  *           cut into chunks so that a long context spreads over the GPU, the
  *           chunks' partial results merged by the last to finish; up to
- *           ATTN_ONE_CHUNK positions one chunk, which the step's QKV matvec
- *           can run itself where its kernel allows (GLESLLM_ATTN_FUSED=1,
- *           off by default; ops/matvec.h matvec_variant.attn:
- *           glsl/attn_chunk.glsl, the same arithmetic)
+ *           ATTN_ONE_CHUNK positions one chunk
  *   few     a few queries (a verifying pass, a short prompt): the same kernel,
  *           each query cut into the chunks a step at its length would take,
  *           so that its output is that step's to the bit
@@ -70,10 +67,6 @@ typedef struct attn_io {
 
 glesllm_status attn_build(gpu_context *ctx, const attn_shape *s, attn_kernels *out);
 void attn_destroy(attn_kernels *k);
-
-/* A shape's score scale and soft cap as a kernel's defines (SCORE_SCALE,
- * SOFTCAP; "" for the kernels' 1 / sqrt(HEAD_DIM) and no cap). */
-void attn_score_defines(float scale, float softcap, char *buf, size_t n);
 
 /* The floats of partial results n queries at once need (step: 1), and the
  * counters (uints) they need. */

@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "ops/attention.h"
 #include "ops/matvec.h"
 
 /* X_ONCE: the most units a row (4096 columns) whose x a work group stages,
@@ -453,17 +452,6 @@ uint64_t matvec_xg_floats(const matvec_kernel *k, uint64_t cols, uint32_t n)
 
 #define XP_WG 128u /* x_prep.comp's work group */
 
-bool matvec_fused_attn_fits(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                            uint32_t head_dim)
-{
-    /* (Q6_K and Q3_K compile without the driver's fast-math rewrites, which
-     * would give the attention in them other roundings than attention.comp's) */
-    uint32_t rows_wg = cfg->wg / cfg->tpr * cfg->nr;
-    return cfg->wg >= ATTN_WG && head_dim % rows_wg == 0 && !cfg->xg &&
-           cfg->subgroup == gpu_context_caps(ctx)->subgroup && type != GGML_TYPE_Q6_K &&
-           type != GGML_TYPE_Q3_K;
-}
-
 glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
                             const matvec_config *cfg, const matvec_variant *var, matvec_kernel *out)
 {
@@ -547,7 +535,7 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
         return st;
     bool f16_levels = gpu_context_caps(ctx)->f16_types && !f16_subn &&
                       (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-    char tdef[32], epi[128], sg[64] = "", xb[16] = "", defines[768];
+    char tdef[32], epi[128], sg[64] = "", xb[16] = "", defines[512];
     weight_type_define(type, tdef, sizeof tdef);
     matvec_epilogue_defines(&v, epi, sizeof epi);
     /* XG: its lanes' sums added in the order of the one-token kernel's
@@ -588,21 +576,6 @@ glesllm_status matvec_build(gpu_context *ctx, const tuning *tune, uint32_t type,
         strncat(defines, "\nXG 1", sizeof defines - strlen(defines) - 1);
     if (v.expert)
         strncat(defines, "\nEXPERT 1", sizeof defines - strlen(defines) - 1);
-    if (v.attn) {
-        if (v.epilogue != MATVEC_QKV || v.nt > 1 || v.norm ||
-            !matvec_fused_attn_fits(ctx, type, cfg, v.head_dim) || !v.attn_group ||
-            v.attn_positions > ATTN_ONE_CHUNK)
-            return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                           "matvec: a QKV kernel with the step's attention needs one token, no "
-                           "norm folded in, at most %u positions and a split "
-                           "matvec_fused_attn_fits takes",
-                           ATTN_ONE_CHUNK);
-        char at[192], sc[96];
-        attn_score_defines(v.attn_scale, v.attn_softcap, sc, sizeof sc);
-        snprintf(at, sizeof at, "\nFUSED_ATTN 1\nGROUP %u\nCHUNK_MAX %u\nAW %u%s", v.attn_group,
-                 v.attn_positions, ATTN_WG, sc);
-        strncat(defines, at, sizeof defines - strlen(defines) - 1);
-    }
     if (part_padded(&eff, v.nt))
         strncat(defines, "\nPART_PAD 1", sizeof defines - strlen(defines) - 1);
     if (xg_w_coherent(&eff, v.nt))
@@ -845,18 +818,6 @@ glesllm_status matvec_record_args(gpu_queue *q, const matvec_kernel *k, const gp
                 d.params[22 + t] = a->seq_tab[t];
             d.params[22] = a->seq_tab ? d.params[22] : a->kv_first;
             d.n_params = 22 + (a->seq_tab ? n : 1);
-        }
-        if (k->var.attn) { /* matvec.comp FUSED_ATTN: params 24.. */
-            d.params[24] = a->attn_len;
-            d.params[25] = (uint32_t)a->attn_out;
-            d.params[26] = (uint32_t)a->attn_k;
-            d.params[27] = (uint32_t)a->attn_v;
-            d.params[28] = a->attn_seq;
-            d.n_params = 29;
-            d.bindings[1].access = GPU_READ_WRITE; /* the output into x's buffer */
-            d.bindings[2].used_begin = d.bindings[2].used_end = 0; /* the whole cache read */
-            d.bindings[3] = (gpu_binding){ 3, a->attn_count, 0, 0, GPU_READ_WRITE };
-            d.n_bindings = 4;
         }
         weight_grid(&d, (p->rows + rows_wg - 1) / rows_wg);
         glesllm_status st = gpu_queue_dispatch(q, &d);

@@ -91,17 +91,6 @@ typedef struct matvec_variant {
      * moe_record_matvec; matvec.comp EXPERT): STORE or GLU, no norm. */
     bool expert;
     bool gelu; /* MATVEC_GLU: the gate through GELU's tanh form, not SiLU (Gemma) */
-    /* MATVEC_QKV, one token, the whole Q|K|V in one dispatch: the step's
-     * attention too, for up to attn_positions positions (matvec.comp
-     * FUSED_ATTN; matvec_fused_attn_fits says where it applies): the last
-     * work group to write a head's rows (Q's, its K/V head's) runs its
-     * attention (glsl/attn_chunk.glsl, the same arithmetic as
-     * attention.comp's one chunk), so the step has no attention dispatch.
-     * Off by default (GLESLLM_ATTN_FUSED=1: model/kernels.c). attn_group:
-     * query heads a K/V head; attn_scale, attn_softcap: as attn_shape's. */
-    bool attn;
-    uint32_t attn_group, attn_positions;
-    float attn_scale, attn_softcap;
 } matvec_variant;
 
 typedef struct matvec_kernel {
@@ -130,14 +119,6 @@ typedef struct matvec_kernel {
 glesllm_status matvec_build(gpu_context *ctx, const tuning *t, uint32_t type,
                             const matvec_config *cfg, const matvec_variant *var, matvec_kernel *out);
 void matvec_destroy(matvec_kernel *k);
-
-/* Whether a one-token QKV kernel of this configuration can take its step's
- * attention (matvec_variant.attn): a work group of at least ATTN_WG
- * invocations (ops/attention.h) whose rows lie in one head's, the
- * reductions of attention.comp's kind (subgroups where the context has
- * them), and a format compiled with the driver's usual arithmetic. */
-bool matvec_fused_attn_fits(gpu_context *ctx, uint32_t type, const matvec_config *cfg,
-                            uint32_t head_dim);
 
 /* Records y[y_off + r] (+)= W[r] . x[x_off ..] for every row r (one dispatch
  * per part). x_off must be a multiple of 4. */
@@ -194,13 +175,6 @@ typedef struct matvec_args {
     const uint32_t *seq_tab;
     bool kv_run;
     uint32_t kv_first;
-    /* variant.attn: the positions seen (this one's too, at most
-     * attn_positions), the output's float offset in x's buffer, the cache's
-     * K and V (uint offsets of cache row 0 in y's buffer), the page table's
-     * row, and a counter a head (0 between dispatches) */
-    uint32_t attn_len, attn_seq;
-    uint64_t attn_out, attn_k, attn_v;
-    const gpu_buffer *attn_count;
 } matvec_args;
 
 /* Floats of x's buffer to leave for the units of x of n tokens of rows of
