@@ -251,6 +251,10 @@ int cmd_serve(int argc, char **argv)
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     serve_http_quiesce(h);
     serve_stop(s);
+    /* the cancelled requests' last chunks and [DONE] out before the
+     * connections close (a client that does not read is given 5 s) */
+    if (!serve_http_drain(h, 5000))
+        fprintf(stderr, "glesllm: closing connections whose responses were not read in 5 s\n");
     rc = 0;
 done:
     serve_http_stop(h);

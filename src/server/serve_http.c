@@ -26,7 +26,9 @@ struct serve_http {
     const serve_http_params *p;
     const char *template_name; /* the chat template (NULL: none recognised) */
     unsigned long long next_id;
+    unsigned open;     /* requests begun and not yet completed (sent or dropped) */
     pthread_mutex_t mu;
+    pthread_cond_t done; /* signalled as open falls */
 };
 
 /* ---- responses ------------------------------------------------------------------ */
@@ -922,6 +924,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
+        pthread_mutex_lock(&h->mu);
+        h->open++;
+        pthread_mutex_unlock(&h->mu);
         return MHD_YES;
     }
     if (*size) {
@@ -948,12 +953,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)conn, (void)why;
+    (void)conn, (void)why;
+    serve_http *h = cls;
     upload *u = *con_cls;
     if (u) {
         free(u->body);
         free(u);
         *con_cls = NULL;
+        pthread_mutex_lock(&h->mu);
+        h->open--;
+        pthread_cond_broadcast(&h->done);
+        pthread_mutex_unlock(&h->mu);
     }
 }
 
@@ -970,6 +980,7 @@ int serve_http_start(serve *s, glesllm_model *m, const serve_http_params *p,
     h->p = p;
     h->template_name = template_name;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->done, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_ITC;
     if (addr->sa_family == AF_INET6)
@@ -981,6 +992,7 @@ int serve_http_start(serve *s, glesllm_model *m, const serve_http_params *p,
                             MHD_OPTION_END);
     if (!h->d) {
         int e = errno;
+        pthread_cond_destroy(&h->done);
         pthread_mutex_destroy(&h->mu);
         free(h);
         errno = e;
@@ -1003,11 +1015,31 @@ void serve_http_quiesce(serve_http *h)
         close(fd);
 }
 
+bool serve_http_drain(serve_http *h, unsigned timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&h->mu);
+    int e = 0;
+    while (h->open && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&h->done, &h->mu, &until);
+    bool drained = h->open == 0;
+    pthread_mutex_unlock(&h->mu);
+    return drained;
+}
+
 void serve_http_stop(serve_http *h)
 {
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    pthread_cond_destroy(&h->done);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

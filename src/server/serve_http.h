@@ -23,7 +23,11 @@ int serve_http_start(serve *s, glesllm_model *m, const serve_http_params *p,
 unsigned serve_http_port(serve_http *h);
 /* Stops accepting connections; those open go on. */
 void serve_http_quiesce(serve_http *h);
-/* Waits for the open connections, then stops. */
+/* Waits up to timeout_ms for the requests begun to complete (their
+ * responses sent, a stream's to its [DONE], or their clients gone); false
+ * if some had not. */
+bool serve_http_drain(serve_http *h, unsigned timeout_ms);
+/* Stops: connections still open are closed. */
 void serve_http_stop(serve_http *h);
 
 #endif
