@@ -95,6 +95,10 @@ static glesllm_status read_env(tuning *t)
                    &t->xg_vl)) ||
         (st = flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &t->fuse_norm)) ||
         (st = flag("GLESLLM_PREFETCH", "0 or 1", &t->prefetch)) ||
+        (st = flag("GLESLLM_PREFETCH_O",
+                   "0 (the default) or 1 (a decode step reads the attention output's matrix "
+                   "into the GPU's cache while its attention runs)",
+                   &t->prefetch_o)) ||
         (st = flag("GLESLLM_RWKV_CHUNK",
                    "0 (an RWKV prompt's state update token by token: the default) or 1 (in "
                    "chunks)", &t->rwkv_chunk)) ||

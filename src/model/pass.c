@@ -515,6 +515,13 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
                                                       : GLESLLM_OK;
 }
 
+glesllm_status pass_prefetch_o(gpu_pass *p, const gpu_linear *wo)
+{
+    gpu_model *gm = p->gm;
+    return p->kind == PASS_STEP && gm->prefetch_o ? prefetch_record(gm->q, &gm->prefetch, &wo->w)
+                                                   : GLESLLM_OK;
+}
+
 /* A prefill chunk's experts once routed: the entries grouped by expert,
  * each expert's tokens through its matmul once (ops/moe.h), the shared
  * expert as any chunk's FFN. */
