@@ -58,7 +58,8 @@ enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
     { .fetch_ahead = TUNE_AUTO, .cpu_splits = TUNE_AUTO, .f16_dot = TUNE_AUTO,                 \
       .f16_subn = TUNE_AUTO, .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,  \
       .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
-      .prefetch = TUNE_AUTO, .prefetch_o = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO, .attn_group = TUNE_AUTO, .kv = TUNE_AUTO, \
+      .prefetch = TUNE_AUTO, .prefetch_o = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO,                 \
+      .attn_group = TUNE_AUTO, .kv = TUNE_AUTO,                                                 \
       .small_batch = TUNE_SMALL_AUTO, .matmul_slices = TUNE_AUTO }
 #define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)
 

@@ -324,11 +324,11 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
 /* x += RMSNorm(W in) * post (Gemma 2's norms after attention and the FFN) */
 glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t post);
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
-/* A step's FFN down matrix (pass_prefetch, after gate/up) or attention
- * output matrix (pass_prefetch_o, after the attention) read into the GPU's
- * cache beside the dispatch before it, where gm says so (ops/prefetch.h) */
-glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
-glesllm_status pass_prefetch_o(gpu_pass *p, const gpu_linear *wo);
+/* A step's weight w read into the GPU's cache beside the dispatch before
+ * it (ops/prefetch.h), where on: the FFN down matrix after gate/up
+ * (gm->prefetch_down), the attention output's after the attention
+ * (gm->prefetch_o) */
+glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w, bool on);
 /* x += the mixture of experts' FFN of RMSNorm(x) * ffn_norm (the norm its
  * own dispatch in every kind of pass) */
 glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);

@@ -8,17 +8,18 @@
 #include "common/tuning.h"
 
 #define ATTN_GROUPS 256u /* the work groups a query aims at: enough to fill a large GPU */
+#define ATTN_WG 128u
 
 /* The score's scale and soft cap as defines (SCORE_SCALE, SOFTCAP; none:
  * the kernels' 1 / sqrt(HEAD_DIM) and no cap), the floats' bits exact. */
-static void score_defines(float scale, float softcap, char *buf, size_t n)
+static void score_defines(const attn_shape *s, char *buf, size_t n)
 {
     int k = 0;
     buf[0] = 0;
-    if (scale > 0.0f)
-        k = snprintf(buf, n, "\nSCORE_SCALE uintBitsToFloat(%uu)", gpu_f2u(scale));
-    if (softcap > 0.0f && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(softcap));
+    if (s->scale > 0.0f)
+        k = snprintf(buf, n, "\nSCORE_SCALE uintBitsToFloat(%uu)", gpu_f2u(s->scale));
+    if (s->softcap > 0.0f && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "\nSOFTCAP uintBitsToFloat(%uu)", gpu_f2u(s->softcap));
 }
 
 /* A kernel's defines: the shape's (work-group size, head, group, KV row,
@@ -26,7 +27,7 @@ static void score_defines(float scale, float softcap, char *buf, size_t n)
 static void kernel_defines(const attn_shape *s, const char *own, char *buf, size_t n)
 {
     char sc[96], kv[64];
-    score_defines(s->scale, s->softcap, sc, sizeof sc);
+    score_defines(s, sc, sizeof sc);
     kv_layout_defines(&s->kv, kv, sizeof kv);
     snprintf(buf, n, "WG_SIZE %u\nHEAD_DIM %u\nGROUP %u\nKV_DIM %u\n%s%s%s", ATTN_WG,
              s->head_dim, s->n_head / s->n_head_kv, s->n_head_kv * s->head_dim, own, sc, kv);

@@ -27,10 +27,9 @@
 #include "gpu/gpu.h"
 #include "ops/kv_layout.h"
 
-/* attention.comp's work group; a query's positions up to ATTN_ONE_CHUNK are
- * one chunk (a work group a head), past them chunks of ATTN_CHUNK_MIN to
- * ATTN_CHUNK_MAX positions (bench/RESULTS.md "Decode attention") */
-#define ATTN_WG 128u
+/* attention.comp: a query's positions up to ATTN_ONE_CHUNK are one chunk (a
+ * work group a head), past them chunks of ATTN_CHUNK_MIN to ATTN_CHUNK_MAX
+ * positions (bench/RESULTS.md "Decode attention") */
 #define ATTN_ONE_CHUNK 128u
 #define ATTN_CHUNK_MIN 16u
 #define ATTN_CHUNK_MAX 256u

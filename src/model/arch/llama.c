@@ -31,7 +31,7 @@ static glesllm_status llama_layer(gpu_pass *p, const gpu_layer *l, uint64_t next
     if ((st = pass_attention(p, l)))
         return st;
     /* (Wo read into the GPU's cache while the attention runs, where set) */
-    if ((st = pass_prefetch_o(p, &l->wo)))
+    if ((st = pass_prefetch(p, &l->wo, p->gm->prefetch_o)))
         return st;
     /* x += Wo attn_out */
     if ((st = pass_residual(p, &l->wo, PASS_ATTN_OUT, l->ffn_norm)))
