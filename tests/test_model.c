@@ -688,22 +688,17 @@ static void test_norm_as_its_own_dispatch(void)
 }
 
 /* Reading the FFN down matrix into the cache beside gate/up (on by default
- * on discrete GPUs only), and the attention output's beside the attention
- * (GLESLLM_PREFETCH_O=1), leaves every logit as it was, bit for bit, and
- * costs one dispatch a layer each. */
+ * on discrete GPUs only) leaves every logit as it was, bit for bit, and
+ * costs one dispatch a layer. */
 static void test_ffn_prefetch_changes_nothing(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
     const uint32_t steps = 6;
     float *logits[2] = { NULL, NULL };
     uint32_t nv = 0, dispatches[2] = { 0, 0 };
-    tuning o = tune;
-    o.prefetch_o = TUNE_ON;
     for (int on = 0; on < 2; on++) {
         gpu_model_options opt = options(32);
         opt.prefetch = on ? 1 : -1;
-        if (on)
-            opt.tuning = &o;
         loaded L;
         fixture_load_demo(ctx, &s, &opt, false, &L);
         nv = L.m.hp.n_vocab;
@@ -719,7 +714,7 @@ static void test_ffn_prefetch_changes_nothing(void)
         dispatches[on] = gpu_model_last_dispatches(L.gm);
         fixture_unload(&L);
     }
-    TEST_ASSERT_EQUAL_UINT32(dispatches[0] + 2 * s.n_layer, dispatches[1]);
+    TEST_ASSERT_EQUAL_UINT32(dispatches[0] + s.n_layer, dispatches[1]);
     TEST_ASSERT_EQUAL_MEMORY(logits[0], logits[1], sizeof(float) * nv * steps);
     free(logits[0]);
     free(logits[1]);

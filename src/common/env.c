@@ -26,7 +26,7 @@ glesllm_status env_long(const char *name, long lo, long hi, long *out)
     long n = strtol(v, &end, 10);
     if (errno || *end || n < lo || n > hi)
         return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
-                       "%s=%s is not known; give a whole number from %ld to %ld", name, v, lo, hi);
+                       "%s=%s: expected a whole number from %ld to %ld", name, v, lo, hi);
     *out = n;
     return GLESLLM_OK;
 }

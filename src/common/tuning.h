@@ -35,7 +35,6 @@ typedef struct tuning {
     int xg_vl;             /* several tokens: stand-in lanes        GLESLLM_XG_VL */
     int fuse_norm;         /* a step's norms split across matvecs   GLESLLM_FUSE_NORM */
     int prefetch;          /* FFN down matrix read into L2          GLESLLM_PREFETCH */
-    int prefetch_o;        /* attention output matrix read into L2  GLESLLM_PREFETCH_O */
     int rwkv_chunk;        /* RWKV-7's prompts in the chunked form  GLESLLM_RWKV_CHUNK */
     int attn_group;        /* prefill attention a KV head's group a work group GLESLLM_ATTN_GROUP */
     int kv;                /* KV cache: TUNE_AUTO, TUNE_KV_DEVICE, TUNE_KV_MAPPED GLESLLM_KV */
@@ -44,6 +43,7 @@ typedef struct tuning {
     long small_batch;
     uint32_t multi_nt;     /* tokens a several-token dispatch (0: the engine's) GLESLLM_MULTI_NT */
     uint32_t kv_page;      /* positions a page of the KV cache (0: the engine's) GLESLLM_KV_PAGE */
+    uint32_t prefetch_mib; /* MiB of a down matrix prefetched (0: the engine's) GLESLLM_PREFETCH_MIB */
     /* prefill products of fewer work groups than this sliced over their
      * columns (0: never; TUNE_AUTO: the engine's)          GLESLLM_MATMUL_SLICES */
     int matmul_slices;
@@ -58,8 +58,7 @@ enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
     { .fetch_ahead = TUNE_AUTO, .cpu_splits = TUNE_AUTO, .f16_dot = TUNE_AUTO,                 \
       .f16_subn = TUNE_AUTO, .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,  \
       .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
-      .prefetch = TUNE_AUTO, .prefetch_o = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO,                 \
-      .attn_group = TUNE_AUTO, .kv = TUNE_AUTO,                                                 \
+      .prefetch = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO, .attn_group = TUNE_AUTO, .kv = TUNE_AUTO, \
       .small_batch = TUNE_SMALL_AUTO, .matmul_slices = TUNE_AUTO }
 #define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)
 

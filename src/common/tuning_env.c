@@ -95,10 +95,6 @@ static glesllm_status read_env(tuning *t)
                    &t->xg_vl)) ||
         (st = flag("GLESLLM_FUSE_NORM", "0 (each norm its own dispatch) or 1", &t->fuse_norm)) ||
         (st = flag("GLESLLM_PREFETCH", "0 or 1", &t->prefetch)) ||
-        (st = flag("GLESLLM_PREFETCH_O",
-                   "0 (the default) or 1 (a decode step reads the attention output's matrix "
-                   "into the GPU's cache while its attention runs)",
-                   &t->prefetch_o)) ||
         (st = flag("GLESLLM_RWKV_CHUNK",
                    "0 (an RWKV prompt's state update token by token: the default) or 1 (in "
                    "chunks)", &t->rwkv_chunk)) ||
@@ -117,11 +113,12 @@ static glesllm_status read_env(tuning *t)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "GLESLLM_KV=%s: expected 'device' or 'mapped'", kv);
     }
-    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0, slices = TUNE_AUTO;
+    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0, slices = TUNE_AUTO, pf_mib = 0;
     if ((st = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &small)) ||
         (st = env_long("GLESLLM_MULTI_NT", 2, 16, &nt)) ||
         (st = env_long("GLESLLM_KV_PAGE", 1, 1024, &page)) ||
-        (st = env_long("GLESLLM_MATMUL_SLICES", 0, 65535, &slices)))
+        (st = env_long("GLESLLM_MATMUL_SLICES", 0, 65535, &slices)) ||
+        (st = env_long("GLESLLM_PREFETCH_MIB", 1, 4096, &pf_mib)))
         return st;
     t->matmul_slices = (int)slices;
     if (page & (page - 1))
@@ -131,6 +128,7 @@ static glesllm_status read_env(tuning *t)
     t->kv_page = (uint32_t)page;
     t->small_batch = small == TUNE_SMALL_AUTO + 1 ? TUNE_SMALL_AUTO : small;
     t->multi_nt = (uint32_t)nt;
+    t->prefetch_mib = (uint32_t)pf_mib;
     return GLESLLM_OK;
 }
 

@@ -980,7 +980,9 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
                                   &gm->prefetch_down, &why);
     }
-    gm->prefetch_o = gm->tune.prefetch_o == TUNE_ON;
+    const model_layer *l0 = &m->layers[0];
+    gm->prefetch_bytes = prefetch_bytes(l0->gate.data ? l0->gate.type : l0->up.type,
+                                        gm->tune.prefetch_mib);
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, gm->n_batch,
                       hp->attn_scale, hp->attn_softcap, gm->kvl, gm->tune.attn_group };
     ssm_shape sh = ssm_shape_of(hp);
@@ -990,7 +992,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
         (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->tune, &gm->rwkv))) ||
         (st = sample_build(gm->ctx, &gm->sample)) ||
-        ((gm->prefetch_down || gm->prefetch_o) && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
+        (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||
         (hp->n_expert && (st = moe_build(gm->ctx, &gm->moe))))
         return st;

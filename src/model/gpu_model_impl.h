@@ -125,8 +125,7 @@ struct gpu_model {
     uint64_t moe_logits, moe_route, moe_sgate, moe_hid, moe_out, moe_shared, moe_shid;
     uint64_t moe_group, moe_list; /* prefill: the entries grouped by expert (ops/moe.h) */
     bool prefetch_down; /* the down matrix into L2 beside gate/up (prefetch_choose) */
-    bool prefetch_o;    /* the attention output's matrix into L2 beside the step's
-                           attention (GLESLLM_PREFETCH_O=1) */
+    uint64_t prefetch_bytes; /* its first bytes read (prefetch_bytes) */
     /* prefills of at most n_small tokens: several-token matvecs (multi_nt
      * tokens a dispatch, in sets), the norm folded in, logits of every
      * position at vlog in act (n_small rows of act_stride(n_vocab)) */
@@ -324,11 +323,10 @@ glesllm_status pass_residual(gpu_pass *p, const gpu_linear *w, pass_input in, ui
 /* x += RMSNorm(W in) * post (Gemma 2's norms after attention and the FFN) */
 glesllm_status pass_residual_normed(gpu_pass *p, const gpu_linear *w, pass_input in, uint64_t post);
 glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
-/* A step's weight w read into the GPU's cache beside the dispatch before
- * it (ops/prefetch.h), where on: the FFN down matrix after gate/up
- * (gm->prefetch_down), the attention output's after the attention
- * (gm->prefetch_o) */
-glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w, bool on);
+/* A step's FFN down matrix w, its first gm->prefetch_bytes, read into the
+ * GPU's cache beside the gate/up dispatch before it (ops/prefetch.h), where
+ * gm->prefetch_down */
+glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
 /* x += the mixture of experts' FFN of RMSNorm(x) * ffn_norm (the norm its
  * own dispatch in every kind of pass) */
 glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);

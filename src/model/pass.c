@@ -508,10 +508,11 @@ glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w)
     return chunk_matmul(gm, w, &gm->act, a);
 }
 
-glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w, bool on)
+glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
 {
     gpu_model *gm = p->gm;
-    return p->kind == PASS_STEP && on ? prefetch_record(gm->q, &gm->prefetch, &w->w) : GLESLLM_OK;
+    return p->kind == PASS_STEP && gm->prefetch_down ? prefetch_record(gm->q, &gm->prefetch, &w->w, gm->prefetch_bytes)
+                                                      : GLESLLM_OK;
 }
 
 /* A prefill chunk's experts once routed: the entries grouped by expert,
@@ -671,7 +672,7 @@ glesllm_status pass_ffn(gpu_pass *p, const gpu_layer *l, uint64_t next_norm)
     if ((st = pass_norm(p, l->ffn_norm)) || (st = pass_glu(p, &l->glu)))
         return st;
     /* (Wdown read into the GPU's cache beside the matvec before, where that pays) */
-    if ((st = pass_prefetch(p, &l->down, p->gm->prefetch_down)))
+    if ((st = pass_prefetch(p, &l->down)))
         return st;
     /* x += Wdown hidden */
     return pass_residual(p, &l->down, PASS_HIDDEN, next_norm);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
+
 #define PREFETCH_WG 256u /* 128 where the GPU allows no more */
 #define PREFETCH_PER 4u  /* uvec4 an invocation */
 
@@ -21,7 +23,7 @@ void prefetch_choose(gpu_context *ctx, int set, uint64_t bytes, bool *out, const
     } else {
         *out = true;
         *why = "a discrete GPU (large caches), for FFN down matrices of 8 MiB or more "
-               "(their first 32 MiB)";
+               "(their first 20-32 MiB by format)";
     }
 }
 
@@ -46,10 +48,18 @@ void prefetch_destroy(prefetch_kernel *k)
     gpu_buffer_destroy(&k->sink);
 }
 
-glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w)
+uint64_t prefetch_bytes(uint32_t gate_type, uint32_t mib)
+{
+    if (mib)
+        return (uint64_t)mib << 20;
+    return (gate_type == GGML_TYPE_Q4_0 ? 20ull : 32ull) << 20;
+}
+
+glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w,
+                               uint64_t bytes)
 {
     glesllm_status st = GLESLLM_OK;
-    uint64_t left = PREFETCH_MAX;
+    uint64_t left = bytes;
     for (uint32_t i = 0; st == GLESLLM_OK && i < w->n_parts && left; i++) {
         const gpu_weight_part *p = &w->parts[i];
         uint64_t n = (p->buf.size < left ? p->buf.size : left) / 16; /* uvec4 */

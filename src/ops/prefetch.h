@@ -11,8 +11,7 @@
 #include "gpu/gpu.h"
 #include "ops/weight.h"
 
-#define PREFETCH_MIN (8ull << 20)  /* matrices of fewer bytes are not worth it */
-#define PREFETCH_MAX (32ull << 20) /* a matrix's first bytes read at most */
+#define PREFETCH_MIN (8ull << 20) /* matrices of fewer bytes are not worth it */
 
 typedef struct prefetch_kernel {
     gpu_program prog;
@@ -20,13 +19,21 @@ typedef struct prefetch_kernel {
     uint32_t wg;
 } prefetch_kernel;
 
-/* Whether to prefetch a matrix of `bytes` (PREFETCH_MAX at most) and why:
+/* Whether to prefetch a matrix of `bytes` and why:
  * set > 0 on, < 0 off, 0 by the GPU (dedicated memory: a discrete GPU with a
  * large cache) and the size. */
 void prefetch_choose(gpu_context *ctx, int set, uint64_t bytes, bool *out, const char **why);
 
 glesllm_status prefetch_build(gpu_context *ctx, prefetch_kernel *out);
 void prefetch_destroy(prefetch_kernel *k);
-glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w);
+/* The first bytes of a down matrix to read beside a gate/up matvec of
+ * gate_type: `mib` MiB where set (GLESLLM_PREFETCH_MIB), else as many as that
+ * matvec leaves memory time for, measured on an H200: Q4_0's kernel, the
+ * fastest, leaves the least (bench/RESULTS.md "Prefetching the FFN down
+ * matrix"). */
+uint64_t prefetch_bytes(uint32_t gate_type, uint32_t mib);
+/* Dispatches reading w's first `bytes` (at most), without a barrier */
+glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w,
+                               uint64_t bytes);
 
 #endif

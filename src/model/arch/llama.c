@@ -30,9 +30,6 @@ static glesllm_status llama_layer(gpu_pass *p, const gpu_layer *l, uint64_t next
      * (a K/V head shared by n_head / n_head_kv query heads) */
     if ((st = pass_attention(p, l)))
         return st;
-    /* (Wo read into the GPU's cache while the attention runs, where set) */
-    if ((st = pass_prefetch(p, &l->wo, p->gm->prefetch_o)))
-        return st;
     /* x += Wo attn_out */
     if ((st = pass_residual(p, &l->wo, PASS_ATTN_OUT, l->ffn_norm)))
         return st;
