@@ -170,6 +170,9 @@ typedef struct gpu_program {
     int params_location; /* `uniform uint u_params[GPU_MAX_PARAMS]`, -1 if unused */
     uint32_t local_size[3];
     bool from_cache;     /* linked from the on-disk program cache */
+    uint32_t binary_bytes; /* GL_PROGRAM_BINARY_LENGTH (0: not reported): the driver's
+                              compiled form, a rough measure of the code a work group
+                              fetches (bench/RESULTS.md "Decode attention": cold code) */
     char name[64];
 } gpu_program;
 
@@ -264,6 +267,7 @@ typedef struct gpu_profile_entry {
     uint32_t groups;    /* work groups of the dispatch, all dimensions */
     bool barrier;       /* a storage barrier preceded it */
     uint32_t seq;       /* GPU_PROFILE_SEQUENCE: its place among the step's dispatches */
+    uint32_t binary_bytes; /* the program's (gpu_program.binary_bytes) */
     uint64_t count;
     uint64_t total_ns;
 } gpu_profile_entry;

@@ -244,6 +244,9 @@ glesllm_status gpu_program_build_source(gpu_context *ctx, const char *name, cons
     glGetProgramiv(prog, GL_COMPUTE_WORK_GROUP_SIZE, size);
     for (int i = 0; i < 3; i++)
         out->local_size[i] = (uint32_t)size[i];
+    GLint binary = 0;
+    glGetProgramiv(prog, GL_PROGRAM_BINARY_LENGTH, &binary);
+    out->binary_bytes = binary > 0 ? (uint32_t)binary : 0;
     GLenum e = glGetError();
     if (e != GL_NO_ERROR) {
         glDeleteProgram(prog);

@@ -142,6 +142,7 @@ static void profile_mark(profiler *p, const gpu_dispatch *d, bool barrier)
     gpu_profile_entry *l = &p->label[p->n];
     snprintf(l->name, sizeof l->name, "%s", d->prog->name);
     l->groups = d->groups[0] * d->groups[1] * d->groups[2];
+    l->binary_bytes = d->prog->binary_bytes;
     l->barrier = barrier;
     l->seq = p->mode == GPU_PROFILE_SEQUENCE ? p->since_submit - 1 : 0;
     p->counter(p->ids[p->n++], GL_TIMESTAMP_EXT);
