@@ -98,8 +98,10 @@ static void describe(gpu_context *ctx, const tuning *tune, FILE *f)
         fprintf(f, "KV cache:            %s\n", glesllm_last_error());
     bool pf;
     gpu_model_prefetch_choose(ctx, tune, PREFETCH_MIN, &pf, &why);
-    fprintf(f, "FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides)\n", pf ? "on" : "off",
-           why);
+    fprintf(f,
+            "FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides, GLESLLM_PREFETCH_MIB=N "
+            "sets its size)\n",
+            pf ? "on" : "off", why);
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)
         fprintf(f, "program cache:       on (%s)\n", dir);
