@@ -11,7 +11,7 @@
  * and, with GL_EXT_disjoint_timer_query, the GPU time per dependent dispatch
  * from timestamps (gpu_queue_profile_*).
  *
- *   bench_barrier [-n 2000] [--extensions] [--switch]
+ *   bench_barrier [-n 2000] [--extensions] [--switch] [--icache]
  *
  * --extensions: also list the context's GL extensions (what a kernel could use).
  * --switch: also what a dependent dispatch costs when, as in a decode step,
@@ -77,8 +77,9 @@ static const char *switch_src =
     "  v[i] = a;\n"
     "}\n";
 
-/* --icache's streaming kernel: reads PER uvec4 an invocation from binding 0,
- * writes v[0] only if they XOR to a constant (never), so the reads stay */
+/* --icache's streaming kernel: reads 4 uvec4 an invocation (16 KiB a work
+ * group) from binding 0, writes v[0] only if they XOR to a constant (never),
+ * so that the reads stay */
 static const char *stream_src =
     "#version 310 es\n"
     "layout(local_size_x = 256) in;\n"
@@ -104,9 +105,10 @@ static char *long_kernel(int n)
                                  "layout(std430, binding = 0) restrict buffer B { uint v[]; };\n"
                                  "void main() {\n"
                                  "  uint l = gl_LocalInvocationID.x;\n"
-                                 "  float a = uintBitsToFloat(v[l]), b = a + 1.0, c = a + 2.0, d = a + 3.0;\n");
-    static const char *chain[4] = { "a = a * b + %.7f;\n", "b = b * c + %.7f;\n", "c = c * d + %.7f;\n",
-                                    "d = d * a + %.7f;\n" };
+                                 "  float a = uintBitsToFloat(v[l]), b = a + 1.0;\n"
+                                 "  float c = a + 2.0, d = a + 3.0;\n");
+    static const char *chain[4] = { "a = a * b + %.7f;\n", "b = b * c + %.7f;\n",
+                                    "c = c * d + %.7f;\n", "d = d * a + %.7f;\n" };
     for (int i = 0; i < n; i++)
         at += (size_t)snprintf(src + at, cap - at, chain[i % 4], 1.0 + 1e-6 * i);
     snprintf(src + at, cap - at, "  v[l] = floatBitsToUint(a + b + c + d);\n}\n");
@@ -182,7 +184,8 @@ static void switch_table(const gpu_buffer *buf, int n)
         { "one program, 6 bindings", 1, { { 0, 0, 6 } } },
         { "one program, 32 KiB shared", 1, { { 0, 8192, 1 } } },
         { "2 programs, same shape", 2, { { 0, 0, 1 }, { 1, 0, 1 } } },
-        { "5 programs, same shape", 5, { { 0, 0, 1 }, { 1, 0, 1 }, { 2, 0, 1 }, { 3, 0, 1 }, { 4, 0, 1 } } },
+        { "5 programs, same shape", 5,
+          { { 0, 0, 1 }, { 1, 0, 1 }, { 2, 0, 1 }, { 3, 0, 1 }, { 4, 0, 1 } } },
         { "2 programs, 0 / 32 KiB shared", 2, { { 0, 0, 1 }, { 1, 8192, 1 } } },
         { "2 programs, 16 / 32 KiB shared", 2, { { 0, 4096, 1 }, { 1, 8192, 1 } } },
         { "2 programs, 32 / 44 KiB shared", 2, { { 0, 8192, 1 }, { 1, 11264, 1 } } },
@@ -315,7 +318,8 @@ int main(int argc, char **argv)
         else
             n = 0;
     if (n < 64) {
-        fprintf(stderr, "usage: bench_barrier [-n 2000 (at least 64)] [--extensions] [--switch] [--icache]\n");
+        fprintf(stderr, "usage: bench_barrier [-n 2000 (at least 64)] [--extensions] [--switch] "
+                        "[--icache]\n");
         return 2;
     }
     gpu_options go;
