@@ -315,7 +315,7 @@ static void test_run_demo_and_flags(void)
         "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,4", "GLESLLM_MATVEC=256,16,x",
         "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",     "GLESLLM_F16_SUBN=yes",
         "GLESLLM_FETCH_AHEAD=3",  "GLESLLM_FETCH_AHEAD=16",   "GLESLLM_X_ONCE=yes",
-        "GLESLLM_ATTN_GROUP=2",   "GLESLLM_PREFETCH_MIB=0",
+        "GLESLLM_ATTN_GROUP=2",   "GLESLLM_PREFETCH_MIB=0",   "GLESLLM_PREFETCH_QKV_MIB=-1",
     };
     for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; i++) {
         char name[64];

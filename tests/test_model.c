@@ -688,17 +688,20 @@ static void test_norm_as_its_own_dispatch(void)
 }
 
 /* Reading the FFN down matrix into the cache beside gate/up (on by default
- * on discrete GPUs only) leaves every logit as it was, bit for bit, and
- * costs one dispatch a layer. */
+ * on discrete GPUs only), and the next layer's Q/K/V beside down, leaves
+ * every logit as it was, bit for bit, and costs one dispatch a layer for
+ * down and one a layer but the last for Q/K/V (this model's are too small
+ * for the engine to prefetch them unasked). */
 static void test_ffn_prefetch_changes_nothing(void)
 {
     demo_spec s = fixture_small_spec("llama", GGML_TYPE_Q4_0);
     const uint32_t steps = 6;
-    float *logits[2] = { NULL, NULL };
-    uint32_t nv = 0, dispatches[2] = { 0, 0 };
-    for (int on = 0; on < 2; on++) {
+    float *logits[3] = { NULL, NULL, NULL };
+    uint32_t nv = 0, dispatches[3] = { 0, 0, 0 };
+    for (int on = 0; on < 3; on++) {
         gpu_model_options opt = options(32);
         opt.prefetch = on ? 1 : -1;
+        tune.prefetch_qkv_mib = on == 2 ? 1 : TUNE_AUTO;
         loaded L;
         fixture_load_demo(ctx, &s, &opt, false, &L);
         nv = L.m.hp.n_vocab;
@@ -714,10 +717,13 @@ static void test_ffn_prefetch_changes_nothing(void)
         dispatches[on] = gpu_model_last_dispatches(L.gm);
         fixture_unload(&L);
     }
+    tune.prefetch_qkv_mib = TUNE_AUTO;
     TEST_ASSERT_EQUAL_UINT32(dispatches[0] + s.n_layer, dispatches[1]);
+    TEST_ASSERT_EQUAL_UINT32(dispatches[1] + s.n_layer - 1, dispatches[2]);
     TEST_ASSERT_EQUAL_MEMORY(logits[0], logits[1], sizeof(float) * nv * steps);
-    free(logits[0]);
-    free(logits[1]);
+    TEST_ASSERT_EQUAL_MEMORY(logits[0], logits[2], sizeof(float) * nv * steps);
+    for (int i = 0; i < 3; i++)
+        free(logits[i]);
 }
 
 static void test_quantized_formats_match_cpu(void)

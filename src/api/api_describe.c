@@ -100,7 +100,8 @@ static void describe(gpu_context *ctx, const tuning *tune, FILE *f)
     gpu_model_prefetch_choose(ctx, tune, PREFETCH_MIN, &pf, &why);
     fprintf(f,
             "FFN prefetch:        %s (%s; GLESLLM_PREFETCH=0|1 overrides, GLESLLM_PREFETCH_MIB=N "
-            "sets its size)\n",
+            "sets its size; with it the next layer's Q/K/V beside down where gate/up is Q4_0, "
+            "GLESLLM_PREFETCH_QKV_MIB=N sets that)\n",
             pf ? "on" : "off", why);
     const char *dir = gpu_context_cache_dir(ctx);
     if (dir)

@@ -44,6 +44,9 @@ typedef struct tuning {
     uint32_t multi_nt;     /* tokens a several-token dispatch (0: the engine's) GLESLLM_MULTI_NT */
     uint32_t kv_page;      /* positions a page of the KV cache (0: the engine's) GLESLLM_KV_PAGE */
     uint32_t prefetch_mib; /* MiB of a down matrix prefetched (0: the engine's) GLESLLM_PREFETCH_MIB */
+    /* MiB of the next layer's Q/K/V matrix prefetched beside down (0: none;
+     * TUNE_AUTO: the engine's)                             GLESLLM_PREFETCH_QKV_MIB */
+    int prefetch_qkv_mib;
     /* prefill products of fewer work groups than this sliced over their
      * columns (0: never; TUNE_AUTO: the engine's)          GLESLLM_MATMUL_SLICES */
     int matmul_slices;
@@ -59,7 +62,7 @@ enum { TUNE_KV_DEVICE = 1, TUNE_KV_MAPPED = 2 };
       .f16_subn = TUNE_AUTO, .x_once = TUNE_AUTO, .unroll = TUNE_AUTO, .multi_xsh = TUNE_AUTO,  \
       .multi_xg = TUNE_AUTO, .xg_vl = TUNE_AUTO, .fuse_norm = TUNE_AUTO,                       \
       .prefetch = TUNE_AUTO, .rwkv_chunk = TUNE_AUTO, .attn_group = TUNE_AUTO, .kv = TUNE_AUTO, \
-      .small_batch = TUNE_SMALL_AUTO, .matmul_slices = TUNE_AUTO }
+      .small_batch = TUNE_SMALL_AUTO, .matmul_slices = TUNE_AUTO, .prefetch_qkv_mib = TUNE_AUTO }
 #define TUNING_DEFAULT ((tuning)TUNING_DEFAULT_INIT)
 
 /* t, or the defaults when t is NULL */

@@ -113,12 +113,14 @@ static glesllm_status read_env(tuning *t)
             return err_set(GLESLLM_ERR_INVALID_ARGUMENT,
                            "GLESLLM_KV=%s: expected 'device' or 'mapped'", kv);
     }
-    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0, slices = TUNE_AUTO, pf_mib = 0;
+    long small = TUNE_SMALL_AUTO + 1, nt = 0, page = 0, slices = TUNE_AUTO, pf_mib = 0,
+         pf_qkv = TUNE_AUTO;
     if ((st = env_long("GLESLLM_SMALL_BATCH", -2147483647, 2147483647, &small)) ||
         (st = env_long("GLESLLM_MULTI_NT", 2, 16, &nt)) ||
         (st = env_long("GLESLLM_KV_PAGE", 1, 1024, &page)) ||
         (st = env_long("GLESLLM_MATMUL_SLICES", 0, 65535, &slices)) ||
-        (st = env_long("GLESLLM_PREFETCH_MIB", 1, 4096, &pf_mib)))
+        (st = env_long("GLESLLM_PREFETCH_MIB", 1, 4096, &pf_mib)) ||
+        (st = env_long("GLESLLM_PREFETCH_QKV_MIB", 0, 4096, &pf_qkv)))
         return st;
     t->matmul_slices = (int)slices;
     if (page & (page - 1))
@@ -129,6 +131,7 @@ static glesllm_status read_env(tuning *t)
     t->small_batch = small == TUNE_SMALL_AUTO + 1 ? TUNE_SMALL_AUTO : small;
     t->multi_nt = (uint32_t)nt;
     t->prefetch_mib = (uint32_t)pf_mib;
+    t->prefetch_qkv_mib = (int)pf_qkv;
     return GLESLLM_OK;
 }
 

@@ -981,8 +981,14 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                                   &gm->prefetch_down, &why);
     }
     const model_layer *l0 = &m->layers[0];
-    gm->prefetch_bytes = prefetch_bytes(l0->gate.data ? l0->gate.type : l0->up.type,
-                                        gm->tune.prefetch_mib);
+    uint32_t gate_type = l0->gate.data ? l0->gate.type : l0->up.type;
+    gm->prefetch_bytes = prefetch_bytes(gate_type, gm->tune.prefetch_mib);
+    uint64_t qkv_bytes = 0;
+    if (has_attention(m))
+        qkv_bytes = l0->wq.rows * model_tensor_row_bytes(&l0->wq) +
+                    l0->wk.rows * model_tensor_row_bytes(&l0->wk) +
+                    l0->wv.rows * model_tensor_row_bytes(&l0->wv);
+    gm->prefetch_qkv = prefetch_qkv_bytes(gate_type, qkv_bytes, gm->tune.prefetch_qkv_mib);
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, gm->n_batch,
                       hp->attn_scale, hp->attn_softcap, gm->kvl, gm->tune.attn_group };
     ssm_shape sh = ssm_shape_of(hp);

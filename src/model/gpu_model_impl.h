@@ -126,6 +126,8 @@ struct gpu_model {
     uint64_t moe_group, moe_list; /* prefill: the entries grouped by expert (ops/moe.h) */
     bool prefetch_down; /* the down matrix into L2 beside gate/up (prefetch_choose) */
     uint64_t prefetch_bytes; /* its first bytes read (prefetch_bytes) */
+    uint64_t prefetch_qkv;   /* with it, the next layer's Q/K/V first bytes beside down
+                                (prefetch_qkv_bytes; 0 none) */
     /* prefills of at most n_small tokens: several-token matvecs (multi_nt
      * tokens a dispatch, in sets), the norm folded in, logits of every
      * position at vlog in act (n_small rows of act_stride(n_vocab)) */
@@ -327,6 +329,10 @@ glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w);
  * GPU's cache beside the gate/up dispatch before it (ops/prefetch.h), where
  * gm->prefetch_down */
 glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w);
+/* A step's next layer's Q/K/V matrix, its first gm->prefetch_qkv bytes,
+ * read into the cache beside the down dispatch before it; recorded right
+ * after layer l, whose FFN it follows (not after experts) */
+glesllm_status pass_prefetch_qkv(gpu_pass *p, const gpu_layer *l, const gpu_layer *next);
 /* x += the mixture of experts' FFN of RMSNorm(x) * ffn_norm (the norm its
  * own dispatch in every kind of pass) */
 glesllm_status pass_moe(gpu_pass *p, const gpu_layer *l);

@@ -515,6 +515,14 @@ glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
                                                       : GLESLLM_OK;
 }
 
+glesllm_status pass_prefetch_qkv(gpu_pass *p, const gpu_layer *l, const gpu_layer *next)
+{
+    gpu_model *gm = p->gm;
+    if (p->kind != PASS_STEP || !gm->prefetch_down || !gm->prefetch_qkv || l->moe)
+        return GLESLLM_OK;
+    return prefetch_record(gm->q, &gm->prefetch, &next->qkv[0].l.w, gm->prefetch_qkv);
+}
+
 /* A prefill chunk's experts once routed: the entries grouped by expert,
  * each expert's tokens through its matmul once (ops/moe.h), the shared
  * expert as any chunk's FFN. */

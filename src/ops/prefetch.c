@@ -55,6 +55,13 @@ uint64_t prefetch_bytes(uint32_t gate_type, uint32_t mib)
     return (gate_type == GGML_TYPE_Q4_0 ? 20ull : 32ull) << 20;
 }
 
+uint64_t prefetch_qkv_bytes(uint32_t gate_type, uint64_t qkv_bytes, int mib)
+{
+    if (mib >= 0)
+        return (uint64_t)mib << 20;
+    return gate_type == GGML_TYPE_Q4_0 && qkv_bytes >= PREFETCH_MIN ? 8ull << 20 : 0;
+}
+
 glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w,
                                uint64_t bytes)
 {

@@ -32,6 +32,13 @@ void prefetch_destroy(prefetch_kernel *k);
  * fastest, leaves the least (bench/RESULTS.md "Prefetching the FFN down
  * matrix"). */
 uint64_t prefetch_bytes(uint32_t gate_type, uint32_t mib);
+/* The first bytes of the next layer's Q/K/V matrix (qkv_bytes in all) to
+ * read beside the down matvec, which finds its first bytes in L2 and leaves
+ * memory idle: `mib` MiB where set (>= 0, GLESLLM_PREFETCH_QKV_MIB; 0 none),
+ * else 8 MiB where gate/up is Q4_0 (its 20 MiB of down leave room in L2) and
+ * the matrix holds 8 MiB or more; none otherwise (bench/RESULTS.md
+ * "Prefetching the FFN down matrix"). */
+uint64_t prefetch_qkv_bytes(uint32_t gate_type, uint64_t qkv_bytes, int mib);
 /* Dispatches reading w's first `bytes` (at most), without a barrier */
 glesllm_status prefetch_record(gpu_queue *q, const prefetch_kernel *k, const gpu_weight *w,
                                uint64_t bytes);

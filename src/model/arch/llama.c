@@ -45,9 +45,14 @@ glesllm_status llama_graph(gpu_pass *p)
     uint32_t n_layer = gm->m->hp.n_layer;
     /* x = token_embd[token] */
     glesllm_status st = pass_embed(p);
-    for (uint32_t i = 0; st == GLESLLM_OK && i < n_layer; i++)
+    for (uint32_t i = 0; st == GLESLLM_OK && i < n_layer; i++) {
         st = llama_layer(p, &gm->layers[i],
                          i + 1 < n_layer ? gm->layers[i + 1].attn_norm : gm->out_norm);
+        /* (the next layer's Wq|Wk|Wv read into the GPU's cache beside down,
+         * where that pays) */
+        if (!st && i + 1 < n_layer)
+            st = pass_prefetch_qkv(p, &gm->layers[i], &gm->layers[i + 1]);
+    }
     /* logits = Woutput RMSNorm(x) * out_norm, and what the pass asks of
      * them (argmax, candidates) */
     return st ? st : pass_logits(p, gm->out_norm);
