@@ -997,7 +997,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
         (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->tune, &gm->rwkv))) ||
-        (st = sample_build(gm->ctx, &gm->sample)) ||
+        (st = sample_build(gm->ctx, gm->n_small ? gm->n_small : 1, &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||
         (hp->n_expert && (st = moe_build(gm->ctx, &gm->moe))))

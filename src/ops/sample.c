@@ -2,22 +2,29 @@
 #include "ops/sample.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 
 #define SAMPLE_WG 128u
 
-glesllm_status sample_build(gpu_context *ctx, sample_kernels *out)
+glesllm_status sample_build(gpu_context *ctx, uint32_t max_rows, sample_kernels *out)
 {
     memset(out, 0, sizeof *out);
     char defs[96];
     glesllm_status st;
-    snprintf(defs, sizeof defs, "WG_SIZE %u", SAMPLE_WG);
-    if ((st = gpu_program_build(ctx, "argmax.comp", defs, &out->argmax1)))
+    out->max_rows = max_rows ? max_rows : 1;
+    uint32_t *zeros = calloc(out->max_rows, 4);
+    if (!zeros)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the argmax counters");
+    st = gpu_buffer_create(ctx, (size_t)out->max_rows * 4, zeros, GPU_BUFFER_DEVICE,
+                           "argmax counters", &out->argmax_count);
+    free(zeros);
+    if (st)
         goto fail;
-    snprintf(defs, sizeof defs, "WG_SIZE %u\nFINAL 1", SAMPLE_WG);
-    if ((st = gpu_program_build(ctx, "argmax.comp", defs, &out->argmax2)))
+    snprintf(defs, sizeof defs, "WG_SIZE %u", SAMPLE_WG);
+    if ((st = gpu_program_build(ctx, "argmax.comp", defs, &out->argmax)))
         goto fail;
     snprintf(defs, sizeof defs, "WG_SIZE %u\nPER_THREAD %u", SAMPLE_WG, SAMPLE_SLICE / SAMPLE_WG);
     if ((st = gpu_program_build(ctx, "topk.comp", defs, &out->topk1)))
@@ -38,8 +45,8 @@ fail:
 
 void sample_destroy(sample_kernels *k)
 {
-    gpu_program_destroy(&k->argmax1);
-    gpu_program_destroy(&k->argmax2);
+    gpu_program_destroy(&k->argmax);
+    gpu_buffer_destroy(&k->argmax_count);
     gpu_program_destroy(&k->topk1);
     gpu_program_destroy(&k->topk2);
     gpu_program_destroy(&k->penalty);
@@ -95,20 +102,16 @@ glesllm_status sample_record_argmax(gpu_queue *q, const sample_kernels *k, const
                                     uint32_t row_stride, uint32_t rows, uint64_t part_off,
                                     uint32_t slot)
 {
+    if (!rows || rows > k->max_rows)
+        return err_set(GLESLLM_ERR_INVALID_ARGUMENT, "argmax of %u rows: at most %u at once",
+                       rows, k->max_rows);
     uint32_t groups = sample_groups(n_vocab);
-    uint32_t p[] = { n_vocab, (uint32_t)logits, (uint32_t)part_off, SAMPLE_SLICE, 0, row_stride };
-    gpu_dispatch d = act_dispatch(&k->argmax1, act, groups, p, 6);
-    d.groups[1] = rows;
-    glesllm_status st = gpu_queue_dispatch(q, &d);
-    if (st)
-        return st;
-    d.prog = &k->argmax2;
+    uint32_t p[] = { n_vocab, (uint32_t)logits, (uint32_t)part_off, SAMPLE_SLICE, slot, row_stride };
+    gpu_dispatch d = act_dispatch(&k->argmax, act, groups, p, 6);
     d.bindings[1] = (gpu_binding){ 1, tokens, 0, 0, GPU_WRITE };
-    d.n_bindings = 2;
-    d.params[0] = groups;
-    d.params[4] = slot;
-    d.n_params = 5;
-    d.groups[0] = 1;
+    d.bindings[2] = (gpu_binding){ 2, &k->argmax_count, 0, 0, GPU_READ_WRITE };
+    d.n_bindings = 3;
+    d.groups[1] = rows;
     return gpu_queue_dispatch(q, &d);
 }
 

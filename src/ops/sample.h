@@ -2,7 +2,8 @@
  * step reads back a token id or a short list instead of the vocabulary.
  *
  *   argmax    the largest logit's id of each of several rows into the token
- *             buffer (glsl/argmax.comp, two dispatches: slices, then final)
+ *             buffer (glsl/argmax.comp, one dispatch: slices, the last to
+ *             finish reducing them)
  *   topk      the k largest logits with their ids, the largest logit and the
  *             softmax normaliser over the whole vocabulary (glsl/topk.comp)
  *   penalty   llama.cpp's repetition penalty on the logits of the tokens in a
@@ -18,10 +19,13 @@
 #define SAMPLE_SLICE 2048u /* logits a work group of argmax and topk */
 
 typedef struct sample_kernels {
-    gpu_program argmax1, argmax2, topk1, topk2, penalty, softcap;
+    gpu_program argmax, topk1, topk2, penalty, softcap;
+    gpu_buffer argmax_count; /* a counter a row of argmax (0 between dispatches) */
+    uint32_t max_rows;       /* rows argmax takes at once */
 } sample_kernels;
 
-glesllm_status sample_build(gpu_context *ctx, sample_kernels *out);
+/* The kernels, for an argmax of up to max_rows rows at once */
+glesllm_status sample_build(gpu_context *ctx, uint32_t max_rows, sample_kernels *out);
 void sample_destroy(sample_kernels *k);
 
 /* rows of n logits at float offset off of buf, stride apart, soft-capped in
@@ -36,9 +40,9 @@ uint32_t sample_groups(uint32_t n_vocab);
 uint64_t sample_argmax_floats(uint32_t n_vocab);
 uint64_t sample_topk_floats(uint32_t n_vocab);
 
-/* The argmax of `rows` rows of n_vocab logits (row_stride floats apart from
- * float offset logits in act) into token slots slot, slot + 1, ...; partials
- * at part_off, sample_argmax_floats a row. */
+/* The argmax of `rows` rows (at most max_rows) of n_vocab logits
+ * (row_stride floats apart from float offset logits in act) into token slots
+ * slot, slot + 1, ...; partials at part_off, sample_argmax_floats a row. */
 glesllm_status sample_record_argmax(gpu_queue *q, const sample_kernels *k, const gpu_buffer *act,
                                     const gpu_buffer *tokens, uint32_t n_vocab, uint64_t logits,
                                     uint32_t row_stride, uint32_t rows, uint64_t part_off,
