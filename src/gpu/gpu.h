@@ -170,9 +170,9 @@ typedef struct gpu_program {
     int params_location; /* `uniform uint u_params[GPU_MAX_PARAMS]`, -1 if unused */
     uint32_t local_size[3];
     bool from_cache;     /* linked from the on-disk program cache */
-    uint32_t binary_bytes; /* GL_PROGRAM_BINARY_LENGTH (0: not reported): the driver's
-                              compiled form, a rough measure of the code a work group
-                              fetches (bench/RESULTS.md "Decode attention": cold code) */
+    uint32_t binary_bytes; /* GL_PROGRAM_BINARY_LENGTH (0: not reported): the size of
+                              the driver's form of the program, which need not be machine
+                              code (NVIDIA's ES driver returns its assembly as text) */
     char name[64];
 } gpu_program;
 
