@@ -142,6 +142,9 @@ typedef struct gpu_buffer {
 /* data may be NULL (contents undefined). `what` names the buffer in errors. */
 glesllm_status gpu_buffer_create(gpu_context *ctx, size_t size, const void *data, unsigned flags,
                                  const char *what, gpu_buffer *out);
+/* The same, its contents zeros (counters that start at 0). */
+glesllm_status gpu_buffer_create_zeroed(gpu_context *ctx, size_t size, unsigned flags,
+                                        const char *what, gpu_buffer *out);
 void gpu_buffer_destroy(gpu_buffer *buf);
 glesllm_status gpu_buffer_write(gpu_buffer *buf, size_t offset, const void *data, size_t size);
 /* size bytes of buf from src to dst (the two ranges apart), after what the

@@ -1,6 +1,7 @@
 /* Storage buffers: immutable device storage (weights), dynamic buffers
  * (activations the CPU updates), and persistently mapped coherent buffers
  * (the token readback, and the KV cache on unified-memory boards). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/gpu_internal.h"
@@ -76,6 +77,18 @@ glesllm_status gpu_buffer_create(gpu_context *ctx, size_t size, const void *data
     out->flags = flags;
     ctx->allocated += size;
     return GLESLLM_OK;
+}
+
+glesllm_status gpu_buffer_create_zeroed(gpu_context *ctx, size_t size, unsigned flags,
+                                        const char *what, gpu_buffer *out)
+{
+    memset(out, 0, sizeof *out);
+    void *zeros = calloc(size ? size : 1, 1);
+    if (!zeros)
+        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the %s", what);
+    glesllm_status st = gpu_buffer_create(ctx, size, zeros, flags, what, out);
+    free(zeros);
+    return st;
 }
 
 void gpu_buffer_destroy(gpu_buffer *buf)

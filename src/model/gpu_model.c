@@ -861,13 +861,8 @@ static glesllm_status create_caches(gpu_model *gm)
     if (st)
         return st;
     /* a counter a (query, head) */
-    uint32_t counters = attn_counters(&gm->attn, gm->few_n);
-    uint32_t *zeros = calloc(counters, 4);
-    if (!zeros)
-        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the attention counters");
-    st = gpu_buffer_create(gm->ctx, (size_t)counters * 4, zeros, GPU_BUFFER_DEVICE,
-                           "attention counters", &gm->attn_count);
-    free(zeros);
+    st = gpu_buffer_create_zeroed(gm->ctx, (size_t)attn_counters(&gm->attn, gm->few_n) * 4,
+                                  GPU_BUFFER_DEVICE, "attention counters", &gm->attn_count);
     if (st)
         return st;
     return gpu_buffer_create(gm->ctx, (2 + 2 * GPU_MAX_CANDIDATES) * 4, NULL, GPU_BUFFER_MAPPED,

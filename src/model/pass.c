@@ -511,8 +511,9 @@ glesllm_status pass_glu(gpu_pass *p, const gpu_linear *w)
 glesllm_status pass_prefetch(gpu_pass *p, const gpu_linear *w)
 {
     gpu_model *gm = p->gm;
-    return p->kind == PASS_STEP && gm->prefetch_down ? prefetch_record(gm->q, &gm->prefetch, &w->w, gm->prefetch_bytes)
-                                                      : GLESLLM_OK;
+    if (p->kind != PASS_STEP || !gm->prefetch_down)
+        return GLESLLM_OK;
+    return prefetch_record(gm->q, &gm->prefetch, &w->w, gm->prefetch_bytes);
 }
 
 glesllm_status pass_prefetch_qkv(gpu_pass *p, const gpu_layer *l, const gpu_layer *next)

@@ -2,7 +2,6 @@
 #include "ops/sample.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -15,13 +14,8 @@ glesllm_status sample_build(gpu_context *ctx, uint32_t max_rows, sample_kernels 
     char defs[96];
     glesllm_status st;
     out->max_rows = max_rows ? max_rows : 1;
-    uint32_t *zeros = calloc(out->max_rows, 4);
-    if (!zeros)
-        return err_set(GLESLLM_ERR_NO_MEMORY, "out of memory for the argmax counters");
-    st = gpu_buffer_create(ctx, (size_t)out->max_rows * 4, zeros, GPU_BUFFER_DEVICE,
-                           "argmax counters", &out->argmax_count);
-    free(zeros);
-    if (st)
+    if ((st = gpu_buffer_create_zeroed(ctx, (size_t)out->max_rows * 4, GPU_BUFFER_DEVICE,
+                                       "argmax counters", &out->argmax_count)))
         goto fail;
     snprintf(defs, sizeof defs, "WG_SIZE %u", SAMPLE_WG);
     if ((st = gpu_program_build(ctx, "argmax.comp", defs, &out->argmax)))
