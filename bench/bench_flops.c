@@ -11,6 +11,11 @@
  *                f16 sums into its f32 accumulators
  *   f16x2 bcast  a = b.x a + c with b the next chain: one half times a pair,
  *                as the matmul multiplies a weight by a pair of tokens
+ *   f16x2 b.xx   a = b.xx a + c: the half as a swizzled pair, to see whether
+ *                the compiler then gives the packed multiply-add one
+ *                operand's half in both lanes (no copy); f16x2 fma.xx the
+ *                same through fma(). At the packed rate the matmul's tile
+ *                would not need each weight stored twice (matmul.comp DUP_W)
  *   i32          uint chains, a = a a + c: the integer multiply-add that int8
  *                activations would run on where the driver has no
  *                integer-dot extension (a 32-bit multiply-add holds at most
@@ -50,8 +55,15 @@ static const char *src =
     "#define OUT(v) vec2(v)\n"
     "#define T float\n"
     "#endif\n"
-    "#ifdef BCAST\n"
+    "#ifndef BCAST\n"
+    "#define BCAST 0\n"
+    "#endif\n"
+    "#if BCAST == 1\n"
     "#define STEP(i) a[i] = a[(i + 1) % CH].x * a[i] + c\n"
+    "#elif BCAST == 2\n"
+    "#define STEP(i) a[i] = a[(i + 1) % CH].xx * a[i] + c\n"
+    "#elif BCAST == 3\n"
+    "#define STEP(i) a[i] = fma(a[(i + 1) % CH].xx, a[i], c)\n"
     "#else\n"
     "#define STEP(i) a[i] = a[i] * a[i] + c\n"
     "#endif\n"
@@ -122,6 +134,8 @@ int main(int argc, char **argv)
               { "f16x2", "F16 1\n", 2 },
               { "f16x2+cvt", "F16 1\nCVT 1\n", 2 },
               { "f16x2 bcast", "F16 1\nBCAST 1\n", 2 },
+              { "f16x2 b.xx", "F16 1\nBCAST 2\n", 2 },
+              { "f16x2 fma.xx", "F16 1\nBCAST 3\n", 2 },
               { "i32", "I32 1\n", 1 } };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         if (v[k].comps == 2 && !gpu_context_caps(ctx)->f16_types) {
