@@ -516,6 +516,13 @@ static glesllm_status put_vector(const model_tensor *t, float *dst, uint32_t hea
     return st ? err_prefix(st, "tensor %s: ", t->name) : GLESLLM_OK;
 }
 
+/* The logit rows an argmax takes at once: a small prefill's every position,
+ * else one. Its partials' room and its counters are both sized by it. */
+static uint32_t argmax_rows(const gpu_model *gm)
+{
+    return gm->n_small ? gm->n_small : 1;
+}
+
 static glesllm_status create_act(gpu_model *gm)
 {
     const model *m = gm->m;
@@ -585,7 +592,7 @@ static glesllm_status create_act(gpu_model *gm)
     gm->few_n = gm_few_limit(gm, 0);
     at += align64(attn_partials_floats(&gm->attn, gm->few_n));
     gm->argmax_part = at;
-    at += align64(sample_argmax_floats(hp->n_vocab) * (gm->n_small ? gm->n_small : 1));
+    at += align64(sample_argmax_floats(hp->n_vocab) * argmax_rows(gm));
     gm->vlog = at;
     at += align64((uint64_t)gm->n_small * act_stride(hp->n_vocab));
     gm->lists = at;
@@ -992,7 +999,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
         (has_attention(m) && (st = attn_build(gm->ctx, &as, &gm->attn))) ||
         (hp->ssm && (st = ssm_build(gm->ctx, &sh, &gm->ssm))) ||
         (hp->rwkv && (st = rwkv_build(gm->ctx, &rs, &gm->tune, &gm->rwkv))) ||
-        (st = sample_build(gm->ctx, gm->n_small ? gm->n_small : 1, &gm->sample)) ||
+        (st = sample_build(gm->ctx, argmax_rows(gm), &gm->sample)) ||
         (gm->prefetch_down && (st = prefetch_build(gm->ctx, &gm->prefetch))) ||
         (st = norm_build(gm->ctx, &gm->norm)) ||
         (hp->n_expert && (st = moe_build(gm->ctx, &gm->moe))))
