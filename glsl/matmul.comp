@@ -58,6 +58,11 @@
 // the tiles and products in mediump (f16 where the driver has it), the sums
 // in highp; F16_TILES (GL_NV_gpu_shader5): the tiles in f16 and each unit's
 // 32 products of a row and a token added up in f16, then into the f32 sums;
+// ROW_SUMS (with F16_TILES): each row's products with a token summed in f16
+// over the whole row instead, as llama.cpp's Vulkan tiles do without matrix
+// cores: no conversion and f32 add each unit, the faster on an H200
+// (bench/RESULTS.md "Prefill tiles", which gives its KL-divergence from the
+// exact path too);
 // F16_TILES_F32: the same kernel in f32 (below); DUP_W (with F16_TILES): the
 // weights' tile holds (w, w) pairs (below, at RS4); WSPLIT (with F16_TILES,
 // 1 or 2): a unit staged in that many parts (below, at WSPLIT); UNIT_AHEAD
@@ -419,15 +424,18 @@ void main()
     ty = ((t >> 3u) & 3u) | ((t >> 6u) << 2u);
 #endif
 
-#if defined(F16_TILES)
-#if WSPLIT > 1
-    uint wb = tx * RS4;  // row slot tx's first uvec4 of the weights' tile
-#endif
-#endif
     float acc[TM][TN];
     for (int i = 0; i < TM; i++)
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.0;
+#if defined(F16_TILES) && defined(ROW_SUMS)
+    // a row's products with a pair of tokens summed in one f16vec2 over the
+    // whole row, into acc at the end
+    f16vec2 h[TM][TN / 2];
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN / 2; j++)
+            h[i][j] = f16vec2(0.0);
+#endif
 
 #ifdef SLICES_SUM
     // the slices' sums at this thread's slots (param 24 slices, param 25
@@ -469,12 +477,14 @@ void main()
         load_unit(u, row0, rows, nt);
 #endif
 #ifdef F16_TILES
+#ifndef ROW_SUMS
         // a row's products with a pair of tokens over the unit in one
         // f16vec2 (an f16 sum of 32 products), then into the f32 sums
         f16vec2 h[TM][TN / 2];
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++)
                 h[i][j] = f16vec2(0.0);
+#endif
         for (int p = 0; p < WSPLIT; p++) {  // the unit's values in the tiles at once
             if (p > 0)
                 barrier();
@@ -485,39 +495,32 @@ void main()
                 fetch_unit(u + 1u, row0, rows);
 #endif
             for (uint q = 0u; q < uint(PVALS) / VPQ; q++) {  // the tile's uvec4 q of each row
-                // The same addresses in two spellings: with WSPLIT a register
-                // plus a constant, which NVIDIA's compiler turned into the
-                // faster code there, and not without it (bench/RESULTS.md
-                // "Prefill tiles").
-                uvec4 a[TM];
-                for (int i = 0; i < TM; i++)
-#if WSPLIT > 1
-                    a[i] = wsq[wb + (TX * RS4 * uint(i) + q)];
-#else
-                    a[i] = wsq[(tx + TX * uint(i)) * RS4 + q];
-#endif
+                // the tokens' pairs of the uvec4's VPQ values, then row slot
+                // by row slot its uvec4 times them (each sum still in value
+                // order)
+                f16vec2 b[VPQ][TN / 2];
                 for (int c = 0; c < int(VPQ); c++) {  // value VPQ q + c
-#if WSPLIT > 1
-                    BVEC bv = xq[ty + (q * VPQ + uint(c)) * TY];
-#else
                     BVEC bv = xq[(q * VPQ + uint(c)) * TY + ty];
-#endif
-                    f16vec2 b[TN / 2];
                     for (int j = 0; j < TN / 2; j++)
-                        b[j] = unpackFloat2x16(bv[j]);
-                    for (int i = 0; i < TM; i++) {
-                        WVAL av = W_AT(a[i], c);
+                        b[c][j] = unpackFloat2x16(bv[j]);
+                }
+                for (int i = 0; i < TM; i++) {
+                    uvec4 a = wsq[(tx + TX * uint(i)) * RS4 + q];
+                    for (int c = 0; c < int(VPQ); c++) {
+                        WVAL av = W_AT(a, c);
                         for (int j = 0; j < TN / 2; j++)
-                            h[i][j] += av * b[j];
+                            h[i][j] += av * b[c][j];
                     }
                 }
             }
         }
+#ifndef ROW_SUMS
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN / 2; j++) {
                 acc[i][2 * j] += float(h[i][j].x);
                 acc[i][2 * j + 1] += float(h[i][j].y);
             }
+#endif
 #else
         store_part(0);
         barrier();
@@ -534,6 +537,13 @@ void main()
 #endif
         barrier();
     }
+#if defined(F16_TILES) && defined(ROW_SUMS)
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN / 2; j++) {
+            acc[i][2 * j] = float(h[i][j].x);
+            acc[i][2 * j + 1] = float(h[i][j].y);
+        }
+#endif
 #endif
 
     for (int j = 0; j < TN; j++) {

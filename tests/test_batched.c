@@ -28,6 +28,16 @@ static void matmul_default_tiles(const mv_case *c, size_t t, uint64_t seed)
 
 static void test_matmul_every_format(void) { every_format_three_ways(matmul_default_tiles, 5000); }
 
+/* The tolerance of a product of cols columns in the tiling cfg, relative
+ * to sum |wx|: f32 sums MATVEC_REL_TOL; f16 tiles 8e-3, and with whole-row
+ * f16 sums cols 2^-12 where that is more (test_matmul_f16_tiles says why) */
+static double tiles_tol(const matmul_config *cfg, uint64_t cols)
+{
+    if (!cfg->f16)
+        return MATVEC_REL_TOL;
+    return cfg->row_sums && cols / 4096.0 > 8e-3 ? cols / 4096.0 : 8e-3;
+}
+
 /* Products in slices of their columns with a last slice shorter than the
  * others (27 units: 6 slices of 5, the last 2) over one token tile and two
  * (check_batched_mm runs each product whole and sliced), in the default
@@ -39,8 +49,8 @@ static void test_matmul_uneven_slices(void)
         for (int f32 = 0; f32 < 2; f32++) {
             matmul_config cfg = f32 ? matmul_f32_config(ctx, &T) : matmul_default_config(ctx, &T);
             mv_case mc = { types[f], 40, 27 * 32, 0 };
-            check_batched_mm(&mc, &cfg, 3, cfg.f16 ? 8e-3 : MATVEC_REL_TOL, 7700 + 10 * f + f32);
-            check_batched_mm(&mc, &cfg, 70, cfg.f16 ? 8e-3 : MATVEC_REL_TOL, 7720 + 10 * f + f32);
+            check_batched_mm(&mc, &cfg, 3, tiles_tol(&cfg, mc.cols), 7700 + 10 * f + f32);
+            check_batched_mm(&mc, &cfg, 70, tiles_tol(&cfg, mc.cols), 7720 + 10 * f + f32);
         }
 }
 
@@ -133,18 +143,21 @@ static void test_matmul_tilings_and_half(void)
  * rounded to 11 bits and each unit's 32 products of a row and a token added
  * in one f16 sum, whose 32 roundings (each within 2^-12 of the running sum,
  * at most the unit's sum |wx|) mostly cancel; 8e-3 of sum |wx| is about the
- * case where all of them round the same way */
+ * case where all of them round the same way. With each row's products summed
+ * in f16 over the whole row (row_sums, the default), a row of n values
+ * takes n such roundings: n 2^-12 of sum |wx| (at least 8e-3) */
 static void test_matmul_f16_tiles(void)
 {
     /* each value once in the weights' tile (GLESLLM_MATMUL's 2): 8 or 4 rows
      * x 8 tokens a thread (token tiles of 64, two uvec4 of x_tiles.comp's
      * layout an invocation), then 4 tokens a thread (the pairs loaded as
      * uvec2) in work groups of 64 (subgroups of 8 row x 4 token slots) and
-     * of 32 (the plain order); then each value twice (dup, the default):
-     * the engine's 8 and 4 rows x 8 tokens, and 4 x 4; then each unit in
-     * two halves (split 2, the engine's above 4224 rows) with the
-     * values twice, and once with 4 tokens a thread. With the values twice
-     * and whole units, Q4_0 and Q4_K fetch the next unit's words during a
+     * of 32 (the plain order); then each value twice (dup): 8 and 4 rows x
+     * 8 tokens, and 4 x 4; then each unit in two halves (split 2, the
+     * engine's above 4224 rows) with the values twice, and once with 4
+     * tokens a thread; then the values twice with whole-row sums (row_sums:
+     * the engine's), whole units and split 2. With the values twice and
+     * whole units, Q4_0 and Q4_K fetch the next unit's words during a
      * unit's products (matmul.comp UNIT_AHEAD); 4 blocks a row here */
     const matmul_config cfgs[] = { { 128, 8, 8, false, true },
                                    { 128, 4, 8, false, true },
@@ -154,7 +167,9 @@ static void test_matmul_f16_tiles(void)
                                    { 128, 4, 8, false, true, false, true },
                                    { 64, 4, 4, false, true, false, true },
                                    { 128, 8, 8, false, true, false, true, 2 },
-                                   { 64, 4, 4, false, true, false, false, 2 } };
+                                   { 64, 4, 4, false, true, false, false, 2 },
+                                   { 128, 8, 8, false, true, false, true, 0, true },
+                                   { 128, 8, 8, false, true, false, true, 2, true } };
     if (!tiles_fit(&cfgs[0]))
         TEST_IGNORE_MESSAGE("the tiles do not fit (GLESLLM_LIMITS=min)");
     if (!gpu_context_caps(ctx)->f16_types)
@@ -167,7 +182,7 @@ static void test_matmul_f16_tiles(void)
         for (size_t f = 0; f < sizeof some / sizeof some[0]; f++) {
             mv_case mc = { some[f], 45, 4 * ggml_block_size(some[f]), 0 };
             /* 41 tokens: the last token tile part empty */
-            check_batched_mm(&mc, &cfgs[i], 41, 8e-3, 8500 + 10 * i + f);
+            check_batched_mm(&mc, &cfgs[i], 41, tiles_tol(&cfgs[i], mc.cols), 8500 + 10 * i + f);
         }
     }
 }
@@ -276,7 +291,7 @@ static void check_expert_matmul(uint32_t type, uint32_t n_exp, uint32_t k, uint6
     double *ref = malloc(rows * sizeof *ref), *mag = malloc(rows * sizeof *mag);
     float *xw = malloc(cols * 4);
     TEST_ASSERT_TRUE(ref && mag && xw);
-    double tol = cfg->f16 ? 8e-3 : MATVEC_REL_TOL, worst = 0;
+    double tol = tiles_tol(cfg, cols), worst = 0;
     for (uint32_t i = 0; i < ne; i++) {
         uint32_t ex = (uint32_t)act[route + 2 * i];
         float sc = e == MATVEC_GLU ? 1.0f : act[route + 2 * i + 1];
@@ -357,7 +372,7 @@ static void test_expert_matmul_grouped(void)
  * split it has no kernel for */
 static void test_matmul_rows_rule(void)
 {
-    const matmul_config def = { 128, 8, 8, false, true, true, true };
+    const matmul_config def = { 128, 8, 8, false, true, true, true, 0, true };
     const struct { uint64_t rows; uint32_t tm, split; } want[] = {
         { 576, 4, 1 },  { 3072, 4, 1 },  { 4096, 8, 1 },  { 4224, 8, 1 },
         { 4352, 8, 2 }, { 6144, 8, 2 }, { 14336, 8, 2 }, { 28672, 8, 2 },

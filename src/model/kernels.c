@@ -49,7 +49,7 @@ static bool same_matmul(const matmul_kernel *k, uint32_t type, const matvec_vari
                         const matmul_config *c)
 {
     return k->type == type && k->cfg.wg == c->wg && k->cfg.tm == c->tm && k->cfg.tn == c->tn &&
-           k->cfg.f16 == c->f16 && k->cfg.dup == c->dup &&
+           k->cfg.f16 == c->f16 && k->cfg.dup == c->dup && k->cfg.row_sums == c->row_sums &&
            k->cfg.split == c->split && k->var.epilogue == v->epilogue &&
            k->var.q_dim == v->q_dim && k->var.kv_dim == v->kv_dim &&
            k->var.head_dim == v->head_dim && k->var.bias == v->bias && k->var.expert == v->expert &&

@@ -46,19 +46,22 @@ static matmul_config default_tiles(gpu_context *ctx, const tuning *tune, bool f1
      * pair of tokens), the largest that did not run out of registers; f16
      * tiles move prefill logits from decode's by a few 1e-3 of the largest
      * (bench/RESULTS.md "Prefill tiles"). */
-    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16 };
+    matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16, 0, f16 };
     /* forced: wg, tm, tn[, kind]: kind 0 f32 tiles, 1 mediump tiles (f16
      * arithmetic where the driver has it), 2 f16 tiles with each product a
      * weight times a pair of tokens, 3 the same with the weights' values
-     * doubled (matmul_config.dup: the default with f16 tiles) */
+     * doubled (matmul_config.dup), 4 the same with each row's products
+     * summed in f16 over the whole row (matmul_config.row_sums: the default
+     * with f16 tiles) */
     if (t->n_matmul >= 3) {
         uint32_t kind = t->n_matmul > 3 ? t->matmul[3] : 0;
         c.wg = t->matmul[0];
         c.tm = t->matmul[1];
         c.tn = t->matmul[2];
         c.half = kind == 1;
-        c.f16 = kind == 2 || kind == 3;
-        c.dup = kind == 3;
+        c.f16 = kind == 2 || kind == 3 || kind == 4;
+        c.dup = kind == 3 || kind == 4;
+        c.row_sums = kind == 4;
         c.by_rows = false;
     }
     if (c.wg > L->max_invocations)
@@ -80,8 +83,8 @@ matmul_config matmul_default_config(gpu_context *ctx, const tuning *t)
 matmul_config matmul_f32_config(gpu_context *ctx, const tuning *t)
 {
     matmul_config c = default_tiles(ctx, t, false);
-    c.f16 = false; /* (a forced kind 2 or 3 too) */
-    c.dup = false;
+    c.f16 = false; /* (a forced kind 2, 3 or 4 too) */
+    c.dup = c.row_sums = false;
     return c;
 }
 
@@ -120,8 +123,8 @@ static void kernel_defines(gpu_context *ctx, uint32_t type, const matmul_config 
     char tdef[32], epi[128];
     weight_type_define(type, tdef, sizeof tdef);
     matvec_epilogue_defines(v, epi, sizeof epi);
-    snprintf(out, n, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s%s%s", tdef, cfg->wg, cfg->tm,
-             cfg->tn, matmul_split(cfg),
+    snprintf(out, n, "%s\nWG_SIZE %u\nTM %u\nTN %u\nWSPLIT %u%s%s%s%s%s%s", tdef, cfg->wg, cfg->tm,
+             cfg->tn, matmul_split(cfg), cfg->f16 && cfg->row_sums ? "\nROW_SUMS 1" : "",
              f16_f32     ? "\nF16_TILES_F32 1"
              : cfg->f16  ? "\nF16_TILES 1"
              : cfg->half ? "\nHALF_TILES 1"

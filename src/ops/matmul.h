@@ -27,6 +27,9 @@ typedef struct matmul_config {
     uint32_t split;       /* f16: a unit's 32 values go through the tiles in `split`
                              parts (1 or 2; 0 reads as 1): smaller tiles, more
                              groups a multiprocessor, twice the barriers */
+    bool row_sums;        /* f16: each row's products with a token summed in f16
+                             over the whole row (else a unit's 32 in f16, then
+                             into f32 sums) */
 } matmul_config;
 
 /* The parts a unit is staged in (matmul_config.split: 1 unless f16 tiles). */
