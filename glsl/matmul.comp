@@ -61,8 +61,8 @@
 // ROW_SUMS (with F16_TILES): each row's products with a token summed in f16
 // over the whole row instead, as llama.cpp's Vulkan tiles do without matrix
 // cores: no conversion and f32 add each unit, the faster on an H200
-// (bench/RESULTS.md "Prefill tiles", which gives its KL-divergence from the
-// exact path too);
+// (bench/RESULTS.md "Prefill tiles"; its KL-divergence from the exact path
+// in "Decode beside llama.cpp");
 // F16_TILES_F32: the same kernel in f32 (below); DUP_W (with F16_TILES): the
 // weights' tile holds (w, w) pairs (below, at RS4); WSPLIT (with F16_TILES,
 // 1 or 2): a unit staged in that many parts (below, at WSPLIT); UNIT_AHEAD
