@@ -385,6 +385,18 @@ static void test_matmul_rows_rule(void)
         TEST_ASSERT_EQUAL_UINT32_MESSAGE(want[i].split, matmul_split(&r), msg);
         TEST_ASSERT_EQUAL_UINT32_MESSAGE(8, r.tn, msg);
     }
+    /* GLESLLM_MATMUL's kinds 3 and 4: the weights doubled, with sums of 32
+     * then f32, or whole-row f16 sums */
+    for (uint32_t kind = 3; kind <= 4; kind++) {
+        tuning tk = TUNING_DEFAULT;
+        tk.matmul[0] = 128;
+        tk.matmul[1] = tk.matmul[2] = 8;
+        tk.matmul[3] = kind;
+        tk.n_matmul = 4;
+        matmul_config ck = matmul_default_config(ctx, &tk);
+        TEST_ASSERT_TRUE(ck.f16 && ck.dup && !ck.by_rows);
+        TEST_ASSERT_EQUAL(kind == 4, ck.row_sums);
+    }
     /* without by_rows (GLESLLM_MATMUL set) the tiling stays as given */
     matmul_config fixed = def;
     fixed.by_rows = false;

@@ -312,7 +312,7 @@ static void test_run_demo_and_flags(void)
     static const char *const bad_env[] = {
         "GLESLLM_KV=fast",        "GLESLLM_UNROLL=yes",       "GLESLLM_MULTI_NT=1",
         "GLESLLM_SMALL_BATCH=8x", "GLESLLM_FUSE_NORM=no",     "GLESLLM_MULTI_XSH=off",
-        "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,4", "GLESLLM_MATVEC=256,16,x",
+        "GLESLLM_MATMUL=128,8",   "GLESLLM_MATMUL=128,8,4,5", "GLESLLM_MATVEC=256,16,x",
         "GLESLLM_MULTI=256,16,2,3", "GLESLLM_F16_DOT=on",     "GLESLLM_F16_SUBN=yes",
         "GLESLLM_FETCH_AHEAD=3",  "GLESLLM_FETCH_AHEAD=16",   "GLESLLM_X_ONCE=yes",
         "GLESLLM_ATTN_GROUP=2",   "GLESLLM_PREFETCH_MIB=0",   "GLESLLM_PREFETCH_QKV_MIB=-1",

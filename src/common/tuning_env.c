@@ -15,7 +15,7 @@ const tuning *tuning_or_default(const tuning *t)
 #define MULTI_SPLIT_USE                                                                       \
     "wg,tpr,nr[,xb] (work-group size, lanes a row, rows a thread, and invocations on one unit " \
     "of x: a power of two up to 64)"
-#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3] (work-group size, rows and tokens a thread, tiles)"
+#define MATMUL_TILES_USE "wg,tm,tn[,0|1|2|3|4] (work-group size, rows and tokens a thread, tiles)"
 #define FETCH_AHEAD_USE "0 (off), 1, 2, 4 or 8 (rows a group, loaded a group ahead)"
 
 /* A 0|1 variable into *out (TUNE_AUTO when unset). */
@@ -51,7 +51,7 @@ static glesllm_status read_env(tuning *t)
     t->n_multi = (uint32_t)n;
     v[3] = 0;
     n = env_uints("GLESLLM_MATMUL", v, 3, 4);
-    if (n < 0 || (n == 4 && v[3] > 3))
+    if (n < 0 || (n == 4 && v[3] > 4))
         return bad("GLESLLM_MATMUL", MATMUL_TILES_USE);
     for (int i = 0; i < 4 && n; i++)
         t->matmul[i] = v[i];
