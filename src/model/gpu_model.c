@@ -185,7 +185,7 @@ static glesllm_status upload_beside(gpu_model *gm, const char *name, const fuse_
     if (!st)
         st = gm_expert_kernel(gm, out, out->w.rows, e, false);
     for (uint32_t i = 0; i < n; i++)
-        progress(pr, parts[i].t->rows * model_tensor_row_bytes(parts[i].t));
+        progress(pr, model_tensor_bytes(parts[i].t));
     gm->weight_bytes += out->w.bytes;
     return st;
 }
@@ -216,8 +216,7 @@ static glesllm_status upload_experts(gpu_model *gm, uint32_t li, upload_progress
                              tw ? &tw->edown.w : NULL, &g->edown.w)) ||
         (st = gm_expert_kernel(gm, &g->edown, hp->n_embd, MATVEC_STORE, true)))
         return st;
-    progress(pr, 2 * l->gate_exps.rows * model_tensor_row_bytes(&l->gate_exps) +
-                     l->down_exps.rows * model_tensor_row_bytes(&l->down_exps));
+    progress(pr, 2 * model_tensor_bytes(&l->gate_exps) + model_tensor_bytes(&l->down_exps));
     gm->weight_bytes += g->eglu.w.bytes + g->edown.w.bytes;
     if (!hp->n_ff_shexp)
         return GLESLLM_OK;
@@ -277,7 +276,7 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
     const model_tensor *big[] = { &l->ssm_in, &l->ssm_x, &l->ssm_out };
     for (size_t i = 0; i < 3; i++)
         if (big[i]->data)
-            progress(pr, big[i]->rows * model_tensor_row_bytes(big[i]));
+            progress(pr, model_tensor_bytes(big[i]));
     gm->weight_bytes += g->ssm_in.w.bytes + g->ssm_x.w.bytes + g->ssm_out.w.bytes;
     ssm_shape sh = ssm_shape_of(hp);
     ssm_params pl = ssm_params_layout(&sh);
@@ -320,7 +319,7 @@ static glesllm_status upload_ssm_layer(gpu_model *gm, uint32_t li, upload_progre
                                     &l->ssm_a,    &l->ssm_d,      &l->ssm_norm };
     for (size_t i = 0; i < 7; i++)
         if (small[i]->data)
-            progress(pr, small[i]->rows * model_tensor_row_bytes(small[i]));
+            progress(pr, model_tensor_bytes(small[i]));
     return st;
 }
 
@@ -366,7 +365,7 @@ static glesllm_status upload_rwkv_layer(gpu_model *gm, uint32_t li, upload_progr
         if (!mats[i].t)
             continue;
         st = upload_linear(gm, mats[i].t, mats[i].var, mats[i].twin, mats[i].out);
-        progress(pr, mats[i].t->rows * model_tensor_row_bytes(mats[i].t));
+        progress(pr, model_tensor_bytes(mats[i].t));
         gm->weight_bytes += mats[i].out->w.bytes;
     }
     if (st)
@@ -388,7 +387,7 @@ static glesllm_status upload_rwkv_layer(gpu_model *gm, uint32_t li, upload_progr
                  { &l->tm_ln, pl.ln_w },      { &l->tm_ln_b, pl.ln_b } };
     for (size_t i = 0; !st && i < sizeof vecs / sizeof vecs[0]; i++) {
         st = put_rows(vecs[i].t, host + vecs[i].at, hp->n_embd);
-        progress(pr, vecs[i].t->rows * model_tensor_row_bytes(vecs[i].t));
+        progress(pr, model_tensor_bytes(vecs[i].t));
     }
     if (!st) {
         char what[48];
@@ -423,10 +422,10 @@ static glesllm_status upload_ffn(gpu_model *gm, uint32_t li, upload_progress *pr
     if ((st = upload_fused(gm, name, gu, 2, true, tw ? &tw->glu.w : NULL, &g->glu.w)) ||
         (st = gm_linear_kernels(gm, &g->glu, &glu, NULL)))
         return st;
-    progress(pr, 2 * l->gate.rows * model_tensor_row_bytes(&l->gate));
+    progress(pr, 2 * model_tensor_bytes(&l->gate));
     if ((st = upload_linear(gm, &l->down, &add, tw ? &tw->down : NULL, &g->down)))
         return st;
-    progress(pr, l->down.rows * model_tensor_row_bytes(&l->down));
+    progress(pr, model_tensor_bytes(&l->down));
     gm->weight_bytes += g->glu.w.bytes + g->down.w.bytes;
     return GLESLLM_OK;
 }
@@ -479,7 +478,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         if ((st = gm_linear_kernels(gm, &s->l, qk ? &rows : &qkv, qk ? &rows_multi : NULL)))
             return st;
         for (uint32_t k = i; k < j; k++)
-            progress(pr, parts[k].t->rows * model_tensor_row_bytes(parts[k].t));
+            progress(pr, model_tensor_bytes(parts[k].t));
         i = j;
     }
     /* the residual adds write the next norm's first half, the matvecs after
@@ -490,7 +489,7 @@ static glesllm_status upload_layer(gpu_model *gm, uint32_t li, upload_progress *
         add.epilogue = MATVEC_STORE;
     if ((st = upload_linear(gm, &l->wo, &add, tw ? &tw->wo : NULL, &g->wo)))
         return st;
-    progress(pr, l->wo.rows * model_tensor_row_bytes(&l->wo));
+    progress(pr, model_tensor_bytes(&l->wo));
     for (uint32_t i = 0; i < g->n_qkv; i++)
         gm->weight_bytes += g->qkv[i].l.w.bytes;
     gm->weight_bytes += g->wo.w.bytes;
@@ -979,7 +978,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     } else {
         const model_tensor *d = &m->layers[0].down;
         const char *why;
-        gpu_model_prefetch_choose(gm->ctx, &gm->tune, d->rows * model_tensor_row_bytes(d),
+        gpu_model_prefetch_choose(gm->ctx, &gm->tune, model_tensor_bytes(d),
                                   &gm->prefetch_down, &why);
     }
     const model_layer *l0 = &m->layers[0];
@@ -987,9 +986,8 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
     gm->prefetch_bytes = prefetch_bytes(gate_type, gm->tune.prefetch_mib);
     uint64_t qkv_bytes = 0;
     if (has_attention(m))
-        qkv_bytes = l0->wq.rows * model_tensor_row_bytes(&l0->wq) +
-                    l0->wk.rows * model_tensor_row_bytes(&l0->wk) +
-                    l0->wv.rows * model_tensor_row_bytes(&l0->wv);
+        qkv_bytes = model_tensor_bytes(&l0->wq) + model_tensor_bytes(&l0->wk) +
+                    model_tensor_bytes(&l0->wv);
     gm->prefetch_qkv = prefetch_qkv_bytes(gate_type, qkv_bytes, gm->tune.prefetch_qkv_mib);
     attn_shape as = { hp->n_head, hp->n_head_kv, hp->head_dim, gm->n_ctx, gm->n_batch,
                       hp->attn_scale, hp->attn_softcap, gm->kvl, gm->tune.attn_group };
@@ -1023,7 +1021,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                            &gm->tok_embd)) ||
         (st = get_rows_build(gm->ctx, te->type, &gm->embed)))
         return st;
-    progress(&pr, te->rows * model_tensor_row_bytes(te));
+    progress(&pr, model_tensor_bytes(te));
     gm->weight_bytes += gm->tok_embd.bytes;
     /* the output head: its own tensor, or the embeddings (tied) */
     if (!m->tied) {
@@ -1033,7 +1031,7 @@ static glesllm_status create(gpu_model *gm, const gpu_model_options *opt)
                                &gm->out.w)))
             return st;
         gm->weight_bytes += gm->out.w.bytes;
-        progress(&pr, o->rows * model_tensor_row_bytes(o));
+        progress(&pr, model_tensor_bytes(o));
     } else {
         gm->out.w = gm->tok_embd; /* (not owned: gpu_model_destroy) */
     }

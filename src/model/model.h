@@ -150,6 +150,12 @@ static inline uint64_t model_tensor_row_bytes(const model_tensor *t)
     return t->cols / ggml_block_size(t->type) * ggml_type_size(t->type);
 }
 
+/* Bytes of all of t in the GGUF layout. */
+static inline uint64_t model_tensor_bytes(const model_tensor *t)
+{
+    return t->rows * model_tensor_row_bytes(t);
+}
+
 typedef struct model_layer {
     model_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     model_tensor bq, bk, bv; /* qwen2: biases (rows 1), else data NULL */

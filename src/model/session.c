@@ -35,7 +35,7 @@ static uint64_t tensor_print(uint64_t h, const model_tensor *t)
         return fnv1a(h, "-", 1);
     uint64_t dims[3] = { t->type, t->rows, t->cols };
     h = fnv1a(h, dims, sizeof dims);
-    uint64_t bytes = t->rows * model_tensor_row_bytes(t), take = bytes < 64 ? bytes : 64;
+    uint64_t bytes = model_tensor_bytes(t), take = bytes < 64 ? bytes : 64;
     const unsigned char *d = t->data;
     h = fnv1a(h, d, take);
     h = fnv1a(h, d + bytes / 2 - (bytes / 2 < take ? bytes / 2 : take / 2), take);
