@@ -162,7 +162,9 @@ int main(int argc, char **argv)
             printf("| %llux%llu | %s | %u | %u,%u,%u %s%s | %.1f | %.2f |\n",
                    (unsigned long long)shapes[s][0], (unsigned long long)shapes[s][1],
                    ggml_type_name(formats[f]), n_tok, cfg.wg, cfg.tm, cfg.tn,
-                   cfg.f16 ? (cfg.row_sums ? "f16 dup rows" : cfg.dup ? "f16 dup" : "f16") : cfg.half ? "mediump" : "f32",
+                   cfg.f16    ? (cfg.row_sums ? "f16 dup rows" : cfg.dup ? "f16 dup" : "f16")
+                   : cfg.half ? "mediump"
+                              : "f32",
                    matmul_split(&cfg) > 1 ? " split 2" : "", us,
                    2.0 * shapes[s][0] * shapes[s][1] * n_tok / (us * 1e-6) / 1e12);
             fflush(stdout);

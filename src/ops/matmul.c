@@ -44,8 +44,8 @@ static matmul_config default_tiles(gpu_context *ctx, const tuning *tune, bool f1
     /* 128 invocations of 8 rows x 4 tokens (f32 tiles) or 8 x 8 (f16 tiles,
      * where the driver has the types, each product a pair of weights times a
      * pair of tokens), the largest that did not run out of registers; f16
-     * tiles move prefill logits from decode's by a few 1e-3 of the largest
-     * (bench/RESULTS.md "Prefill tiles"). */
+     * tiles move prefill logits from decode's (their KL-divergence from the
+     * exact path: bench/RESULTS.md "Decode beside llama.cpp"). */
     matmul_config c = { 128, 8, f16 ? 8 : 4, false, f16, f16, f16, 0, f16 };
     /* forced: wg, tm, tn[, kind]: kind 0 f32 tiles, 1 mediump tiles (f16
      * arithmetic where the driver has it), 2 f16 tiles with each product a
