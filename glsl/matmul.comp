@@ -428,13 +428,21 @@ void main()
     for (int i = 0; i < TM; i++)
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.0;
-#if defined(F16_TILES) && defined(ROW_SUMS)
-    // a row's products with a pair of tokens summed in one f16vec2 over the
-    // whole row, into acc at the end
+#ifdef F16_TILES
+    // a row's products with a pair of tokens summed in one f16vec2, over a
+    // unit or (ROW_SUMS) the whole row, then added into acc
     f16vec2 h[TM][TN / 2];
-    for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN / 2; j++)
-            h[i][j] = f16vec2(0.0);
+#define H_CLEAR()                                                              \
+    for (int i = 0; i < TM; i++)                                               \
+        for (int j = 0; j < TN / 2; j++)                                       \
+            h[i][j] = f16vec2(0.0)
+#define H_INTO_ACC()                                                           \
+    for (int i = 0; i < TM; i++)                                               \
+        for (int j = 0; j < TN / 2; j++) {                                     \
+            acc[i][2 * j] += float(h[i][j].x);                                 \
+            acc[i][2 * j + 1] += float(h[i][j].y);                             \
+        }
+    H_CLEAR();
 #endif
 
 #ifdef SLICES_SUM
@@ -477,14 +485,6 @@ void main()
         load_unit(u, row0, rows, nt);
 #endif
 #ifdef F16_TILES
-#ifndef ROW_SUMS
-        // a row's products with a pair of tokens over the unit in one
-        // f16vec2 (an f16 sum of 32 products), then into the f32 sums
-        f16vec2 h[TM][TN / 2];
-        for (int i = 0; i < TM; i++)
-            for (int j = 0; j < TN / 2; j++)
-                h[i][j] = f16vec2(0.0);
-#endif
         for (int p = 0; p < WSPLIT; p++) {  // the unit's values in the tiles at once
             if (p > 0)
                 barrier();
@@ -515,11 +515,8 @@ void main()
             }
         }
 #ifndef ROW_SUMS
-        for (int i = 0; i < TM; i++)
-            for (int j = 0; j < TN / 2; j++) {
-                acc[i][2 * j] += float(h[i][j].x);
-                acc[i][2 * j + 1] += float(h[i][j].y);
-            }
+        H_INTO_ACC();  // (a unit's 32 products at a time)
+        H_CLEAR();
 #endif
 #else
         store_part(0);
@@ -538,11 +535,7 @@ void main()
         barrier();
     }
 #if defined(F16_TILES) && defined(ROW_SUMS)
-    for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN / 2; j++) {
-            acc[i][2 * j] = float(h[i][j].x);
-            acc[i][2 * j + 1] = float(h[i][j].y);
-        }
+    H_INTO_ACC();
 #endif
 #endif
 
