@@ -26,7 +26,21 @@ struct ref_model {
      * (n_head x head^2); a token's six mixed inputs, r, w, k, v, a, g, the
      * first layer's v, the time mix's output and a low-rank path's middle */
     float *rw_shift, *rw_state, *rw;
+    /* the matrices' dequantized copies (matrix_values), REF_COPY_BYTES at most */
+    struct ref_copy {
+        const model_tensor *t;
+        float *f;
+    } *copies;
+    size_t n_copies;
+    uint64_t copy_bytes;
 };
+
+/* The tests run a model here a token at a time, so each matrix of a
+ * forward pass is read once a token; dequantizing it every time was most
+ * of their CPU time under the sanitizers (bench/RESULTS.md "CI time"), so
+ * each matrix is dequantized once, at its first use, up to this many bytes
+ * of copies a model (a small model's whole), and a row at a time past it. */
+#define REF_COPY_BYTES (512ull << 20)
 
 void ref_model_destroy(ref_model *r)
 {
@@ -40,6 +54,9 @@ void ref_model_destroy(ref_model *r)
                       r->rw };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    for (size_t i = 0; i < r->n_copies; i++)
+        free(r->copies[i].f);
+    free(r->copies);
     free(r);
 }
 
@@ -135,12 +152,39 @@ static const float *get_row(ref_model *r, const model_tensor *t, uint64_t i)
     return r->row;
 }
 
+/* All of t's values (its dequantized copy), or NULL where the copies would
+ * pass REF_COPY_BYTES or memory runs out. */
+static const float *matrix_values(ref_model *r, const model_tensor *t)
+{
+    for (size_t i = 0; i < r->n_copies; i++)
+        if (r->copies[i].t == t)
+            return r->copies[i].f;
+    uint64_t bytes = t->rows * t->cols * sizeof(float);
+    if (r->copy_bytes + bytes > REF_COPY_BYTES)
+        return NULL;
+    struct ref_copy *c = realloc(r->copies, (r->n_copies + 1) * sizeof *c);
+    if (!c)
+        return NULL;
+    r->copies = c;
+    float *f = malloc(bytes);
+    if (!f)
+        return NULL;
+    for (uint64_t i = 0; i < t->rows; i++)
+        quant_dequantize(t->type, (const uint8_t *)t->data + i * model_tensor_row_bytes(t),
+                         f + i * t->cols, t->cols);
+    c[r->n_copies++] = (struct ref_copy){ t, f };
+    r->copy_bytes += bytes;
+    return f;
+}
+
 /* y = W[row0 .. row0 + rows) x (+ y when add) */
 static void matvec_rows(ref_model *r, const model_tensor *w, uint64_t row0, uint64_t rows,
                         const float *x, float *y, int add)
 {
+    const float *all = matrix_values(r, w);
     for (uint64_t i = 0; i < rows; i++) {
-        double s = ref_dot(get_row(r, w, row0 + i), x, (size_t)w->cols);
+        const float *row = all ? all + (row0 + i) * w->cols : get_row(r, w, row0 + i);
+        double s = ref_dot(row, x, (size_t)w->cols);
         y[i] = add ? y[i] + (float)s : (float)s;
     }
 }
