@@ -762,6 +762,8 @@ int main(void)
     RUN_TEST(test_chat_command);
     RUN_TEST(test_kv_pool_defers);
     RUN_TEST(test_draft);
+    if (*err_path)
+        remove(err_path); /* (the last server's) */
     return UNITY_END();
 }
 

@@ -185,6 +185,7 @@ static void test_session_file_of_a_ring(void)
     run_steps(C.gm, 60, 64, 0, got);
     TEST_ASSERT_TRUE_MESSAGE(fixture_rel_diff(got, want, nv) == 0.0,
                              "a whole file into a model without a ring gives other logits");
+    remove(path);
     fixture_unload(&C);
     fixture_unload(&B);
     fixture_unload(&A);
