@@ -504,8 +504,7 @@ static void test_client_drops(void)
     TEST_ASSERT_TRUE(got > 0);
     TEST_ASSERT_EQUAL(1, metric("glesllm:requests_processing"));
     /* (a few rounds on: past its first page; up to 30 s, for a loaded
-     * machine under the sanitizers, where a step of llvmpipe can take
-     * a quarter of a second) */
+     * machine under the sanitizers, where llvmpipe's steps are slow) */
     double held = 0;
     for (int i = 0; i < 1500 && held < 2; i++) {
         usleep(20000);
