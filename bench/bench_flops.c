@@ -13,14 +13,22 @@
  *                as the matmul multiplies a weight by a pair of tokens
  *   f16x2 b.xx   a = b.xx a + c: the half as a swizzled pair, to see whether
  *                the compiler then gives the packed multiply-add one
- *                operand's half in both lanes (no copy); f16x2 fma.xx the
- *                same through fma(). At the packed rate the matmul's tile
- *                would not need each weight stored twice (matmul.comp DUP_W)
+ *                operand's half in both lanes (no copy). At the packed rate
+ *                the matmul's tile would not need each weight stored twice
+ *                (matmul.comp DUP_W)
  *   i32          uint chains, a = a a + c: the integer multiply-add that int8
  *                activations would run on where the driver has no
  *                integer-dot extension (a 32-bit multiply-add holds at most
  *                two 4-bit x 8-bit products in 16-bit fields: twice its rate
  *                in such products)
+ *   outer RxC    an invocation's R x C block of f16vec2 sums, each step
+ *                h[i][j] += A[i] B[j] (a pair times a pair from three
+ *                registers, as in the prefill tiles' loop), A and B rotated
+ *                from step to step so that no steps fold; "shm": the same
+ *                with that much shared memory declared, which leaves fewer
+ *                groups a multiprocessor (NVIDIA's compiler then gives an
+ *                invocation more registers: bench/RESULTS.md "Prefill
+ *                tiles")
  * and prints TFLOP/s (2 a multiply-add and component; TOP/s for i32).
  *
  *   bench_flops [--wg 128] [--chains 16] [--iters 512] [--groups 4096]
@@ -62,8 +70,6 @@ static const char *src =
     "#define STEP(i) a[i] = a[(i + 1) % CH].x * a[i] + c\n"
     "#elif BCAST == 2\n"
     "#define STEP(i) a[i] = a[(i + 1) % CH].xx * a[i] + c\n"
-    "#elif BCAST == 3\n"
-    "#define STEP(i) a[i] = fma(a[(i + 1) % CH].xx, a[i], c)\n"
     "#else\n"
     "#define STEP(i) a[i] = a[i] * a[i] + c\n"
     "#endif\n"
@@ -71,7 +77,35 @@ static const char *src =
     "layout(std430, binding = 0) readonly buffer P { vec4 p[]; };\n"
     "layout(std430, binding = 1) writeonly buffer O { vec4 o[]; };\n"
     "uniform uint u_params[20];\n"
+    "#ifdef SHM\n"
+    "shared uint pad[SHM];\n"
+    "#endif\n"
     "void main() {\n"
+    "#ifdef OUTER\n"
+    "#ifdef SHM\n"
+    "  pad[gl_LocalInvocationIndex] = floatBitsToUint(p[0].x);\n"
+    "  barrier();\n"
+    "#endif\n"
+    "  T A[OM], B[ON], h[OM * ON];\n"
+    "  for (int i = 0; i < OM; i++) A[i] = INIT(p[1 + i].xy);\n"
+    "  for (int j = 0; j < ON; j++) B[j] = INIT(p[1 + OM + j].xy);\n"
+    "  for (int i = 0; i < OM * ON; i++) h[i] = T(0.0);\n"
+    "  for (uint it = 0u; it < u_params[0]; it++) {\n"
+    "#pragma optionNV(unroll all)\n"
+    "    for (int k = 0; k < 32; k++)\n"
+    "#pragma optionNV(unroll all)\n"
+    "      for (int i = 0; i < OM; i++)\n"
+    "#pragma optionNV(unroll all)\n"
+    "        for (int j = 0; j < ON; j++)\n"
+    "          h[i * ON + j] += A[(i + k) % OM] * B[(j + k / OM) % ON];\n"
+    "  }\n"
+    "  vec4 r = vec4(0.0);\n"
+    "  for (int i = 0; i < OM * ON; i++) r.xy += OUT(h[i]);\n"
+    "#ifdef SHM\n"
+    "  r.z += uintBitsToFloat(pad[(gl_LocalInvocationIndex + 1u) % uint(WG)]);\n"
+    "#endif\n"
+    "  if (r.x == 12345.0) o[gl_GlobalInvocationID.x] = r;\n"
+    "#else\n"
     "  T c = INIT(p[0].zw);\n"
     "  T a[CH];\n"
     "  vec2 s[CH];\n"
@@ -89,6 +123,7 @@ static const char *src =
     "  vec4 r = vec4(0.0);\n"
     "  for (int i = 0; i < CH; i++) r += vec4(OUT(a[i]), s[i]);\n"
     "  if (r.x == 12345.0) o[gl_GlobalInvocationID.x] = r;\n"
+    "#endif\n"
     "}\n";
 
 int main(int argc, char **argv)
@@ -130,13 +165,22 @@ int main(int argc, char **argv)
     static const struct {
         const char *name, *defs;
         int comps; /* components a chain: flops = 2 comps a multiply-add */
+        int sums;  /* outer products: the sums an invocation (else --chains) */
     } v[] = { { "f32", "", 1 },
               { "f16x2", "F16 1\n", 2 },
               { "f16x2+cvt", "F16 1\nCVT 1\n", 2 },
               { "f16x2 bcast", "F16 1\nBCAST 1\n", 2 },
               { "f16x2 b.xx", "F16 1\nBCAST 2\n", 2 },
-              { "f16x2 fma.xx", "F16 1\nBCAST 3\n", 2 },
-              { "i32", "I32 1\n", 1 } };
+              { "i32", "I32 1\n", 1 },
+              { "outer 4x4", "F16 1\nOUTER 1\nOM 4\nON 4\n", 2, 16 },
+              { "outer 8x4", "F16 1\nOUTER 1\nOM 8\nON 4\n", 2, 32 },
+              { "outer 4x8", "F16 1\nOUTER 1\nOM 4\nON 8\n", 2, 32 },
+              { "outer 8x5", "F16 1\nOUTER 1\nOM 8\nON 5\n", 2, 40 },
+              { "outer 8x6", "F16 1\nOUTER 1\nOM 8\nON 6\n", 2, 48 },
+              { "outer 8x8", "F16 1\nOUTER 1\nOM 8\nON 8\n", 2, 64 },
+              { "outer 16x4", "F16 1\nOUTER 1\nOM 16\nON 4\n", 2, 64 },
+              { "8x8 24K shm", "F16 1\nOUTER 1\nOM 8\nON 8\nSHM 6144\n", 2, 64 },
+              { "8x4 40K shm", "F16 1\nOUTER 1\nOM 8\nON 4\nSHM 10240\n", 2, 32 } };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         if (v[k].comps == 2 && !gpu_context_caps(ctx)->f16_types) {
             printf("  %-12s (no f16 types on this driver: GL_NV_gpu_shader5)\n", v[k].name);
@@ -167,7 +211,8 @@ int main(int argc, char **argv)
                 best = t;
         }
         check_gl("the dispatches");
-        double flops = 2.0 * v[k].comps * chains * 32.0 * iters * (double)wg * groups;
+        double flops =
+            2.0 * v[k].comps * (v[k].sums ? v[k].sums : chains) * 32.0 * iters * (double)wg * groups;
         printf("  %-12s %9.3f ms  %7.1f T%s/s\n", v[k].name, best * 1e3, flops / best / 1e12,
                strcmp(v[k].name, "i32") ? "FLOP" : "OP");
         gpu_program_destroy(&p);
