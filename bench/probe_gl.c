@@ -5,10 +5,15 @@
  * extensions its compiler takes (and the ES one's), and where one does, the
  * FLOP/s of a plain cooperative-matrix product C = A B^T in f16 with f32
  * sums (rows x tokens x columns of a 7B model's FFN: 14336 x 512 x 4096),
- * checked against the CPU on a few entries. A probe for bench/RESULTS.md
- * ("Prefill routes"), not a kernel of the engine.
+ * checked against the CPU on a few entries. With --spirv, instead: the
+ * outer-product loop of bench_flops as SPIR-V files (GL_ARB_gl_spirv; made
+ * from bench/probe_spirv_outer.comp as it says) against the same loop in
+ * GLSL through the driver's compiler, in the desktop context, TFLOP/s each.
+ * A probe for bench/RESULTS.md ("Prefill tiles"), not a kernel of the
+ * engine.
  *
- *   probe_gl [ROWS TOKENS COLS] */
+ *   probe_gl [ROWS TOKENS COLS]
+ *   probe_gl --spirv o_8x4.spv ... */
 #include <EGL/egl.h>
 #include <EGL/eglext.h>
 #include <GLES3/gl31.h>
@@ -50,6 +55,10 @@ typedef void (*memory_barrier_fn)(GLbitfield);
 typedef void (*finish_fn)(void);
 typedef void *(*map_buffer_range_fn)(GLenum, GLintptr, GLsizeiptr, GLbitfield);
 typedef GLboolean (*unmap_buffer_fn)(GLenum);
+typedef void (*shader_binary_fn)(GLsizei, const GLuint *, GLenum, const void *, GLsizei);
+typedef void (*specialize_shader_fn)(GLuint, const GLchar *, GLuint, const GLuint *,
+                                     const GLuint *);
+typedef void (*uniform1ui_fn)(GLint, GLuint);
 
 static struct {
     get_stringi_fn GetStringi;
@@ -75,6 +84,9 @@ static struct {
     finish_fn Finish;
     map_buffer_range_fn MapBufferRange;
     unmap_buffer_fn UnmapBuffer;
+    shader_binary_fn ShaderBinary;
+    specialize_shader_fn SpecializeShader;
+    uniform1ui_fn Uniform1ui;
 } gl;
 
 #define LOAD(name) (*(void **)&gl.name = (void *)eglGetProcAddress("gl" #name))
@@ -86,7 +98,7 @@ static void load_gl(void)
     LOAD(AttachShader), LOAD(LinkProgram), LOAD(GetProgramiv), LOAD(GetProgramInfoLog);
     LOAD(UseProgram), LOAD(GenBuffers), LOAD(BindBuffer), LOAD(BufferData), LOAD(BindBufferBase);
     LOAD(DispatchCompute), LOAD(MemoryBarrier), LOAD(Finish), LOAD(MapBufferRange);
-    LOAD(UnmapBuffer);
+    LOAD(UnmapBuffer), LOAD(ShaderBinary), LOAD(SpecializeShader), LOAD(Uniform1ui);
 }
 
 static double now(void)
@@ -337,8 +349,142 @@ static void bench_coop(unsigned rows, unsigned tokens, unsigned cols)
     free(hb);
 }
 
+/* A compute program from a SPIR-V file, 0 when the driver refuses it. */
+static GLuint from_spirv(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("  %s: cannot be read\n", path);
+        return 0;
+    }
+    static char bin[1 << 22];
+    size_t n = fread(bin, 1, sizeof bin, f);
+    fclose(f);
+    GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
+    gl.ShaderBinary(1, &s, 0x9551 /* GL_SHADER_BINARY_FORMAT_SPIR_V */, bin, (GLsizei)n);
+    gl.SpecializeShader(s, "main", 0, NULL, NULL);
+    GLint ok = 0;
+    char log[4096] = "";
+    gl.GetShaderiv(s, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+        gl.GetShaderInfoLog(s, sizeof log, NULL, log);
+        printf("  %s: not specialized: %.300s\n", path, log);
+        return 0;
+    }
+    GLuint p = gl.CreateProgram();
+    gl.AttachShader(p, s);
+    gl.LinkProgram(p);
+    gl.GetProgramiv(p, GL_LINK_STATUS, &ok);
+    if (!ok) {
+        gl.GetProgramInfoLog(p, sizeof log, NULL, log);
+        printf("  %s: does not link: %.300s\n", path, log);
+        return 0;
+    }
+    return p;
+}
+
+/* bench/probe_spirv_outer.comp's loop for the driver's GLSL compiler (its
+ * f16vec2 through GL_NV_gpu_shader5, its loops unrolled by the pragma) */
+static const char *outer_glsl =
+    "layout(local_size_x = 128) in;\n"
+    "layout(std430, binding = 0) readonly buffer P { vec4 p[]; };\n"
+    "layout(std430, binding = 1) writeonly buffer O { vec4 o[]; };\n"
+    "layout(location = 0) uniform uint iters;\n"
+    "#pragma optionNV(unroll all)\n"
+    "void main() {\n"
+    "  f16vec2 A[OM], B[ON], h[OM * ON];\n"
+    "  for (int i = 0; i < OM; i++) A[i] = f16vec2(p[1 + i].xy);\n"
+    "  for (int j = 0; j < ON; j++) B[j] = f16vec2(p[1 + OM + j].xy);\n"
+    "  for (int i = 0; i < OM * ON; i++) h[i] = f16vec2(0.0);\n"
+    "  for (uint it = 0u; it < iters; it++) {\n"
+    "    for (int k = 0; k < 32; k++)\n"
+    "      for (int i = 0; i < OM; i++)\n"
+    "        for (int j = 0; j < ON; j++)\n"
+    "          h[i * ON + j] += A[(i + k) % OM] * B[(j + k / OM) % ON];\n"
+    "  }\n"
+    "  vec4 r = vec4(0.0);\n"
+    "  for (int i = 0; i < OM * ON; i++) r.xy += vec2(h[i]);\n"
+    "  if (r.x == 12345.0) o[gl_GlobalInvocationID.x] = r;\n"
+    "}\n";
+
+/* TFLOP/s of an outer-product program of om x on sums (best of 3 after one) */
+static double time_outer(GLuint p, int om, int on)
+{
+    static GLuint buf[2];
+    if (!buf[0]) {
+        float pv[4 * 65];
+        for (int i = 0; i < 4 * 65; i++)
+            pv[i] = 0.25f + (float)i / 1024.0f; /* distinct in f16 */
+        gl.GenBuffers(2, buf);
+        gl.BindBuffer(GL_SHADER_STORAGE_BUFFER, buf[0]);
+        gl.BufferData(GL_SHADER_STORAGE_BUFFER, sizeof pv, pv, GL_STATIC_DRAW);
+        gl.BindBuffer(GL_SHADER_STORAGE_BUFFER, buf[1]);
+        gl.BufferData(GL_SHADER_STORAGE_BUFFER, 16 << 20, NULL, GL_DYNAMIC_DRAW);
+    }
+    gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, buf[0]);
+    gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, buf[1]);
+    gl.UseProgram(p);
+    const unsigned iters = 512, groups = 4096;
+    gl.Uniform1ui(0, iters);
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        gl.Finish();
+        double t0 = now();
+        gl.DispatchCompute(groups, 1, 1);
+        gl.Finish();
+        double t = now() - t0;
+        if (r && t < best)
+            best = t;
+    }
+    return 2.0 * 2 * om * on * 32.0 * iters * 128.0 * groups / best / 1e12;
+}
+
+/* --spirv: each file's loop (o_RxC in its name) as SPIR-V and as GLSL */
+static int probe_spirv(int n, char **files)
+{
+    GLuint warm = 0;
+    char src[8192];
+    snprintf(src, sizeof src, "#version 450\n#extension GL_NV_gpu_shader5 : require\n"
+                              "#define OM 4\n#define ON 4\n%s", outer_glsl);
+    warm = compile(src, "GLSL outer 4x4 (warms the clocks)");
+    for (int i = 0; warm && i < 30; i++)
+        time_outer(warm, 4, 4);
+    for (int a = 0; a < n; a++) {
+        const char *base = strrchr(files[a], '/');
+        base = base ? base + 1 : files[a];
+        int om = 0, on = 0;
+        if (sscanf(base, "o_%dx%d", &om, &on) != 2 || om < 1 || on < 1 || om * on > 256) {
+            printf("  %s: not named o_RxC (R x C sums, at most 256)\n", files[a]);
+            continue;
+        }
+        char what[64];
+        snprintf(src, sizeof src, "#version 450\n#extension GL_NV_gpu_shader5 : require\n"
+                                  "#define OM %d\n#define ON %d\n%s", om, on, outer_glsl);
+        snprintf(what, sizeof what, "GLSL outer %dx%d", om, on);
+        GLuint g = compile(src, what);
+        if (g)
+            printf("    %.1f TFLOP/s\n", time_outer(g, om, on));
+        GLuint v = from_spirv(files[a]);
+        if (v)
+            printf("  SPIR-V %-39s %.1f TFLOP/s\n", base, time_outer(v, om, on));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--spirv")) {
+        EGLDisplay d = device_display();
+        if (d == EGL_NO_DISPLAY || (make_context(d, EGL_OPENGL_API, 6) == EGL_NO_CONTEXT &&
+                                    make_context(d, EGL_OPENGL_API, 5) == EGL_NO_CONTEXT)) {
+            printf("no desktop OpenGL 4.5 or 4.6 context through an EGL device display\n");
+            return 1;
+        }
+        printf("desktop OpenGL: %s | %s\n", gl.GetString(GL_VERSION), gl.GetString(GL_RENDERER));
+        if (!has_ext("GL_ARB_gl_spirv"))
+            printf("  no GL_ARB_gl_spirv: the SPIR-V files will be refused\n");
+        return probe_spirv(argc - 2, argv + 2);
+    }
     unsigned rows = argc > 3 ? (unsigned)atoi(argv[1]) : 14336;
     unsigned tokens = argc > 3 ? (unsigned)atoi(argv[2]) : 512;
     unsigned cols = argc > 3 ? (unsigned)atoi(argv[3]) : 4096;
