@@ -161,13 +161,11 @@ static int has_ext(const char *name)
     return 0;
 }
 
-/* A compute program of src, 0 when it does not compile or link (the log's
- * first line said). */
-static GLuint compile(const char *src, const char *what)
+/* The program of compute shader s (compiled or specialized: `done` says
+ * it, `failed` its failure), 0 when that failed or it does not link (the
+ * log's first line said). */
+static GLuint link_shader(GLuint s, const char *what, const char *done, const char *failed)
 {
-    GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
-    gl.ShaderSource(s, 1, &src, NULL);
-    gl.CompileShader(s);
     GLint ok = 0;
     char log[4096] = "";
     gl.GetShaderiv(s, GL_COMPILE_STATUS, &ok);
@@ -176,7 +174,7 @@ static GLuint compile(const char *src, const char *what)
         char *nl = strchr(log, '\n');
         if (nl)
             *nl = '\0';
-        printf("  %-46s does not compile: %s\n", what, log);
+        printf("  %-46s %s: %s\n", what, failed, *log ? log : "(no log)");
         return 0;
     }
     GLuint p = gl.CreateProgram();
@@ -185,11 +183,20 @@ static GLuint compile(const char *src, const char *what)
     gl.GetProgramiv(p, GL_LINK_STATUS, &ok);
     if (!ok) {
         gl.GetProgramInfoLog(p, sizeof log, NULL, log);
-        printf("  %-46s compiles, does not link: %.200s\n", what, log);
+        printf("  %-46s %s, does not link: %.200s\n", what, done, log);
         return 0;
     }
-    printf("  %-46s compiles and links\n", what);
+    printf("  %-46s %s and links\n", what, done);
     return p;
+}
+
+/* A compute program of src, 0 when it does not compile or link. */
+static GLuint compile(const char *src, const char *what)
+{
+    GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
+    gl.ShaderSource(s, 1, &src, NULL);
+    gl.CompileShader(s);
+    return link_shader(s, what, "compiles", "does not compile");
 }
 
 /* C[r][t] = sum_k A[r][k] B[t][k]: each subgroup of 32 a 32 x 32 block of
@@ -363,24 +370,7 @@ static GLuint from_spirv(const char *path)
     GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
     gl.ShaderBinary(1, &s, 0x9551 /* GL_SHADER_BINARY_FORMAT_SPIR_V */, bin, (GLsizei)n);
     gl.SpecializeShader(s, "main", 0, NULL, NULL);
-    GLint ok = 0;
-    char log[4096] = "";
-    gl.GetShaderiv(s, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-        gl.GetShaderInfoLog(s, sizeof log, NULL, log);
-        printf("  %s: not specialized: %.300s\n", path, log);
-        return 0;
-    }
-    GLuint p = gl.CreateProgram();
-    gl.AttachShader(p, s);
-    gl.LinkProgram(p);
-    gl.GetProgramiv(p, GL_LINK_STATUS, &ok);
-    if (!ok) {
-        gl.GetProgramInfoLog(p, sizeof log, NULL, log);
-        printf("  %s: does not link: %.300s\n", path, log);
-        return 0;
-    }
-    return p;
+    return link_shader(s, path, "is specialized", "is not specialized");
 }
 
 /* bench/probe_spirv_outer.comp's loop for the driver's GLSL compiler (its
@@ -466,7 +456,7 @@ static int probe_spirv(int n, char **files)
             printf("    %.1f TFLOP/s\n", time_outer(g, om, on));
         GLuint v = from_spirv(files[a]);
         if (v)
-            printf("  SPIR-V %-39s %.1f TFLOP/s\n", base, time_outer(v, om, on));
+            printf("    %.1f TFLOP/s\n", time_outer(v, om, on));
     }
     return 0;
 }
