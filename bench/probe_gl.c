@@ -7,13 +7,13 @@
  * sums (rows x tokens x columns of a 7B model's FFN: 14336 x 512 x 4096),
  * checked against the CPU on a few entries. With --spirv, instead: the
  * outer-product loop of bench_flops as SPIR-V files (GL_ARB_gl_spirv; made
- * from bench/probe_spirv_outer.comp as it says) against the same loop in
- * GLSL through the driver's compiler, in the desktop context, TFLOP/s each.
- * A probe for bench/RESULTS.md ("Prefill tiles"), not a kernel of the
+ * from bench/probe_spirv_outer.comp as it says) against the same file's loop
+ * as GLSL through the driver's compiler, in the desktop context, TFLOP/s
+ * each. A probe for bench/RESULTS.md ("Prefill tiles"), not a kernel of the
  * engine.
  *
  *   probe_gl [ROWS TOKENS COLS]
- *   probe_gl --spirv o_8x4.spv ... */
+ *   probe_gl --spirv bench/probe_spirv_outer.comp o_8x4.spv ... */
 #include <EGL/egl.h>
 #include <EGL/eglext.h>
 #include <GLES3/gl31.h>
@@ -356,46 +356,52 @@ static void bench_coop(unsigned rows, unsigned tokens, unsigned cols)
     free(hb);
 }
 
-/* A compute program from a SPIR-V file, 0 when the driver refuses it. */
-static GLuint from_spirv(const char *path)
+/* path's bytes into buf (cap bytes at most), its length; 0 (said) when it
+ * cannot be read or does not fit */
+static size_t read_file(const char *path, char *buf, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("  %s: cannot be read\n", path);
         return 0;
     }
-    static char bin[1 << 22];
-    size_t n = fread(bin, 1, sizeof bin, f);
+    size_t n = fread(buf, 1, cap, f);
+    int more = fgetc(f) != EOF;
     fclose(f);
+    if (more) {
+        printf("  %s: larger than %zu bytes\n", path, cap);
+        return 0;
+    }
+    return n;
+}
+
+/* A compute program from a SPIR-V file, 0 when the driver refuses it. */
+static GLuint from_spirv(const char *path)
+{
+    static char bin[1 << 22];
+    size_t n = read_file(path, bin, sizeof bin);
+    if (!n)
+        return 0;
     GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
     gl.ShaderBinary(1, &s, 0x9551 /* GL_SHADER_BINARY_FORMAT_SPIR_V */, bin, (GLsizei)n);
     gl.SpecializeShader(s, "main", 0, NULL, NULL);
     return link_shader(s, path, "is specialized", "is not specialized");
 }
 
-/* bench/probe_spirv_outer.comp's loop for the driver's GLSL compiler (its
- * f16vec2 through GL_NV_gpu_shader5, its loops unrolled by the pragma) */
-static const char *outer_glsl =
-    "layout(local_size_x = 128) in;\n"
-    "layout(std430, binding = 0) readonly buffer P { vec4 p[]; };\n"
-    "layout(std430, binding = 1) writeonly buffer O { vec4 o[]; };\n"
-    "layout(location = 0) uniform uint iters;\n"
-    "#pragma optionNV(unroll all)\n"
-    "void main() {\n"
-    "  f16vec2 A[OM], B[ON], h[OM * ON];\n"
-    "  for (int i = 0; i < OM; i++) A[i] = f16vec2(p[1 + i].xy);\n"
-    "  for (int j = 0; j < ON; j++) B[j] = f16vec2(p[1 + OM + j].xy);\n"
-    "  for (int i = 0; i < OM * ON; i++) h[i] = f16vec2(0.0);\n"
-    "  for (uint it = 0u; it < iters; it++) {\n"
-    "    for (int k = 0; k < 32; k++)\n"
-    "      for (int i = 0; i < OM; i++)\n"
-    "        for (int j = 0; j < ON; j++)\n"
-    "          h[i * ON + j] += A[(i + k) % OM] * B[(j + k / OM) % ON];\n"
-    "  }\n"
-    "  vec4 r = vec4(0.0);\n"
-    "  for (int i = 0; i < OM * ON; i++) r.xy += vec2(h[i]);\n"
-    "  if (r.x == 12345.0) o[gl_GlobalInvocationID.x] = r;\n"
-    "}\n";
+/* The outer-product source (its #version line first) as GLSL for the
+ * driver's compiler, with an om x on block, compiled. */
+static GLuint outer_from_glsl(const char *src, int om, int on)
+{
+    const char *body = strchr(src, '\n');
+    if (!body)
+        return 0;
+    static char full[1 << 16];
+    snprintf(full, sizeof full, "%.*s\n#define OM %d\n#define ON %d%s", (int)(body - src), src,
+             om, on, body);
+    char what[64];
+    snprintf(what, sizeof what, "GLSL outer %dx%d", om, on);
+    return compile(full, what);
+}
 
 /* TFLOP/s of an outer-product program of om x on sums (best of 3 after one) */
 static double time_outer(GLuint p, int om, int on)
@@ -429,14 +435,22 @@ static double time_outer(GLuint p, int om, int on)
     return 2.0 * 2 * om * on * 32.0 * iters * 128.0 * groups / best / 1e12;
 }
 
-/* --spirv: each file's loop (o_RxC in its name) as SPIR-V and as GLSL */
-static int probe_spirv(int n, char **files)
+/* --spirv: each file's loop (o_RxC in its name) as SPIR-V, and the source's
+ * (bench/probe_spirv_outer.comp) as GLSL */
+static int probe_spirv(const char *src_path, int n, char **files)
 {
-    GLuint warm = 0;
-    char src[8192];
-    snprintf(src, sizeof src, "#version 450\n#extension GL_NV_gpu_shader5 : require\n"
-                              "#define OM 4\n#define ON 4\n%s", outer_glsl);
-    warm = compile(src, "GLSL outer 4x4 (warms the clocks)");
+    static char src[1 << 15];
+    size_t len = read_file(src_path, src, sizeof src - 1);
+    if (!len)
+        return 1;
+    src[len] = '\0';
+    /* its #version line first: the comments above it are for the reader */
+    const char *version = strstr(src, "#version");
+    if (!version) {
+        printf("  %s: no #version line\n", src_path);
+        return 1;
+    }
+    GLuint warm = outer_from_glsl(version, 4, 4); /* (warms the clocks) */
     for (int i = 0; warm && i < 30; i++)
         time_outer(warm, 4, 4);
     for (int a = 0; a < n; a++) {
@@ -447,11 +461,7 @@ static int probe_spirv(int n, char **files)
             printf("  %s: not named o_RxC (R x C sums, at most 256)\n", files[a]);
             continue;
         }
-        char what[64];
-        snprintf(src, sizeof src, "#version 450\n#extension GL_NV_gpu_shader5 : require\n"
-                                  "#define OM %d\n#define ON %d\n%s", om, on, outer_glsl);
-        snprintf(what, sizeof what, "GLSL outer %dx%d", om, on);
-        GLuint g = compile(src, what);
+        GLuint g = outer_from_glsl(version, om, on);
         if (g)
             printf("    %.1f TFLOP/s\n", time_outer(g, om, on));
         GLuint v = from_spirv(files[a]);
@@ -464,6 +474,10 @@ static int probe_spirv(int n, char **files)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--spirv")) {
+        if (argc < 3) {
+            fprintf(stderr, "probe_gl: --spirv SOURCE.comp [o_RxC.spv ...]\n");
+            return 2;
+        }
         EGLDisplay d = device_display();
         if (d == EGL_NO_DISPLAY || (make_context(d, EGL_OPENGL_API, 6) == EGL_NO_CONTEXT &&
                                     make_context(d, EGL_OPENGL_API, 5) == EGL_NO_CONTEXT)) {
@@ -473,7 +487,7 @@ int main(int argc, char **argv)
         printf("desktop OpenGL: %s | %s\n", gl.GetString(GL_VERSION), gl.GetString(GL_RENDERER));
         if (!has_ext("GL_ARB_gl_spirv"))
             printf("  no GL_ARB_gl_spirv: the SPIR-V files will be refused\n");
-        return probe_spirv(argc - 2, argv + 2);
+        return probe_spirv(argv[2], argc - 3, argv + 3);
     }
     unsigned rows = argc > 3 ? (unsigned)atoi(argv[1]) : 14336;
     unsigned tokens = argc > 3 ? (unsigned)atoi(argv[2]) : 512;
