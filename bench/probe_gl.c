@@ -9,11 +9,16 @@
  * outer-product loop of bench_flops as SPIR-V files (GL_ARB_gl_spirv; made
  * from bench/probe_spirv_outer.comp as it says) against the same file's loop
  * as GLSL through the driver's compiler, in the desktop context, TFLOP/s
- * each. A probe for bench/RESULTS.md ("Prefill tiles"), not a kernel of the
- * engine.
+ * each; files named m_N, cooperative-matrix products from
+ * bench/probe_spirv_coop.comp, timed alone; any other file only specialized
+ * (bench/probe_spirv_idot.spvasm). A driver that does not know a module's
+ * capability may crash in glSpecializeShader (NVIDIA's and Mesa's do on the
+ * cooperative-matrix and integer-dot modules): run one file a process, and
+ * the line "specializing" names the file. A probe for bench/RESULTS.md
+ * ("Prefill tiles"), not a kernel of the engine.
  *
  *   probe_gl [ROWS TOKENS COLS]
- *   probe_gl --spirv bench/probe_spirv_outer.comp o_8x4.spv ... */
+ *   probe_gl --spirv bench/probe_spirv_outer.comp o_8x4.spv|m_4.spv|idot.spv ... */
 #include <EGL/egl.h>
 #include <EGL/eglext.h>
 #include <GLES3/gl31.h>
@@ -382,6 +387,7 @@ static GLuint from_spirv(const char *path)
     size_t n = read_file(path, bin, sizeof bin);
     if (!n)
         return 0;
+    printf("  %s: specializing\n", path);
     GLuint s = gl.CreateShader(GL_COMPUTE_SHADER);
     gl.ShaderBinary(1, &s, 0x9551 /* GL_SHADER_BINARY_FORMAT_SPIR_V */, bin, (GLsizei)n);
     gl.SpecializeShader(s, "main", 0, NULL, NULL);
@@ -403,8 +409,9 @@ static GLuint outer_from_glsl(const char *src, int om, int on)
     return compile(full, what);
 }
 
-/* TFLOP/s of an outer-product program of om x on sums (best of 3 after one) */
-static double time_outer(GLuint p, int om, int on)
+/* TFLOP/s of a loop program doing flops a step (each of 32 an iteration) in
+ * each invocation (best of 3 after one) */
+static double time_loop(GLuint p, double flops)
 {
     static GLuint buf[2];
     if (!buf[0]) {
@@ -420,23 +427,43 @@ static double time_outer(GLuint p, int om, int on)
     gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, buf[0]);
     gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, buf[1]);
     gl.UseProgram(p);
-    const unsigned iters = 512, groups = 4096;
-    gl.Uniform1ui(0, iters);
+    /* iterations grow until a dispatch takes 50 ms (or reach 512), so that
+     * a slow program (SPIR-V whose arrays stay in memory) still ends in
+     * seconds; every multiprocessor stays full */
+    const unsigned groups = 4096;
+    unsigned iters = 2;
     double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        gl.Finish();
-        double t0 = now();
-        gl.DispatchCompute(groups, 1, 1);
-        gl.Finish();
-        double t = now() - t0;
-        if (r && t < best)
-            best = t;
+    for (;;) {
+        gl.Uniform1ui(0, iters);
+        best = 1e30;
+        for (int r = 0; r < 4; r++) {
+            gl.Finish();
+            double t0 = now();
+            gl.DispatchCompute(groups, 1, 1);
+            gl.Finish();
+            double t = now() - t0;
+            if (r && t < best)
+                best = t;
+        }
+        if (best > 50e-3 || iters >= 512)
+            break;
+        iters *= 4;
     }
-    return 2.0 * 2 * om * on * 32.0 * iters * 128.0 * groups / best / 1e12;
+    if (iters < 512)
+        printf("    (%u iterations)\n", iters);
+    return flops * 32.0 * iters * 128.0 * groups / best / 1e12;
+}
+
+/* an outer-product step: om x on pair products, 4 flops each */
+static double outer_flops(int om, int on)
+{
+    return 4.0 * om * on;
 }
 
 /* --spirv: each file's loop (o_RxC in its name) as SPIR-V, and the source's
- * (bench/probe_spirv_outer.comp) as GLSL */
+ * (bench/probe_spirv_outer.comp) as GLSL; m_N: N cooperative 16x16 by 16x8
+ * products a subgroup step (bench/probe_spirv_coop.comp); other files: only
+ * whether the driver takes them */
 static int probe_spirv(const char *src_path, int n, char **files)
 {
     static char src[1 << 15];
@@ -452,30 +479,37 @@ static int probe_spirv(const char *src_path, int n, char **files)
     }
     GLuint warm = outer_from_glsl(version, 4, 4); /* (warms the clocks) */
     for (int i = 0; warm && i < 30; i++)
-        time_outer(warm, 4, 4);
+        time_loop(warm, outer_flops(4, 4));
     for (int a = 0; a < n; a++) {
         const char *base = strrchr(files[a], '/');
         base = base ? base + 1 : files[a];
-        int om = 0, on = 0;
+        int om = 0, on = 0, cn = 0;
+        if (sscanf(base, "m_%d", &cn) == 1 && cn > 0 && cn <= 64) {
+            GLuint v = from_spirv(files[a]);
+            if (v) /* 16 x 8 x 16 multiply-adds a subgroup of 32 */
+                printf("    %.1f TFLOP/s\n", time_loop(v, cn * 2.0 * 16 * 8 * 16 / 32));
+            continue;
+        }
         if (sscanf(base, "o_%dx%d", &om, &on) != 2 || om < 1 || on < 1 || om * on > 256) {
-            printf("  %s: not named o_RxC (R x C sums, at most 256)\n", files[a]);
+            from_spirv(files[a]); /* says whether it is taken */
             continue;
         }
         GLuint g = outer_from_glsl(version, om, on);
         if (g)
-            printf("    %.1f TFLOP/s\n", time_outer(g, om, on));
+            printf("    %.1f TFLOP/s\n", time_loop(g, outer_flops(om, on)));
         GLuint v = from_spirv(files[a]);
         if (v)
-            printf("    %.1f TFLOP/s\n", time_outer(v, om, on));
+            printf("    %.1f TFLOP/s\n", time_loop(v, outer_flops(om, on)));
     }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* (lines reach a log before a driver crash) */
     if (argc > 1 && !strcmp(argv[1], "--spirv")) {
         if (argc < 3) {
-            fprintf(stderr, "probe_gl: --spirv SOURCE.comp [o_RxC.spv ...]\n");
+            fprintf(stderr, "probe_gl: --spirv SOURCE.comp [o_RxC.spv | m_N.spv | other.spv ...]\n");
             return 2;
         }
         EGLDisplay d = device_display();
