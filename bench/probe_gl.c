@@ -9,7 +9,7 @@
  * outer-product loop of bench_flops as SPIR-V files (GL_ARB_gl_spirv; made
  * from bench/probe_spirv_outer.comp as it says) against the same file's loop
  * as GLSL through the driver's compiler, in the desktop context, TFLOP/s
- * each; files named m_N, cooperative-matrix products from
+ * each (o_RxC_sW: with W words of shared memory declared); files named m_N, cooperative-matrix products from
  * bench/probe_spirv_coop.comp, timed alone; any other file only specialized
  * (bench/probe_spirv_idot.spvasm). A driver that does not know a module's
  * capability may crash in glSpecializeShader (NVIDIA's and Mesa's do on the
@@ -395,17 +395,24 @@ static GLuint from_spirv(const char *path)
 }
 
 /* The outer-product source (its #version line first) as GLSL for the
- * driver's compiler, with an om x on block, compiled. */
-static GLuint outer_from_glsl(const char *src, int om, int on)
+ * driver's compiler, with an om x on block (and shm words of shared memory
+ * declared, if not 0), compiled. */
+static GLuint outer_from_glsl(const char *src, int om, int on, int shm)
 {
     const char *body = strchr(src, '\n');
     if (!body)
         return 0;
     static char full[1 << 16];
-    snprintf(full, sizeof full, "%.*s\n#define OM %d\n#define ON %d%s", (int)(body - src), src,
-             om, on, body);
+    char shm_def[32] = "";
+    if (shm)
+        snprintf(shm_def, sizeof shm_def, "\n#define SHM %d", shm);
+    snprintf(full, sizeof full, "%.*s\n#define OM %d\n#define ON %d%s%s", (int)(body - src), src,
+             om, on, shm_def, body);
     char what[64];
-    snprintf(what, sizeof what, "GLSL outer %dx%d", om, on);
+    if (shm)
+        snprintf(what, sizeof what, "GLSL outer %dx%d, %d words shared", om, on, shm);
+    else
+        snprintf(what, sizeof what, "GLSL outer %dx%d", om, on);
     return compile(full, what);
 }
 
@@ -477,24 +484,25 @@ static int probe_spirv(const char *src_path, int n, char **files)
         printf("  %s: no #version line\n", src_path);
         return 1;
     }
-    GLuint warm = outer_from_glsl(version, 4, 4); /* (warms the clocks) */
+    GLuint warm = outer_from_glsl(version, 4, 4, 0); /* (warms the clocks) */
     for (int i = 0; warm && i < 30; i++)
         time_loop(warm, outer_flops(4, 4));
     for (int a = 0; a < n; a++) {
         const char *base = strrchr(files[a], '/');
         base = base ? base + 1 : files[a];
-        int om = 0, on = 0, cn = 0;
+        int om = 0, on = 0, cn = 0, shm = 0;
         if (sscanf(base, "m_%d", &cn) == 1 && cn > 0 && cn <= 64) {
             GLuint v = from_spirv(files[a]);
             if (v) /* 16 x 8 x 16 multiply-adds a subgroup of 32 */
                 printf("    %.1f TFLOP/s\n", time_loop(v, cn * 2.0 * 16 * 8 * 16 / 32));
             continue;
         }
-        if (sscanf(base, "o_%dx%d", &om, &on) != 2 || om < 1 || on < 1 || om * on > 256) {
+        if (sscanf(base, "o_%dx%d_s%d", &om, &on, &shm) < 2 || om < 1 || on < 1 ||
+            om * on > 256 || shm < 0 || shm > 12288) {
             from_spirv(files[a]); /* says whether it is taken */
             continue;
         }
-        GLuint g = outer_from_glsl(version, om, on);
+        GLuint g = outer_from_glsl(version, om, on, shm);
         if (g)
             printf("    %.1f TFLOP/s\n", time_loop(g, outer_flops(om, on)));
         GLuint v = from_spirv(files[a]);

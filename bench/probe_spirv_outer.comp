@@ -7,7 +7,10 @@
 // stay in memory). To make one:
 //   glslangValidator -G --target-env opengl -DOM=8 -DON=4 -o o.spv bench/probe_spirv_outer.comp
 //   spirv-opt --loop-unroll -O --loop-unroll -O o.spv -o o_8x4.spv
-// (probe_gl reads the block's shape from the file name: o_RxC).
+// (probe_gl reads the block's shape from the file name: o_RxC, or o_RxC_sW
+// made with -DSHM=W: W words of shared memory declared, so that fewer
+// groups fit a multiprocessor and the compiler may give each invocation
+// more registers).
 #version 450
 #ifdef GL_SPIRV
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -24,8 +27,15 @@ layout(local_size_x = 128) in;
 layout(std430, binding = 0) readonly buffer P { vec4 p[]; };
 layout(std430, binding = 1) writeonly buffer O { vec4 o[]; };
 layout(location = 0) uniform uint iters;
+#ifdef SHM
+shared uint pad[SHM];
+#endif
 void main()
 {
+#ifdef SHM
+    pad[gl_LocalInvocationIndex] = floatBitsToUint(p[0].x);
+    barrier();
+#endif
     f16vec2 A[OM], B[ON], h[OM * ON];
     UNROLL for (int i = 0; i < OM; i++)
         A[i] = f16vec2(p[1 + i].xy);
@@ -42,6 +52,9 @@ void main()
     vec4 r = vec4(0.0);
     UNROLL for (int i = 0; i < OM * ON; i++)
         r.xy += vec2(h[i]);
+#ifdef SHM
+    r.z += uintBitsToFloat(pad[(gl_LocalInvocationIndex + 1u) % 128u]);
+#endif
     if (r.x == 12345.0)
         o[gl_GlobalInvocationID.x] = r;
 }
