@@ -12,9 +12,9 @@
  * each (o_RxC_sW: with W words of shared memory declared); files named m_N, cooperative-matrix products from
  * bench/probe_spirv_coop.comp, timed alone; any other file only specialized
  * (bench/probe_spirv_idot.spvasm). A driver that does not know a module's
- * capability may crash in glSpecializeShader (NVIDIA's and Mesa's do on the
- * cooperative-matrix and integer-dot modules): run one file a process, and
- * the line "specializing" names the file. A probe for bench/RESULTS.md
+ * capability may crash in glSpecializeShader (NVIDIA's does on the
+ * cooperative-matrix and integer-dot modules, Mesa's on the first): run one
+ * file a process, and the line "specializing" names the file. A probe for bench/RESULTS.md
  * ("Prefill tiles"), not a kernel of the engine.
  *
  *   probe_gl [ROWS TOKENS COLS]
