@@ -9,12 +9,13 @@
  * outer-product loop of bench_flops as SPIR-V files (GL_ARB_gl_spirv; made
  * from bench/probe_spirv_outer.comp as it says) against the same file's loop
  * as GLSL through the driver's compiler, in the desktop context, TFLOP/s
- * each (o_RxC_sW: with W words of shared memory declared); files named m_N, cooperative-matrix products from
- * bench/probe_spirv_coop.comp, timed alone; any other file only specialized
- * (bench/probe_spirv_idot.spvasm). A driver that does not know a module's
- * capability may crash in glSpecializeShader (NVIDIA's does on the
- * cooperative-matrix and integer-dot modules, Mesa's on the first): run one
- * file a process, and the line "specializing" names the file. A probe for bench/RESULTS.md
+ * each (o_RxC_sW: with W words of shared memory declared); files named m_N,
+ * cooperative-matrix products from bench/probe_spirv_coop.comp, timed
+ * alone; any other file only specialized (bench/probe_spirv_idot.spvasm). A
+ * driver that does not know a module's capability may crash in
+ * glSpecializeShader (NVIDIA's does on the cooperative-matrix and
+ * integer-dot modules, Mesa's on the first): run one file a process, and the
+ * line "specializing" names the file. A probe for bench/RESULTS.md
  * ("Prefill tiles"), not a kernel of the engine.
  *
  *   probe_gl [ROWS TOKENS COLS]
@@ -498,7 +499,7 @@ static int probe_spirv(const char *src_path, int n, char **files)
             continue;
         }
         if (sscanf(base, "o_%dx%d_s%d", &om, &on, &shm) < 2 || om < 1 || on < 1 ||
-            om * on > 256 || shm < 0 || shm > 12288) {
+            om * on > 256 || shm < 0 || (shm && shm < 128) || shm > 12288) {
             from_spirv(files[a]); /* says whether it is taken */
             continue;
         }
@@ -517,7 +518,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* (lines reach a log before a driver crash) */
     if (argc > 1 && !strcmp(argv[1], "--spirv")) {
         if (argc < 3) {
-            fprintf(stderr, "probe_gl: --spirv SOURCE.comp [o_RxC.spv | m_N.spv | other.spv ...]\n");
+            fprintf(stderr,
+                    "probe_gl: --spirv SOURCE.comp [o_RxC.spv | m_N.spv | other.spv ...]\n");
             return 2;
         }
         EGLDisplay d = device_display();

@@ -8,9 +8,9 @@
 //   glslangValidator -G --target-env opengl -DOM=8 -DON=4 -o o.spv bench/probe_spirv_outer.comp
 //   spirv-opt --loop-unroll -O --loop-unroll -O o.spv -o o_8x4.spv
 // (probe_gl reads the block's shape from the file name: o_RxC, or o_RxC_sW
-// made with -DSHM=W: W words of shared memory declared, so that fewer
-// groups fit a multiprocessor and the compiler may give each invocation
-// more registers).
+// made with -DSHM=W, 128 to 12288: W words of shared memory declared, so
+// that fewer groups fit a multiprocessor and the compiler may give each
+// invocation more registers).
 #version 450
 #ifdef GL_SPIRV
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
